@@ -1,0 +1,12 @@
+//! neardup-core: SimHash fingerprints of text and an exact Hamming-distance index.
+//!
+//! Pure Rust, no Python: the `neardup-py` crate binds it for Python.
+//! Fingerprints are unsigned 64-bit integers. `Index::query(fp, k)` returns every stored
+//! item at Hamming distance <= k (inclusive) from `fp`, and never one farther.
+
+pub mod error;
+pub mod fingerprint;
+pub mod hamming;
+pub mod index;
+
+pub use error::{Error, Result};

@@ -1,0 +1,17 @@
+//! The Python binding `neardup._core`: converts arguments, releases the GIL, maps errors.
+//! Nothing else lives here; the logic is in `neardup-core`.
+
+use pyo3::prelude::*;
+
+mod errors;
+mod fingerprint;
+mod index;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    fingerprint::register(m)?;
+    index::register(m)?;
+    Ok(())
+}

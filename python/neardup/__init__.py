@@ -1,0 +1,47 @@
+"""neardup: near-duplicate text detection at scale with SimHash.
+
+Fingerprints are unsigned 64-bit integers. ``Index.query(fp, k)`` returns every stored item
+whose Hamming distance to ``fp`` is <= k (inclusive), never one farther.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from neardup._core import (
+    CorruptIndexError,
+    Fingerprinter,
+    IncompatibleIndexError,
+    Index,
+    __version__,
+    hamming,
+)
+
+# Names from modules that pull in more (or optional) dependencies load on first use.
+_LAZY = {
+    "Deduplicator": "neardup.dedup",
+    "Match": "neardup.dedup",
+    "Client": "neardup.client",
+}
+
+__all__ = [
+    "Client",
+    "CorruptIndexError",
+    "Deduplicator",
+    "Fingerprinter",
+    "IncompatibleIndexError",
+    "Index",
+    "Match",
+    "__version__",
+    "hamming",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'neardup' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,57 @@
+"""The `neardup` command. Each subcommand lives in its own module with two functions:
+``add_parser(subparsers)`` registers it (and calls ``parser.set_defaults(run=run)``) and
+``run(args) -> int`` executes it, returning the exit code.
+
+Exit codes: 0 success, 1 the job failed on its input (bad record with --on-error fail, ...),
+2 usage error (bad flags, unknown format), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Optional, Sequence
+
+from neardup import __version__
+
+# subcommand name -> module under neardup.cli; a module missing (not built yet) is skipped.
+SUBCOMMANDS = {
+    "dedup": "neardup.cli.dedup",
+    "fingerprint": "neardup.cli.fingerprint",
+    "index": "neardup.cli.index",
+    "calibrate": "neardup.cli.calibrate",
+    "serve": "neardup.cli.serve",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="neardup", description="Find and drop near-duplicate texts with SimHash."
+    )
+    parser.add_argument("--version", action="version", version=f"neardup {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module_name in SUBCOMMANDS.values():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name == module_name:
+                continue
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
