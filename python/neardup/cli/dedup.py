@@ -1,0 +1,557 @@
+"""`neardup dedup`: drop the near-copies from a corpus on disk.
+
+Two streaming passes over the inputs: pass 1 reads each document's text (and id/time), feeds it
+to the corpus deduplicator, which keeps only fingerprints and compact verifier sketches; the
+deduplicator then picks one document per group of near-copies (by the ``--keep`` policy); pass 2
+copies the kept records to the output in the inputs' format, in input order, and re-reads only
+the documents of clusters (for ``--clusters`` ids and ``--report`` diffs).
+
+Exit codes: 0 done; 1 the input failed (a missing or unreadable file, or a bad record with
+``--on-error fail``); 2 usage (bad flags, unknown format, output format differs from input);
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup import io as nio
+
+EXIT_OK = 0
+EXIT_INPUT = 1
+EXIT_USAGE = 2
+
+EXIT_CODES = """exit codes:
+  0  done
+  1  input error: a missing or unreadable input, or a bad record with --on-error fail
+  2  usage error: bad flags, unknown format, output format differs from the inputs'
+  130  interrupted
+"""
+
+KEEP_POLICIES = ("first", "longest", "newest")
+_CHUNK_DOCS = 16384
+_CHUNK_CHARS = 32 << 20
+_MAX_WARNINGS = 10
+_REPORT_CLUSTERS = 12
+_REPORT_MEMBERS = 6
+_REPORT_CHARS = 4000
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``neardup dedup``."""
+    p = subparsers.add_parser(
+        "dedup",
+        help="drop near-duplicate documents from a corpus (JSONL, CSV/TSV, Parquet, text, dirs)",
+        description=(
+            "Keep one document of each group of near-copies. Inputs: JSONL (.jsonl, .gz/.xz/.zst), "
+            "CSV/TSV, Parquet, text with one document per line, or directories of .txt/.html "
+            "files. The output has the inputs' format, every field, and the input order."
+        ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_input_arguments(p)
+    p.add_argument("-o", "--output", required=True, help="where the kept documents go")
+    p.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help="SimHash distance at which two documents are candidates (default: the policy's)",
+    )
+    p.add_argument("--preset", default=None, help="fingerprint preset (default: the policy's)")
+    p.add_argument(
+        "--keep",
+        choices=KEEP_POLICIES,
+        default="first",
+        help="which document of a group stays: the first read, the longest text, or the newest "
+        "--time-field (ties: the first read). Default: first",
+    )
+    p.add_argument(
+        "--clusters", metavar="FILE", help='write JSONL {"id","cluster","kept","distance"}'
+    )
+    p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
+    p.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="local (this machine) or spark (neardup.spark, needs neardup[spark])",
+    )
+    p.set_defaults(run=run)
+
+
+def add_input_arguments(p: argparse.ArgumentParser) -> None:
+    """The input options shared by dedup, fingerprint and index build."""
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories")
+    p.add_argument(
+        "--format",
+        choices=nio.FORMATS,
+        default=None,
+        help="input format (default: from the file name)",
+    )
+    p.add_argument(
+        "--text-field", default="text", help="field/column with the text (default: text)"
+    )
+    p.add_argument(
+        "--id-field",
+        default=None,
+        help="field/column with the id (default: 'id' where present, else the row number)",
+    )
+    p.add_argument("--time-field", default=None, help="field with the time (epoch s or ISO 8601)")
+    p.add_argument(
+        "--on-error",
+        choices=("skip", "fail"),
+        default="fail",
+        help="a bad record stops the job with exit 1 (fail, default) or is left out (skip)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
+
+
+def eprint(*parts: object) -> None:
+    """A message on stderr."""
+    print(*parts, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# progress
+
+
+class Progress:
+    """A tqdm bar over input bytes with docs/s, shown only on a terminal and unless quiet."""
+
+    def __init__(self, total_bytes: int, desc: str, quiet: bool) -> None:
+        self.docs = 0
+        self._bar: Any = None
+        self._start = time.perf_counter()
+        if not quiet and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=total_bytes or None,
+                desc=desc,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1000,
+                dynamic_ncols=True,
+                leave=False,
+                file=sys.stderr,
+            )
+
+    def advance(self, nbytes: int) -> None:
+        """Add bytes read."""
+        if self._bar is not None and nbytes > 0:
+            self._bar.update(nbytes)
+
+    def count(self, docs: int) -> None:
+        """Add documents read and show docs/s."""
+        self.docs += docs
+        if self._bar is not None:
+            rate = self.docs / max(1e-9, time.perf_counter() - self._start)
+            self._bar.set_postfix_str(f"{self.docs:,} docs, {rate:,.0f} docs/s", refresh=False)
+
+    def message(self, text: str) -> None:
+        """Print a line on stderr without breaking the bar."""
+        if self._bar is not None:
+            self._bar.write(text, file=sys.stderr)
+        else:
+            eprint(text)
+
+    def close(self) -> None:
+        """Remove the bar."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def input_bytes(sources: list[nio.Source]) -> int:
+    """Total size on disk of the inputs (progress total)."""
+    total = 0
+    for s in sources:
+        try:
+            if s.format == "dir":
+                for root, _, files in os.walk(s.path):
+                    total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+            else:
+                total += os.path.getsize(s.path)
+        except OSError:
+            pass
+    return total
+
+
+def open_sources(args: argparse.Namespace, command: str) -> list[nio.Source] | int:
+    """Check the inputs exist and tell their formats; an exit code on failure."""
+    for path in args.inputs:
+        if not os.path.exists(path):
+            eprint(f"neardup {command}: {path}: no such file or directory")
+            return EXIT_INPUT
+    try:
+        return [nio.detect(p, args.format) for p in args.inputs]
+    except nio.UnknownFormatError as e:
+        eprint(f"neardup {command}: {e}")
+        return EXIT_USAGE
+
+
+# ------------------------------------------------------------------------------------------------
+# the deduplication engine
+
+
+@dataclass
+class DedupResult:
+    """What the engine decided, per row (documents in read order)."""
+
+    representative: npt.NDArray[np.int64]  # the kept row of each row's group (itself if kept)
+    distance: npt.NDArray[np.int64]  # SimHash distance to the representative
+    similarity: npt.NDArray[np.float64]  # verifier similarity to it (nan: not computed)
+    pair_distances: npt.NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.int64)
+    )  # distance of every candidate pair (report histogram)
+    pair_verified: npt.NDArray[np.bool_] | None = None  # which candidate pairs were confirmed
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+class _InterimDeduper:
+    """Fingerprints + exact index near pairs + union-find (until the corpus deduper lands)."""
+
+    def __init__(self, k: int | None, preset: str | None) -> None:
+        from neardup import Fingerprinter
+
+        self.k = 3 if k is None else k
+        self.preset = preset or "default"
+        self._fingerprinter = Fingerprinter(preset=self.preset)
+        self._chunks: list[npt.NDArray[np.uint64]] = []
+
+    def feed(self, texts: list[str]) -> None:
+        self._chunks.append(self._fingerprinter.fingerprint_many(texts))
+
+    def result(self, keep_order: npt.NDArray[np.int64] | None) -> DedupResult:
+        from neardup import Index
+
+        fps = np.concatenate(self._chunks) if self._chunks else np.zeros(0, dtype=np.uint64)
+        n = len(fps)
+        rank = np.arange(n, dtype=np.int64)
+        if keep_order is not None:
+            rank[keep_order] = np.arange(n, dtype=np.int64)
+        index = Index(k=self.k)
+        for row, fp in enumerate(fps.tolist()):
+            index.add(row, fp)
+        pairs = index.near_pairs(self.k)
+        parent = list(range(n))
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        dists = []
+        for a, b, d in pairs:
+            dists.append(d)
+            ra, rb = find(int(a)), find(int(b))
+            if ra != rb:
+                # the root is the member the keep policy prefers
+                if rank[ra] <= rank[rb]:
+                    parent[rb] = ra
+                else:
+                    parent[ra] = rb
+        rep = np.array([find(i) for i in range(n)], dtype=np.int64)
+        xor = fps ^ fps[rep] if n else fps
+        distance = np.unpackbits(xor.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
+        return DedupResult(
+            representative=rep,
+            distance=distance.astype(np.int64),
+            similarity=np.full(n, np.nan),
+            pair_distances=np.asarray(dists, dtype=np.int64),
+            settings={"k": self.k, "preset": self.preset, "verifier": "none"},
+        )
+
+
+def make_deduper(k: int | None, preset: str | None) -> _InterimDeduper:
+    """The engine for ``neardup dedup`` (raises ValueError on bad settings)."""
+    if k is not None and not 0 <= k <= 64:
+        raise ValueError(f"--k {k} is out of range: 0..64")
+    return _InterimDeduper(k, preset)
+
+
+# ------------------------------------------------------------------------------------------------
+# the job
+
+
+@dataclass
+class _FileSlots:
+    source: nio.Source
+    n_slots: int = 0
+    bad: list[int] = field(default_factory=list)
+
+
+def keep_order_for(
+    policy: str, lengths: npt.NDArray[np.int64], times: npt.NDArray[np.float64] | None
+) -> npt.NDArray[np.int64] | None:
+    """Rows from most to least preferred as the one to keep (None: input order)."""
+    n = len(lengths)
+    rows = np.arange(n, dtype=np.int64)
+    if policy == "first":
+        return None
+    if policy == "longest":
+        return rows[np.lexsort((rows, -lengths))]
+    if policy == "newest":
+        assert times is not None
+        return rows[np.lexsort((rows, -times))]
+    raise ValueError(f"--keep {policy!r} is not one of {', '.join(KEEP_POLICIES)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``neardup dedup``; returns the exit code."""
+    started = time.perf_counter()
+    if args.keep == "newest" and not args.time_field:
+        eprint("neardup dedup: --keep newest needs --time-field (the field with each time)")
+        return EXIT_USAGE
+    opened = open_sources(args, "dedup")
+    if isinstance(opened, int):
+        return opened
+    sources = opened
+    outputs = [os.path.abspath(p) for p in (args.output, args.clusters, args.report) if p]
+    for s in sources:
+        if os.path.abspath(s.path) in outputs:
+            eprint(f"neardup dedup: {s.path} is both an input and an output")
+            return EXIT_USAGE
+    try:
+        output = nio.output_source(args.output, sources)
+    except nio.UnknownFormatError as e:
+        eprint(f"neardup dedup: {e}")
+        return EXIT_USAGE
+
+    if args.engine == "spark":
+        return _run_spark(args)
+
+    try:
+        deduper = make_deduper(args.k, args.preset)
+    except ValueError as e:
+        eprint(f"neardup dedup: {e}")
+        return EXIT_USAGE
+    spec = nio.FieldSpec(args.text_field, args.id_field, args.time_field)
+
+    # ---- pass 1: read, fingerprint, sketch
+    files: list[_FileSlots] = []
+    lengths: list[int] = []
+    times: list[float] = []
+    skipped = 0
+    warnings = 0
+    total_chars = 0
+    progress = Progress(input_bytes(sources), "pass 1/2: reading", args.quiet)
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending: Future[None] | None = None
+            chunk: list[str] = []
+            chunk_chars = 0
+            for source in sources:
+                slots = _FileSlots(source)
+                files.append(slots)
+                for item in nio.read_docs(source, spec, progress.advance):
+                    if isinstance(item, nio.InputError):
+                        if args.on_error == "fail":
+                            progress.close()
+                            eprint(f"neardup dedup: {item}")
+                            eprint("(--on-error skip leaves bad records out and goes on)")
+                            return EXIT_INPUT
+                        skipped += 1
+                        if item.slot is not None:
+                            slots.bad.append(item.slot)
+                            slots.n_slots = item.slot + 1
+                        if warnings < _MAX_WARNINGS and not args.quiet:
+                            progress.message(f"neardup dedup: skipped {item}")
+                        warnings += 1
+                        continue
+                    slots.n_slots = item.slot + 1
+                    text = item.text
+                    chunk.append(text)
+                    lengths.append(len(text))
+                    if item.time is not None:
+                        times.append(item.time)
+                    chunk_chars += len(text)
+                    if len(chunk) >= _CHUNK_DOCS or chunk_chars >= _CHUNK_CHARS:
+                        if pending is not None:
+                            pending.result()
+                        pending = pool.submit(deduper.feed, chunk)
+                        progress.count(len(chunk))
+                        total_chars += chunk_chars
+                        chunk, chunk_chars = [], 0
+            if pending is not None:
+                pending.result()
+            if chunk:
+                deduper.feed(chunk)
+                progress.count(len(chunk))
+                total_chars += chunk_chars
+    finally:
+        progress.close()
+    if warnings > _MAX_WARNINGS and not args.quiet:
+        eprint(f"neardup dedup: ... {warnings - _MAX_WARNINGS} more bad records skipped")
+
+    n = len(lengths)
+    length_arr = np.asarray(lengths, dtype=np.int64)
+    del lengths
+    time_arr = np.asarray(times, dtype=np.float64) if args.time_field else None
+    order = keep_order_for(args.keep, length_arr, time_arr)
+    result = deduper.result(order)
+    rows = np.arange(n, dtype=np.int64)
+    rep = result.representative
+    kept = rep == rows
+    member = ~kept
+    in_cluster = member.copy()
+    in_cluster[rep[member]] = True
+    cluster_reps = np.unique(rep[member])
+
+    # the largest clusters go into the report
+    report_rows = np.zeros(n, dtype=bool)
+    report_reps: list[int] = []
+    if args.report and len(cluster_reps):
+        sizes = np.bincount(rep[member], minlength=n)[cluster_reps]
+        top = cluster_reps[np.lexsort((cluster_reps, -sizes))][:_REPORT_CLUSTERS]
+        report_reps = top.tolist()
+        report_rows[top] = True
+        for r in report_reps:
+            report_rows[np.flatnonzero((rep == r) & member)[:_REPORT_MEMBERS]] = True
+
+    # ---- pass 2: write the kept records; re-read cluster members for ids and report texts
+    need_rows = in_cluster if (args.clusters or args.report) else np.zeros(n, dtype=bool)
+    ids: dict[int, Any] = {}
+    texts: dict[int, str] = {}
+    progress = Progress(input_bytes(sources), "pass 2/2: writing", args.quiet)
+    row_offset = 0
+    try:
+        with nio.KeptWriter(output, n_inputs=len(sources)) as writer:
+            for slots in files:
+                good = np.ones(slots.n_slots, dtype=bool)
+                good[slots.bad] = False
+                slot_rows = row_offset + np.cumsum(good) - 1
+                safe_rows = np.clip(slot_rows, 0, max(0, n - 1))
+                keep_slots = good & kept[safe_rows] if n else good & False
+                need_slots = good & need_rows[safe_rows] if n else good & False
+
+                def on_need(doc: nio.Doc, slot_rows: Any = slot_rows) -> None:
+                    row = int(slot_rows[doc.slot])
+                    ids[row] = doc.id if doc.id is not None else row
+                    if report_rows[row]:
+                        texts[row] = doc.text[:_REPORT_CHARS]
+
+                writer.write(slots.source, keep_slots, need_slots, on_need, spec, progress.advance)
+                row_offset += int(good.sum())
+    except nio.InputError as e:
+        progress.close()
+        eprint(f"neardup dedup: {e}")
+        return EXIT_INPUT
+    except OSError as e:
+        progress.close()
+        eprint(f"neardup dedup: cannot write {args.output}: {e}")
+        return EXIT_INPUT
+    finally:
+        progress.close()
+
+    if args.clusters:
+        _write_clusters(args.clusters, rep, in_cluster, result.distance, ids)
+
+    elapsed = time.perf_counter() - started
+    n_kept = int(kept.sum())
+    summary = {
+        "read": n,
+        "skipped": skipped,
+        "kept": n_kept,
+        "removed": n - n_kept,
+        "clusters": len(cluster_reps),
+        "seconds": round(elapsed, 3),
+        "docs_per_second": round(n / elapsed) if elapsed > 0 else None,
+        "megabytes": round(input_bytes(sources) / 1e6, 3),
+        "input": list(args.inputs),
+        "output": args.output,
+        "keep": args.keep,
+        **result.settings,
+    }
+    if args.report:
+        from neardup import report
+
+        clusters = []
+        for r in report_reps:
+            members = [int(m) for m in np.flatnonzero((rep == r) & member)]
+            shown = members[:_REPORT_MEMBERS]
+            clusters.append(
+                report.Cluster(
+                    kept_id=ids.get(r, r),
+                    kept_text=texts.get(r, ""),
+                    size=len(members) + 1,
+                    members=[
+                        report.Member(
+                            id=ids.get(m, m),
+                            text=texts.get(m, ""),
+                            distance=int(result.distance[m]),
+                            similarity=float(result.similarity[m]),
+                        )
+                        for m in shown
+                    ],
+                )
+            )
+        report.write_report(
+            args.report,
+            summary,
+            pair_distances=result.pair_distances,
+            pair_verified=result.pair_verified,
+            member_distances=result.distance[member],
+            clusters=clusters,
+        )
+    if not args.quiet:
+        eprint(
+            f"neardup dedup: read {n:,} documents"
+            + (f" ({skipped:,} bad records skipped)" if skipped else "")
+            + f", kept {n_kept:,}, removed {n - n_kept:,} in {len(cluster_reps):,} clusters"
+            + f", {elapsed:.1f} s ({summary['docs_per_second'] or 0:,} docs/s) -> {args.output}"
+        )
+    return EXIT_OK
+
+
+def _write_clusters(
+    path: str,
+    rep: npt.NDArray[np.int64],
+    in_cluster: npt.NDArray[np.bool_],
+    distance: npt.NDArray[np.int64],
+    ids: dict[int, Any],
+) -> None:
+    """JSONL, one row per document of a cluster of two or more, grouped, the kept one first."""
+    rows = np.flatnonzero(in_cluster)
+    reps = rep[rows]
+    order = np.lexsort((rows, rows != reps, reps))
+    with open(path, "w", encoding="utf-8") as f:
+        for row, r in zip(rows[order].tolist(), reps[order].tolist()):
+            record = {
+                "id": ids.get(row, row),
+                "cluster": ids.get(r, r),
+                "kept": row == r,
+                "distance": int(distance[row]),
+            }
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _run_spark(args: argparse.Namespace) -> int:
+    try:
+        from neardup import spark
+    except ImportError as e:
+        eprint(f"neardup dedup: --engine spark needs neardup[spark] ({e})")
+        return EXIT_USAGE
+    summary = spark.run_dedup_cli(
+        list(args.inputs),
+        args.output,
+        text_field=args.text_field,
+        id_field=args.id_field,
+        k=args.k,
+        keep=args.keep,
+        clusters=args.clusters,
+    )
+    if not args.quiet:
+        eprint("neardup dedup (spark): " + json.dumps(summary, default=str))
+    return EXIT_OK
