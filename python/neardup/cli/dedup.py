@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup import io as nio
+from neardup.dedup import CorpusDeduper, Policy
 
 EXIT_OK = 0
 EXIT_INPUT = 1
@@ -69,6 +70,18 @@ def add_parser(subparsers: Any) -> None:
         help="SimHash distance at which two documents are candidates (default: the policy's)",
     )
     p.add_argument("--preset", default=None, help="fingerprint preset (default: the policy's)")
+    p.add_argument(
+        "--verifier",
+        choices=("jaccard", "none"),
+        default=None,
+        help="check candidates by character-shingle Jaccard (default) or take every candidate",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="verifier similarity at or above which candidates are near-copies (default: policy)",
+    )
     p.add_argument(
         "--keep",
         choices=KEEP_POLICIES,
@@ -204,81 +217,26 @@ def open_sources(args: argparse.Namespace, command: str) -> list[nio.Source] | i
 # the deduplication engine
 
 
-@dataclass
-class DedupResult:
-    """What the engine decided, per row (documents in read order)."""
+def make_policy(args: argparse.Namespace) -> Policy:
+    """The dedup policy: the default one (the quality benchmark's winner) with the flags applied.
 
-    representative: npt.NDArray[np.int64]  # the kept row of each row's group (itself if kept)
-    distance: npt.NDArray[np.int64]  # SimHash distance to the representative
-    similarity: npt.NDArray[np.float64]  # verifier similarity to it (nan: not computed)
-    pair_distances: npt.NDArray[np.int64] = field(
-        default_factory=lambda: np.zeros(0, dtype=np.int64)
-    )  # distance of every candidate pair (report histogram)
-    pair_verified: npt.NDArray[np.bool_] | None = None  # which candidate pairs were confirmed
-    settings: dict[str, Any] = field(default_factory=dict)
-
-
-class _InterimDeduper:
-    """Fingerprints + exact index near pairs + union-find (until the corpus deduper lands)."""
-
-    def __init__(self, k: int | None, preset: str | None) -> None:
-        from neardup import Fingerprinter
-
-        self.k = 3 if k is None else k
-        self.preset = preset or "default"
-        self._fingerprinter = Fingerprinter(preset=self.preset)
-        self._chunks: list[npt.NDArray[np.uint64]] = []
-
-    def feed(self, texts: list[str]) -> None:
-        self._chunks.append(self._fingerprinter.fingerprint_many(texts))
-
-    def result(self, keep_order: npt.NDArray[np.int64] | None) -> DedupResult:
-        from neardup import Index
-
-        fps = np.concatenate(self._chunks) if self._chunks else np.zeros(0, dtype=np.uint64)
-        n = len(fps)
-        rank = np.arange(n, dtype=np.int64)
-        if keep_order is not None:
-            rank[keep_order] = np.arange(n, dtype=np.int64)
-        index = Index(k=self.k)
-        for row, fp in enumerate(fps.tolist()):
-            index.add(row, fp)
-        pairs = index.near_pairs(self.k)
-        parent = list(range(n))
-
-        def find(x: int) -> int:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        dists = []
-        for a, b, d in pairs:
-            dists.append(d)
-            ra, rb = find(int(a)), find(int(b))
-            if ra != rb:
-                # the root is the member the keep policy prefers
-                if rank[ra] <= rank[rb]:
-                    parent[rb] = ra
-                else:
-                    parent[ra] = rb
-        rep = np.array([find(i) for i in range(n)], dtype=np.int64)
-        xor = fps ^ fps[rep] if n else fps
-        distance = np.unpackbits(xor.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
-        return DedupResult(
-            representative=rep,
-            distance=distance.astype(np.int64),
-            similarity=np.full(n, np.nan),
-            pair_distances=np.asarray(dists, dtype=np.int64),
-            settings={"k": self.k, "preset": self.preset, "verifier": "none"},
-        )
-
-
-def make_deduper(k: int | None, preset: str | None) -> _InterimDeduper:
-    """The engine for ``neardup dedup`` (raises ValueError on bad settings)."""
-    if k is not None and not 0 <= k <= 64:
-        raise ValueError(f"--k {k} is out of range: 0..64")
-    return _InterimDeduper(k, preset)
+    Raises ValueError naming a bad flag value.
+    """
+    changes: dict[str, Any] = {}
+    if args.k is not None:
+        if not 0 <= args.k <= 64:
+            raise ValueError(f"--k {args.k} is out of range: 0..64")
+        changes["k_short"] = changes["k_long"] = args.k
+    if args.threshold is not None:
+        if not 0.0 <= args.threshold <= 1.0:
+            raise ValueError(f"--threshold {args.threshold} is out of range: 0..1")
+        changes["threshold"] = args.threshold
+    if args.verifier is not None:
+        changes["verifier"] = args.verifier
+    policy = Policy.default()
+    if args.preset is not None:
+        changes["fingerprint"] = {**policy.fingerprint, "preset": args.preset}
+    return policy.replace(**changes) if changes else policy
 
 
 # ------------------------------------------------------------------------------------------------
@@ -333,7 +291,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_spark(args)
 
     try:
-        deduper = make_deduper(args.k, args.preset)
+        policy = make_policy(args)
+        deduper = CorpusDeduper(policy)
     except ValueError as e:
         eprint(f"neardup dedup: {e}")
         return EXIT_USAGE
@@ -472,7 +431,7 @@ def run(args: argparse.Namespace) -> int:
         "input": list(args.inputs),
         "output": args.output,
         "keep": args.keep,
-        **result.settings,
+        "policy": json.dumps(policy.to_dict(), sort_keys=True),
     }
     if args.report:
         from neardup import report
@@ -500,8 +459,8 @@ def run(args: argparse.Namespace) -> int:
         report.write_report(
             args.report,
             summary,
-            pair_distances=result.pair_distances,
-            pair_verified=result.pair_verified,
+            pair_distances=result.pairs_distance,
+            pair_verified=result.pairs_verified,
             member_distances=result.distance[member],
             clusters=clusters,
         )
