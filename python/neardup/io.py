@@ -51,9 +51,13 @@ __all__ = [
     "Source",
     "UnknownFormatError",
     "detect",
+    "doc_from_record",
     "html_to_text",
     "open_read",
     "open_write",
+    "output_source",
+    "parse_json_line",
+    "parse_time",
     "read_docs",
 ]
 
@@ -314,9 +318,14 @@ def _has_surrogates(s: str) -> bool:
     return False
 
 
-def _doc_from_record(
+def doc_from_record(
     record: Any, spec: FieldSpec, path: str, slot: int, line: int, kind: str
 ) -> Doc | InputError:
+    """The document in a parsed record (a dict), or the InputError saying what is wrong.
+
+    ``kind`` is the format; for formats other than ``jsonl`` a text holding undecodable bytes
+    (surrogate escapes) is an error.
+    """
     if not isinstance(record, dict):
         return InputError(path, line, f"expected a JSON object, got {_describe(record)}", slot)
     try:
@@ -352,9 +361,10 @@ def _doc_from_record(
     return Doc(slot, line, doc_id, text, t)
 
 
-def _parse_json_line(
+def parse_json_line(
     raw: bytes, spec: FieldSpec, path: str, slot: int, line: int
 ) -> Doc | InputError:
+    """The document on one JSONL line (bytes), or the InputError saying what is wrong."""
     try:
         s = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -363,7 +373,7 @@ def _parse_json_line(
         record = json.loads(s)
     except ValueError as e:
         return InputError(path, line, f"not valid JSON: {e}", slot)
-    return _doc_from_record(record, spec, path, slot, line, "jsonl")
+    return doc_from_record(record, spec, path, slot, line, "jsonl")
 
 
 def _parse_text_line(raw: bytes, path: str, slot: int, line: int) -> Doc | InputError:
@@ -518,7 +528,7 @@ def _read_lines(
             if _is_blank(rawline):
                 continue
             if is_json:
-                yield _parse_json_line(rawline, spec, path, slot, line)
+                yield parse_json_line(rawline, spec, path, slot, line)
             else:
                 yield _parse_text_line(rawline, path, slot, line)
             slot += 1
@@ -584,7 +594,7 @@ def _read_csv(
                     path, reader.line_num, f"has {len(row)} fields, the header has {width}", slot
                 )
             else:
-                yield _doc_from_record(
+                yield doc_from_record(
                     dict(zip(header, row)), spec, path, slot, reader.line_num, "csv"
                 )
             slot += 1
@@ -639,7 +649,7 @@ def _read_parquet(
             cols = {name: batch.column(name).to_pylist() for name in columns}
             for i in range(batch.num_rows):
                 record = {name: values[i] for name, values in cols.items()}
-                yield _doc_from_record(record, spec, path, slot, slot + 1, "parquet")
+                yield doc_from_record(record, spec, path, slot, slot + 1, "parquet")
                 slot += 1
             if progress is not None:
                 progress(int(size * batch.num_rows / total))
@@ -770,7 +780,7 @@ class KeptWriter:
                     self.written += 1
                 if need_l[slot] and on_need is not None:
                     doc = (
-                        _parse_json_line(rawline, spec, source.path, slot, line)
+                        parse_json_line(rawline, spec, source.path, slot, line)
                         if source.format == "jsonl"
                         else _parse_text_line(rawline, source.path, slot, line)
                     )
@@ -830,7 +840,7 @@ class KeptWriter:
                     self._csv_writer.writerow(row)
                     self.written += 1
                 if need_l[slot] and on_need is not None and len(row) == len(header):
-                    doc = _doc_from_record(
+                    doc = doc_from_record(
                         dict(zip(header, row)), spec, source.path, slot, reader.line_num, "csv"
                     )
                     if isinstance(doc, Doc):
@@ -890,7 +900,7 @@ class KeptWriter:
                     cols = {name: sub.column(name).to_pylist() for name in sub.schema.names}
                     for j, i in enumerate(wanted.tolist()):
                         record = {name: values[j] for name, values in cols.items()}
-                        doc = _doc_from_record(
+                        doc = doc_from_record(
                             record, spec, source.path, start + i, start + i + 1, "parquet"
                         )
                         if isinstance(doc, Doc):

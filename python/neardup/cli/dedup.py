@@ -102,7 +102,7 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
-def add_input_arguments(p: argparse.ArgumentParser) -> None:
+def add_input_arguments(p: argparse.ArgumentParser, time_field: bool = True) -> None:
     """The input options shared by dedup, fingerprint and index build."""
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories")
     p.add_argument(
@@ -119,7 +119,10 @@ def add_input_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="field/column with the id (default: 'id' where present, else the row number)",
     )
-    p.add_argument("--time-field", default=None, help="field with the time (epoch s or ISO 8601)")
+    if time_field:
+        p.add_argument(
+            "--time-field", default=None, help="field with the time (epoch s or ISO 8601)"
+        )
     p.add_argument(
         "--on-error",
         choices=("skip", "fail"),
