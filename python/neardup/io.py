@@ -335,7 +335,7 @@ def doc_from_record(
         return InputError(path, line, f"no field {spec.text_field!r} (fields: {fields})", slot)
     if not isinstance(text, str):
         return InputError(
-            path, line, f"field {spec.text_field!r} is {_describe(text)}, expected a string"
+            path, line, f"field {spec.text_field!r} is {_describe(text)}, expected a string", slot
         )
     if kind != "jsonl" and _has_surrogates(text):
         return InputError(path, line, f"field {spec.text_field!r} is not valid UTF-8", slot)
