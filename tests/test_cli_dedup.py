@@ -16,7 +16,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from neardup import io as nio
 from neardup.dedup import CorpusDeduper
 

@@ -14,7 +14,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from neardup import io as nio
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
@@ -26,8 +25,8 @@ def rows() -> list[dict[str, Any]]:
         return [json.loads(line) for line in f][:300]
 
 
-def _docs(source: nio.Source, spec: nio.FieldSpec = nio.FieldSpec()) -> list[Any]:
-    return list(nio.read_docs(source, spec))
+def _docs(source: nio.Source, spec: nio.FieldSpec | None = None) -> list[Any]:
+    return list(nio.read_docs(source, spec or nio.FieldSpec()))
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]], compression: str | None) -> bytes:
