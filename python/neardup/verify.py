@@ -61,10 +61,9 @@ _WS = re.compile(r"\s+")
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
 
-# 64-bit odd multipliers (from the splitmix64 finaliser and the golden ratio) for the n-gram hash.
+# n-gram hash constants: the FNV-1 64-bit prime and the 64-bit golden-ratio multiplier.
+_P = np.uint64(0x100000001B3)
 _M1 = np.uint64(0x9E3779B97F4A7C15)
-_M2 = np.uint64(0xBF58476D1CE4E5B9)
-_M3 = np.uint64(0x94D049BB133111EB)
 
 
 def normalise(text: str) -> str:
@@ -103,29 +102,33 @@ def _check_n(n: int) -> None:
         raise ValueError(f"shingle must be an int in 1..64, got {n!r}")
 
 
-def _codepoints(norm: str) -> npt.NDArray[np.uint64]:
-    return np.frombuffer(norm.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+def _codepoints(norm: str) -> npt.NDArray[np.uint32]:
+    return np.frombuffer(norm.encode("utf-32-le"), dtype=np.uint32)
 
 
-def _window_hash(cp: npt.NDArray[np.uint64], n: int) -> npt.NDArray[np.uint64]:
-    """64-bit hash of every window of ``n`` consecutive code points (len(cp) - n + 1 values)."""
+def _window_hash(cp: npt.NDArray[np.uint32], n: int) -> npt.NDArray[np.uint32]:
+    """32-bit hash of every window of ``n`` consecutive code points (len(cp) - n + 1 values).
+
+    A polynomial over the code points modulo 2**64 (multiplier: the FNV-1 64-bit prime), then
+    multiplied by an odd constant and the high 32 bits kept: five multiply-adds per character,
+    which keeps the whole-batch pass cheap in numpy.
+    """
     m = cp.size - n + 1
     with np.errstate(over="ignore"):
-        h = np.full(m, 0x243F6A8885A308D3, dtype=np.uint64)
-        for j in range(n):
-            h = (h ^ cp[j : j + m]) * _M1
-            h ^= h >> np.uint64(29)
-        h = (h ^ (h >> np.uint64(31))) * _M2
-        h = (h ^ (h >> np.uint64(30))) * _M3
-        h ^= h >> np.uint64(31)
-    return h
+        h = cp[:m].astype(np.uint64)
+        for j in range(1, n):
+            h *= _P
+            h += cp[j : j + m]
+        h += np.uint64(n)
+        h *= _M1
+    return (h >> np.uint64(32)).astype(np.uint32)
 
 
-def _hash_short(norm: str) -> np.uint64:
-    # A text shorter than n is one shingle: the hash of all its code points, salted with its length
-    # so that it is unrelated to the n-gram hashes of longer texts.
+def _hash_short(norm: str) -> np.uint32:
+    # A text shorter than n is one shingle: the hash of all its code points (the polynomial
+    # includes the window width, so it is unrelated to the n-gram hashes of longer texts).
     cp = _codepoints(norm)
-    return _window_hash(cp, cp.size)[0] ^ np.uint64(len(norm))
+    return np.uint32(_window_hash(cp, cp.size)[0])
 
 
 def _sorted_unique(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -142,10 +145,10 @@ def sketch(norm: str, n: int = 5) -> Sketch:
     if not norm:
         return Sketch(np.empty(0, dtype=np.uint32), 0)
     if len(norm) < n:
-        h = np.array([_hash_short(norm)], dtype=np.uint64)
+        h = np.array([_hash_short(norm)], dtype=np.uint32)
     else:
         h = _window_hash(_codepoints(norm), n)
-    return Sketch(_sorted_unique((h >> np.uint64(32)).astype(np.uint32)), len(norm))
+    return Sketch(_sorted_unique(h), len(norm))
 
 
 def sketch_many(
@@ -167,20 +170,23 @@ def sketch_many(
     np.cumsum(lengths, out=starts[1:])
     if cp.size >= n:
         h = _window_hash(cp, n)
-        pos = np.arange(h.size, dtype=np.int64)
-        doc = np.repeat(np.arange(count, dtype=np.int64), lengths)[: h.size]
-        ok = pos + n <= starts[doc + 1]
-        h32 = (h[ok] >> np.uint64(32)).astype(np.uint64)
-        doc = doc[ok].astype(np.uint64)
+        doc = np.repeat(np.arange(count, dtype=np.uint64), lengths)[: h.size]
+        # Windows that cross into the next document: the last n-1 starts of each document.
+        cross = (starts[1:, None] - np.arange(1, n, dtype=np.int64)[None, :]).ravel()
+        cross = cross[(cross >= 0) & (cross < h.size)]
+        ok = np.ones(h.size, dtype=bool)
+        ok[cross] = False
+        keys = (doc[ok] << np.uint64(32)) | h[ok]
     else:
-        h32 = np.empty(0, dtype=np.uint64)
-        doc = np.empty(0, dtype=np.uint64)
+        keys = np.empty(0, dtype=np.uint64)
     short = np.flatnonzero((lengths > 0) & (lengths < n))
     if short.size:
-        extra_h = np.array([_hash_short(norms[int(i)]) for i in short], dtype=np.uint64)
-        h32 = np.concatenate([h32, extra_h >> np.uint64(32)])
-        doc = np.concatenate([doc, short.astype(np.uint64)])
-    keys = _sorted_unique((doc << np.uint64(32)) | h32)
+        extra = np.array([_hash_short(norms[int(i)]) for i in short], dtype=np.uint64)
+        keys = np.concatenate([keys, (short.astype(np.uint64) << np.uint64(32)) | extra])
+    # Keys are already grouped by document, so the stable (merge) sort is cheaper than quicksort.
+    keys.sort(kind="stable")
+    if keys.size > 1:
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
     kdoc = (keys >> np.uint64(32)).astype(np.int64)
     offsets = np.searchsorted(kdoc, np.arange(count + 1, dtype=np.int64), side="left")
     return offsets.astype(np.int64), (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
