@@ -42,6 +42,12 @@ from typing import IO, Any, Callable
 import numpy as np
 import numpy.typing as npt
 
+_fast_loads: Callable[[bytes], Any]
+try:  # 4x faster than json.loads on short records; the stdlib is the fallback
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - orjson is a dependency
+    _fast_loads = json.loads
+
 __all__ = [
     "FORMATS",
     "Doc",
@@ -366,13 +372,17 @@ def parse_json_line(
 ) -> Doc | InputError:
     """The document on one JSONL line (bytes), or the InputError saying what is wrong."""
     try:
-        s = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return InputError(path, line, f"not valid UTF-8 (byte {e.start} of the line)", slot)
-    try:
-        record = json.loads(s)
-    except ValueError as e:
-        return InputError(path, line, f"not valid JSON: {e}", slot)
+        record = _fast_loads(raw)
+    except ValueError:
+        # orjson is stricter (NaN, huge ints) and terser: the stdlib decides and explains
+        try:
+            s = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return InputError(path, line, f"not valid UTF-8 (byte {e.start} of the line)", slot)
+        try:
+            record = json.loads(s)
+        except ValueError as e:
+            return InputError(path, line, f"not valid JSON: {e}", slot)
     return doc_from_record(record, spec, path, slot, line, "jsonl")
 
 
