@@ -23,6 +23,7 @@ def login_html(wrong: bool = False) -> bytes:
     return (
         b"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>neardup: token required</title>
+<link rel="icon" href="data:,">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>body{font:16px system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}
 input,button{font:inherit;padding:.4rem}</style></head>
