@@ -343,3 +343,41 @@ def test_several_inputs_one_output(tmp_path: Path, rows: list[dict[str, Any]]) -
     engine.feed([x["text"] for x in rows])
     want = [x["id"] for x, k in zip(rows, engine.result().kept) if k]
     assert read_ids(out) == want
+
+
+def test_progress_bar_on_a_terminal(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, rows * 30)  # enough to be read in several chunks
+    exe = shutil.which("neardup")
+    assert exe is not None
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    p = subprocess.Popen(
+        [exe, "dedup", str(src), "-o", str(tmp_path / "o.jsonl")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert p.wait(timeout=300) == 0
+    shown = b"".join(chunks).decode("utf-8", "replace")
+    assert "pass 1/2: reading" in shown and "pass 2/2: writing" in shown
+    assert re.search(r"[\d.]+[kM]?B/s", shown) and re.search(r"[\d,]+ docs/s", shown)
+    assert re.search(r"\d\d:\d\d<(\d\d:\d\d|\?)", shown)  # elapsed<remaining (ETA)
+    assert f"read {len(rows) * 30:,} documents" in shown

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from array import array
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,6 +175,13 @@ class Progress:
             rate = self.docs / max(1e-9, time.perf_counter() - self._start)
             self._bar.set_postfix_str(f"{self.docs:,} docs, {rate:,.0f} docs/s", refresh=False)
 
+    @staticmethod
+    def status(text: str, quiet: bool) -> None:
+        """A one-line status on a terminal (overwritten by the next bar or message)."""
+        if not quiet and sys.stderr.isatty():
+            sys.stderr.write(f"\r{text}\x1b[K")
+            sys.stderr.flush()
+
     def message(self, text: str) -> None:
         """Print a line on stderr without breaking the bar."""
         if self._bar is not None:
@@ -303,8 +311,9 @@ def run(args: argparse.Namespace) -> int:
 
     # ---- pass 1: read, fingerprint, sketch
     files: list[_FileSlots] = []
-    lengths: list[int] = []
-    times: list[float] = []
+    # compact per-document columns: 8 bytes each, no Python object per document
+    lengths = array("q")
+    times = array("d")
     skipped = 0
     warnings = 0
     total_chars = 0
@@ -358,11 +367,14 @@ def run(args: argparse.Namespace) -> int:
         eprint(f"neardup dedup: ... {warnings - _MAX_WARNINGS} more bad records skipped")
 
     n = len(lengths)
-    length_arr = np.asarray(lengths, dtype=np.int64)
-    del lengths
-    time_arr = np.asarray(times, dtype=np.float64) if args.time_field else None
+    length_arr = np.frombuffer(lengths, dtype=np.int64) if n else np.zeros(0, np.int64)
+    time_arr = None
+    if args.time_field:
+        time_arr = np.frombuffer(times, dtype=np.float64) if n else np.zeros(0, np.float64)
     order = keep_order_for(args.keep, length_arr, time_arr)
+    Progress.status(f"grouping near-copies among {n:,} documents ...", args.quiet)
     result = deduper.result(order)
+    Progress.status("", args.quiet)
     rows = np.arange(n, dtype=np.int64)
     rep = result.representative
     kept = rep == rows
