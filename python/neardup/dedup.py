@@ -21,6 +21,7 @@ import math
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -34,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup._core import Fingerprinter, Index
+from neardup.htmltext import looks_like_html, main_text
 from neardup.textstore import Id, MemoryTextStore, SqliteTextStore, TextStore, check_id
 from neardup.verify import (
     VERIFIERS,
@@ -85,7 +87,9 @@ class Policy:
     ``verifier="none"`` keeps every candidate (classic SimHash at radius k).
 
     ``fingerprint`` is the :class:`neardup.Fingerprinter` configuration; ``shingle`` the n-gram
-    width of the Jaccard verifier. Serialise with :meth:`to_dict` / :meth:`from_dict`.
+    width of the Jaccard verifier. ``html``: read texts as HTML pages and keep their main visible
+    text (``"auto"``: when a text starts like an HTML document). Both stages see
+    :meth:`prepare` of each text. Serialise with :meth:`to_dict` / :meth:`from_dict`.
     """
 
     k_short: int = 12
@@ -95,6 +99,7 @@ class Policy:
     threshold: float = 0.8
     shingle: int = 5
     fingerprint: Mapping[str, Any] = field(default_factory=lambda: {"preset": "default"})
+    html: bool | str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("k_short", "k_long"):
@@ -120,6 +125,8 @@ class Policy:
                 f"fingerprint must be a dict of Fingerprinter settings, "
                 f"got {type(self.fingerprint).__name__}"
             )
+        if self.html not in (True, False, "auto"):
+            raise ValueError(f"html must be True, False or 'auto', got {self.html!r}")
         object.__setattr__(self, "threshold", float(t))
         object.__setattr__(self, "fingerprint", dict(self.fingerprint))
 
@@ -127,6 +134,26 @@ class Policy:
     def default(cls) -> Policy:
         """The winner of the quality benchmark (docs/quality.md)."""
         return cls()
+
+    def is_html(self, text: str) -> bool:
+        """Whether ``text`` is read as an HTML page under this policy."""
+        return self.html is True or (self.html == "auto" and looks_like_html(text))
+
+    def prepare(self, text: str) -> str:
+        """The text both stages see: the main visible text of an HTML page (see
+        :func:`neardup.htmltext.main_text`), then :func:`neardup.verify.normalise`."""
+        _check_text(text)
+        if self.is_html(text):
+            text = main_text(text)
+        return normalise(text)
+
+    def fingerprint_many(
+        self, fingerprinter: Fingerprinter, texts: Sequence[str]
+    ) -> npt.NDArray[np.uint64]:
+        """Fingerprints of ``texts`` exactly as the deduplicators compute them."""
+        return np.asarray(
+            fingerprinter.fingerprint_many([self.prepare(t) for t in texts]), dtype=np.uint64
+        )
 
     @property
     def k_max(self) -> int:
@@ -372,7 +399,9 @@ class Deduplicator:
         ]
         if not missing:
             return
-        fps = self.fingerprinter.fingerprint_many([normalise(t) for _, t, _ in missing]).tolist()
+        fps = self.fingerprinter.fingerprint_many(
+            [self.policy.prepare(t) for _, t, _ in missing]
+        ).tolist()
         for (i, _, ts), fp in zip(missing, fps):
             self.index.add(i, int(fp), ts)
 
@@ -386,7 +415,7 @@ class Deduplicator:
         sk = self._sketches.get(id)
         if sk is None:
             if norm is None:
-                norm = normalise(self.store.get(id))
+                norm = self.policy.prepare(self.store.get(id))
             sk = sketch(norm, self.policy.shingle).hashes
             self._sketches[id] = sk
         return sk
@@ -397,7 +426,7 @@ class Deduplicator:
             return None
         if kind == "jaccard":
             return jaccard_sketch(query_sketch, self._sketch_of(id))
-        other = self.store.get(id)
+        other = self.policy.prepare(self.store.get(id))
         return levenshtein(norm, other) if kind == "levenshtein" else cosine(norm, other)
 
     def _check_norm(self, norm: str, fp: int, k: int | None) -> list[Match]:
@@ -430,7 +459,7 @@ class Deduplicator:
 
         ``k`` overrides the policy's length-aware candidate radius.
         """
-        norm = normalise(_check_text(text))
+        norm = self.policy.prepare(_check_text(text))
         k = _check_k(k)
         fp = self.fingerprinter.fingerprint(norm)
         with self._lock:
@@ -454,7 +483,7 @@ class Deduplicator:
     def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
         """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint."""
         check_id(id)
-        norm = normalise(_check_text(text))
+        norm = self.policy.prepare(_check_text(text))
         fp = int(self.fingerprinter.fingerprint(norm))
         with self._lock:
             self._ensure_open()
@@ -471,7 +500,7 @@ class Deduplicator:
         the add happen under one lock, so of near-copies sent concurrently exactly one is added.
         """
         check_id(id)
-        norm = normalise(_check_text(text))
+        norm = self.policy.prepare(_check_text(text))
         fp = int(self.fingerprinter.fingerprint(norm))
         with self._lock:
             self._ensure_open()
@@ -485,7 +514,7 @@ class Deduplicator:
     def _prepare(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of str, not a single str")
-        norms = [normalise(_check_text(t, "texts[]")) for t in texts]
+        norms = [self.policy.prepare(_check_text(t, "texts[]")) for t in texts]
         fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
         return norms, [int(f) for f in fps]
 
@@ -637,7 +666,8 @@ class CorpusResult:
     - ``distance[row]``: Hamming distance to the representative (0 if kept).
     - ``similarity[row]``: verifier score against the representative (1.0 if kept).
     - ``pairs_a, pairs_b, pairs_distance``: every candidate pair (row a < row b) within the
-      policy's radius; ``pairs_similarity`` their verifier score (NaN without verifier);
+      policy's radius; ``pairs_similarity`` their verifier score (NaN without verifier, or when
+      the shingle counts alone rule the pair out: Jaccard <= smaller/larger);
       ``pairs_verified`` whether the pair is a near-duplicate.
     """
 
@@ -693,6 +723,10 @@ class CorpusDeduper:
         self._counts: list[npt.NDArray[np.int64]] = []
         self._hashes: list[npt.NDArray[np.uint32]] = []
         self._n = 0
+        self._boilerplate: set[str] = set()
+        #: A line of main text found in at least this many HTML pages of a chunk (and 1 % of
+        #: them) is site boilerplate and dropped.
+        self.boilerplate_min_pages = 10
 
     def __len__(self) -> int:
         return self._n
@@ -701,7 +735,7 @@ class CorpusDeduper:
         """Add the next chunk of texts; they get rows ``len(self) .. len(self)+len(texts)-1``."""
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of str, not a single str")
-        norms = [normalise(_check_text(t, "texts[]")) for t in texts]
+        norms = self._prepare_chunk(texts)
         if not norms:
             return
         self._fps.append(np.asarray(self.fingerprinter.fingerprint_many(norms), dtype=np.uint64))
@@ -711,6 +745,32 @@ class CorpusDeduper:
             self._counts.append(np.diff(offsets))
             self._hashes.append(hashes)
         self._n += len(norms)
+
+    def _prepare_chunk(self, texts: Sequence[str]) -> list[str]:
+        for t in texts:
+            _check_text(t, "texts[]")
+        pages = [i for i, t in enumerate(texts) if self.policy.is_html(t)]
+        if not pages:
+            return [normalise(t) for t in texts]
+        # HTML: the main text of each page, then lines (blocks) that recur in many pages of the
+        # chunk -- a site's footer or menu that the markup did not mark -- are dropped too.
+        norms = [normalise(t) if not self.policy.is_html(t) else "" for t in texts]
+        lines = {i: [normalise(x) for x in main_text(texts[i]).split("\n")] for i in pages}
+        counts: Counter[str] = Counter()
+        for i in pages:
+            counts.update({x for x in lines[i] if x})
+        limit = max(self.boilerplate_min_pages, int(0.01 * len(pages)))
+        self._boilerplate.update(x for x, c in counts.items() if c >= limit)
+        if len(self._boilerplate) > 100_000:  # bound the memory of what was learnt
+            self._boilerplate = set(list(self._boilerplate)[-50_000:])
+        for i in pages:
+            full = [x for x in lines[i] if x]
+            kept = [x for x in full if x not in self._boilerplate]
+            # Never strip a page down to (almost) nothing: keep it whole instead.
+            if sum(map(len, kept)) < 0.3 * sum(map(len, full)):
+                kept = full
+            norms[i] = " ".join(kept)
+        return norms
 
     @property
     def fingerprints(self) -> npt.NDArray[np.uint64]:
@@ -837,8 +897,17 @@ class CorpusDeduper:
         offsets = np.zeros(counts.size + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         hashes = np.concatenate(self._hashes) if self._hashes else np.empty(0, np.uint32)
-        out = np.empty(a.size, dtype=np.float64)
-        for j, (x, y) in enumerate(zip(a.tolist(), b.tolist())):
+        out = np.zeros(a.size, dtype=np.float64)
+        # Jaccard <= |smaller| / |larger|: pairs whose sizes differ too much cannot reach the
+        # threshold and are not compared (their similarity is NaN: not computed).
+        sa, sb = counts[a], counts[b]
+        bound = np.minimum(sa, sb) / np.maximum(np.maximum(sa, sb), 1)
+        bound[(sa == 0) & (sb == 0)] = 1.0
+        possible = bound >= self.policy.threshold
+        out[~possible] = np.nan
+        for j, x, y in zip(
+            np.flatnonzero(possible).tolist(), a[possible].tolist(), b[possible].tolist()
+        ):
             out[j] = jaccard_sketch(
                 hashes[offsets[x] : offsets[x + 1]], hashes[offsets[y] : offsets[y + 1]]
             )

@@ -196,7 +196,14 @@ def jaccard_sketch(a: npt.NDArray[np.uint32], b: npt.NDArray[np.uint32]) -> floa
     """Jaccard similarity of two sorted distinct hash arrays (two empty texts: 1.0)."""
     if a.size == 0 and b.size == 0:
         return 1.0
-    inter = np.intersect1d(a, b, assume_unique=True).size
+    if a.size > b.size:
+        a, b = b, a
+    if a.size == 0:
+        return 0.0
+    # Count the hashes of the smaller set found in the larger one (both sorted, distinct).
+    pos = np.searchsorted(b, a)
+    pos[pos == b.size] = 0
+    inter = int(np.count_nonzero(b[pos] == a))
     return inter / (a.size + b.size - inter)
 
 
