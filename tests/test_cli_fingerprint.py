@@ -35,8 +35,22 @@ def rows() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def want(rows: list[dict[str, Any]]) -> list[int]:
+    """As the deduplicators fingerprint (normalised; HTML by its main text)."""
+    policy = Policy.default()
+    return policy.fingerprint_many(policy.make_fingerprinter(), [r["text"] for r in rows]).tolist()
+
+
+def test_raw_fingerprints_the_text_as_is(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[:50]), "utf-8")
     f = Policy.default().make_fingerprinter()
-    return [int(x) for x in f.fingerprint_many([r["text"] for r in rows]).tolist()]
+    for raw in (True, False):
+        out = tmp_path / f"out-{raw}.jsonl"
+        r = neardup("fingerprint", str(src), "-o", str(out), *(["--raw"] if raw else []))
+        assert r.returncode == 0, r.stderr
+        got = [int(json.loads(x)["fingerprint"], 16) for x in out.read_text().splitlines()]
+        as_is = [f.fingerprint(x["text"]) for x in rows[:50]]
+        assert (got == as_is) is raw
 
 
 def test_jsonl_hex(tmp_path: Path, rows: list[dict[str, Any]], want: list[int]) -> None:
@@ -92,7 +106,8 @@ def test_parquet(
 
 
 def test_text_lines_and_directories(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
-    f = Policy.default().make_fingerprinter()
+    policy = Policy.default()
+    f = policy.make_fingerprinter()
     src = tmp_path / "in.txt"
     lines = [r["text"].replace("\n", " ") for r in rows[:50]]
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -101,7 +116,7 @@ def test_text_lines_and_directories(tmp_path: Path, rows: list[dict[str, Any]]) 
     assert r.returncode == 0, r.stderr
     got = [line.split("\t", 1) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [g[1] for g in got] == lines
-    assert [int(g[0], 16) for g in got] == [f.fingerprint(t) for t in lines]
+    assert [int(g[0], 16) for g in got] == policy.fingerprint_many(f, lines).tolist()
 
     d = tmp_path / "docs"
     d.mkdir()
@@ -110,9 +125,13 @@ def test_text_lines_and_directories(tmp_path: Path, rows: list[dict[str, Any]]) 
     r = neardup("fingerprint", str(d), "-o", str(tmp_path / "dir.jsonl"))
     assert r.returncode == 0, r.stderr
     back = [json.loads(x) for x in (tmp_path / "dir.jsonl").read_text().splitlines()]
-    html_fp = f.fingerprint(nio.html_to_text(rows[1]["text"][:80]))
+    page = f"<html><body><p>{rows[1]['text'][:80]}</p><script>x</script></body></html>"
+    html_fp = int(policy.fingerprint_many(f, [page])[0])
     assert back == [
-        {"id": "a.txt", "fingerprint": f"{f.fingerprint(rows[0]['text']):016x}"},
+        {
+            "id": "a.txt",
+            "fingerprint": f"{int(policy.fingerprint_many(f, [rows[0]['text']])[0]):016x}",
+        },
         {"id": "b.html", "fingerprint": f"{html_fp:016x}"},
     ]
     r = neardup("fingerprint", str(d), "-o", str(tmp_path / "dir.csv"))

@@ -50,7 +50,8 @@ def _brute(fps: dict[Any, int], fp: int, k: int) -> set[tuple[Any, int]]:
 
 @needs_durable_index
 def test_build_then_query(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
-    f = Policy.default().make_fingerprinter()
+    policy = Policy.default()
+    f = policy.make_fingerprinter()
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     _write(a, rows[:300])
     _write(b, rows[300:])
@@ -62,7 +63,9 @@ def test_build_then_query(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
     r = neardup("index", "build", str(idx), str(b))
     assert r.returncode == 0, r.stderr
     assert "holds 400" in r.stderr
-    fps = {x["id"]: int(f.fingerprint(x["text"])) for x in rows}
+    # texts are fingerprinted as the deduplicators do
+    values = policy.fingerprint_many(f, [x["text"] for x in rows]).tolist()
+    fps = {x["id"]: v for x, v in zip(rows, values)}
 
     text = rows[10]["text"]
     r = neardup("index", "query", str(idx), "--text", text)

@@ -249,25 +249,28 @@ def test_directory_of_text_and_html(tmp_path: Path, rows: list[dict[str, Any]]) 
     root = tmp_path / "site"
     (root / "b").mkdir(parents=True)
     (root / "a.txt").write_text(rows[0]["text"], encoding="utf-8")
-    (root / "b" / "page.html").write_text(
-        "<html><head><title>T</title><style>p{color:red}</style></head><body>"
-        "<nav>Home</nav><script>var x = '<p>hidden</p>';</script>"
-        f"<p>{rows[1]['text'][:60]}</p><p>Second &amp; last</p></body></html>",
-        encoding="utf-8",
+    page = (
+        "<!DOCTYPE html><html><head><title>T</title></head><body>"
+        f"<p>{rows[1]['text'][:60]}</p></body></html>"
     )
+    (root / "b" / "page.html").write_text(page, encoding="utf-8")
+    (root / "b" / "part.htm").write_text("<p>just a fragment</p>", encoding="utf-8")
     (root / "b" / "ignored.png").write_bytes(b"\x89PNG")
+    (root / "c.txt").write_bytes(b"caf\xe9\nbad latin-1")
     docs = _docs(nio.detect(str(root)))
-    assert [d.id for d in docs] == ["a.txt", "b/page.html"]
+    assert [getattr(d, "id", None) for d in docs] == ["a.txt", "b/page.html", "b/part.htm", None]
     assert docs[0].text == rows[0]["text"]
-    visible = docs[1].text
-    assert "hidden" not in visible and "color" not in visible and "T" not in visible.split()
-    assert visible.split("\n") == ["Home", " ".join(rows[1]["text"][:60].split()), "Second & last"]
+    # markup is kept for the dedup policy (main text); a fragment becomes a page
+    assert docs[1].text == page
+    assert docs[2].text == "<html><body><p>just a fragment</p></body></html>"
+    assert str(docs[3]) == f"{root / 'c.txt'}:1: not valid UTF-8 (byte 3 of the file)"
     out = tmp_path / "out"
     with nio.KeptWriter(nio.output_source(str(out), [nio.detect(str(root))])) as w:
-        w.write(nio.detect(str(root)), np.array([False, True]))
+        w.write(nio.detect(str(root)), np.array([False, True, False, False]))
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
         "b/page.html"
     ]
+    assert (out / "b" / "page.html").read_text(encoding="utf-8") == page
 
 
 def test_parse_time() -> None:

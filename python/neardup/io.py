@@ -8,7 +8,8 @@ Formats, chosen from the file name (or given explicitly):
 - ``txt`` (``.txt``, ``.text``): a non-blank line, the line is the text;
 - ``parquet`` (``.parquet``, ``.pq``): a row (needs ``pip install 'neardup[parquet]'``);
 - ``dir`` (a directory): a ``.txt``/``.text``/``.html``/``.htm`` file under it, recursively;
-  HTML files count by their visible text.
+  HTML files are read as markup (a fragment is wrapped in ``<html><body>``), and the dedup
+  policy keeps their main visible text (:mod:`neardup.htmltext`).
 
 ``jsonl``, ``csv``, ``tsv`` and ``txt`` may be compressed: ``.gz``, ``.xz``, ``.zst``.
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import html.parser
 import io
 import json
 import lzma
@@ -41,6 +41,8 @@ from typing import IO, Any, Callable
 
 import numpy as np
 import numpy.typing as npt
+
+from neardup.htmltext import looks_like_html
 
 _fast_loads: Callable[[bytes], Any]
 try:  # 4x faster than json.loads on short records; the stdlib is the fallback
@@ -58,7 +60,6 @@ __all__ = [
     "UnknownFormatError",
     "detect",
     "doc_from_record",
-    "html_to_text",
     "open_read",
     "open_write",
     "output_source",
@@ -398,56 +399,6 @@ def _is_blank(raw: bytes) -> bool:
     return not raw.strip()
 
 
-class _VisibleText(html.parser.HTMLParser):
-    """Collects the text a browser shows: drops script, style, template, head and comments."""
-
-    _HIDDEN = frozenset({"script", "style", "template", "noscript", "head", "title", "svg"})
-    _BLOCK = frozenset(
-        {
-            "p", "div", "br", "li", "ul", "ol", "tr", "td", "th", "table", "h1", "h2", "h3",
-            "h4", "h5", "h6", "section", "article", "header", "footer", "nav", "blockquote",
-            "pre", "hr", "main", "aside", "dd", "dt", "figcaption",
-        }
-    )  # fmt: skip
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._hidden = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in self._HIDDEN:
-            self._hidden += 1
-        elif tag in self._BLOCK:
-            self.parts.append("\n")
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in self._BLOCK:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self._HIDDEN:
-            self._hidden = max(0, self._hidden - 1)
-        elif tag in self._BLOCK:
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self._hidden:
-            self.parts.append(data)
-
-
-def html_to_text(markup: str) -> str:
-    """The visible text of an HTML page (stdlib HTML parser; script/style/head dropped).
-
-    Whitespace runs collapse to one space inside a block, blocks end with a newline.
-    """
-    parser = _VisibleText()
-    parser.feed(markup)
-    parser.close()
-    lines = (" ".join(chunk.split()) for chunk in "".join(parser.parts).split("\n"))
-    return "\n".join(line for line in lines if line)
-
-
 def _dir_files(root: str) -> list[str]:
     """The documents of a directory: .txt/.text/.html/.htm files, recursively, sorted by path."""
     found = []
@@ -471,8 +422,10 @@ def _read_dir_file(path: str, root: str, slot: int) -> Doc | InputError:
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         return InputError(path, line, f"not valid UTF-8 (byte {e.start} of the file)", slot)
-    if path.lower().endswith(_DIR_HTML):
-        text = html_to_text(text)
+    if path.lower().endswith(_DIR_HTML) and not looks_like_html(text):
+        # a fragment (no doctype/html/body): the document a browser would build around it, so
+        # the dedup policy reads it as a page
+        text = f"<html><body>{text}</body></html>"
     rel = os.path.relpath(path, root).replace(os.sep, "/")
     return Doc(slot, 1, rel, text, None)
 

@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from neardup import io as nio
 from neardup.dedup import CorpusDeduper, Policy
+from neardup.htmltext import main_text
 
 EXIT_OK = 0
 EXIT_INPUT = 1
@@ -76,6 +77,13 @@ def add_parser(subparsers: Any) -> None:
         choices=("jaccard", "none"),
         default=None,
         help="check candidates by character-shingle Jaccard (default) or take every candidate",
+    )
+    p.add_argument(
+        "--html",
+        choices=("auto", "yes", "no"),
+        default=None,
+        help="read texts as HTML pages, by their main text: auto (those that start like a "
+        "page, default), yes (all), no",
     )
     p.add_argument(
         "--threshold",
@@ -244,6 +252,8 @@ def make_policy(args: argparse.Namespace) -> Policy:
         changes["threshold"] = args.threshold
     if args.verifier is not None:
         changes["verifier"] = args.verifier
+    if getattr(args, "html", None) is not None:
+        changes["html"] = {"auto": "auto", "yes": True, "no": False}[args.html]
     policy = Policy.default()
     if args.preset is not None:
         changes["fingerprint"] = {**policy.fingerprint, "preset": args.preset}
@@ -414,7 +424,10 @@ def run(args: argparse.Namespace) -> int:
                     row = int(slot_rows[doc.slot])
                     ids[row] = doc.id if doc.id is not None else row
                     if report_rows[row]:
-                        texts[row] = doc.text[:_REPORT_CHARS]
+                        text = doc.text
+                        if policy.is_html(text):  # show what was compared: the main text
+                            text = main_text(text)
+                        texts[row] = text[:_REPORT_CHARS]
 
                 writer.write(slots.source, keep_slots, need_slots, on_need, spec, progress.advance)
                 row_offset += int(good.sum())

@@ -6,8 +6,11 @@ string for ``hex``). Text inputs (one document per line) become ``FINGERPRINT<TA
 a directory becomes JSONL ``{"id": relative path, "fingerprint": ...}``.
 
 Fingerprints are unsigned 64-bit integers, written as 16 lowercase hex digits (``--encoding hex``,
-the default) or decimal (``int``). The fingerprinter is the dedup policy's (``--preset`` changes
-the preset), so these values match what ``neardup dedup`` and ``neardup index`` compute.
+the default) or decimal (``int``). The text is fingerprinted as the deduplicators do (the
+policy's ``prepare``: HTML pages by their main text, then normalised) with the policy's
+fingerprinter (``--preset`` changes the preset), so values match the Python ``Deduplicator``, the
+service and ``neardup index``; ``--raw`` fingerprints the text as it is
+(``Fingerprinter().fingerprint(text)``).
 
 Exit codes as ``neardup dedup``: 0 done, 1 input error, 2 usage error.
 """
@@ -24,7 +27,6 @@ from typing import Any
 
 import numpy as np
 
-from neardup import Fingerprinter
 from neardup import io as nio
 from neardup.cli.dedup import (
     EXIT_CODES,
@@ -61,24 +63,41 @@ def add_parser(subparsers: Any) -> None:
         help="16 hex digits (default) or the unsigned decimal integer",
     )
     p.add_argument("--preset", default=None, help="fingerprint preset (default: the policy's)")
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="fingerprint the text as it is (default: as the deduplicators do, normalised, "
+        "HTML pages by their main text)",
+    )
     p.set_defaults(run=run)
 
 
-def make_fingerprinter(preset: str | None) -> Fingerprinter:
-    """The dedup policy's fingerprinter, with another preset when given (ValueError if unknown)."""
+def make_policy(preset: str | None) -> Policy:
+    """The dedup policy, with another fingerprint preset when given."""
     policy = Policy.default()
     if preset is not None:
         policy = policy.replace(fingerprint={**policy.fingerprint, "preset": preset})
-    return policy.make_fingerprinter()
+    return policy
 
 
-def fingerprint_config(fingerprinter: Fingerprinter, preset: str | None) -> dict[str, Any]:
-    """A JSON-serialisable description of the fingerprinter (its config where it has one)."""
-    config = getattr(fingerprinter, "config", None)
-    if isinstance(config, dict):
-        return dict(config)
-    policy = Policy.default()
-    return {**policy.fingerprint, **({"preset": preset} if preset else {})}
+class TextFingerprinter:
+    """Fingerprints texts as the deduplicators do (``Policy.prepare``: the main text of HTML
+    pages, normalised), or the texts as they are (``raw``)."""
+
+    def __init__(self, policy: Policy, raw: bool = False) -> None:
+        self.policy = policy
+        self.raw = raw
+        self.fingerprinter = policy.make_fingerprinter()  # ValueError on an unknown preset
+
+    def many(self, texts: list[str]) -> np.ndarray:
+        """A uint64 array, one fingerprint per text."""
+        if self.raw:
+            return np.asarray(self.fingerprinter.fingerprint_many(texts), dtype=np.uint64)
+        return self.policy.fingerprint_many(self.fingerprinter, texts)
+
+    def one(self, text: str) -> int:
+        """The fingerprint of one text."""
+        return int(self.many([text])[0])
 
 
 def encode(fp: int, encoding: str) -> str | int:
@@ -87,7 +106,7 @@ def encode(fp: int, encoding: str) -> str | int:
 
 
 class _Job:
-    def __init__(self, args: argparse.Namespace, fingerprinter: Fingerprinter) -> None:
+    def __init__(self, args: argparse.Namespace, fingerprinter: TextFingerprinter) -> None:
         self.args = args
         self.f = fingerprinter
         self.spec = nio.FieldSpec(args.text_field, args.id_field, None)
@@ -107,7 +126,7 @@ class _Job:
 
     def fps(self, texts: list[str]) -> list[int]:
         self.read += len(texts)
-        return [int(x) for x in self.f.fingerprint_many(texts).tolist()]
+        return [int(x) for x in self.f.many(texts).tolist()]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
                 )
         else:
             output = nio.output_source(args.output, sources)
-        fingerprinter = make_fingerprinter(args.preset)
+        fingerprinter = TextFingerprinter(make_policy(args.preset), raw=args.raw)
     except (nio.UnknownFormatError, ValueError) as e:
         eprint(f"neardup fingerprint: {e}")
         return EXIT_USAGE
@@ -362,7 +381,7 @@ def _parquet(job: _Job, sources: list[nio.Source], output: nio.Source, progress:
                 if not good.all():
                     batch = batch.filter(pa.array(good))
                     texts = [t for t, g in zip(texts, good.tolist()) if g]
-                fps = job.f.fingerprint_many(texts) if texts else np.zeros(0, np.uint64)
+                fps = job.f.many(texts) if texts else np.zeros(0, np.uint64)
                 job.read += len(texts)
                 column = (
                     pa.array(fps, type=pa.uint64())

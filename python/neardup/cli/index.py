@@ -9,7 +9,8 @@ path), times from ``--time-field`` (default: now). Adding an id that is already 
 query: ``{"query": …, "fingerprint": "<hex>", "matches": [{"id": …, "distance": d}, …]}``, every
 stored item within ``--k`` bits (default: the index's k), nearest first.
 
-The fingerprinter's settings are written to ``DIR/neardup-cli.json`` at build time and reused by
+Texts are fingerprinted as the deduplicators do (``Policy.prepare``; ``--raw``: as they are). The
+fingerprinter's settings are written to ``DIR/neardup-cli.json`` at build time and reused by
 every later build and query, so a query is always fingerprinted like the stored documents.
 
 Exit codes: 0 done, 1 input error (missing input or index, bad record with --on-error fail,
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from neardup import Fingerprinter, Index
+from neardup import Index
 from neardup import io as nio
 from neardup.cli.dedup import (
     EXIT_CODES,
@@ -39,7 +40,8 @@ from neardup.cli.dedup import (
     input_bytes,
     open_sources,
 )
-from neardup.cli.fingerprint import fingerprint_config, make_fingerprinter
+from neardup.cli.fingerprint import TextFingerprinter, make_policy
+from neardup.dedup import Policy
 
 SETTINGS_FILE = "neardup-cli.json"
 _CHUNK = 16384
@@ -67,6 +69,11 @@ def add_parser(subparsers: Any) -> None:
     add_input_arguments(b)
     b.add_argument("--k", type=int, default=3, help="the index's default radius (default 3)")
     b.add_argument("--preset", default=None, help="fingerprint preset (only for a new index)")
+    b.add_argument(
+        "--raw",
+        action="store_true",
+        help="fingerprint texts as they are, not as the deduplicators do (only for a new index)",
+    )
     b.set_defaults(run=run_build)
 
     q = sub.add_parser(
@@ -128,17 +135,26 @@ def _load_settings(path: str) -> dict[str, Any] | None:
             settings = json.load(f)
     except FileNotFoundError:
         return None
+    except ValueError as e:
+        raise ValueError(f"{os.path.join(path, SETTINGS_FILE)}: not valid JSON: {e}") from None
     if not isinstance(settings, dict) or not isinstance(settings.get("fingerprint"), dict):
         raise ValueError(f"{os.path.join(path, SETTINGS_FILE)}: not neardup CLI settings")
     return settings
 
 
-def _fingerprinter_from(settings: dict[str, Any]) -> Fingerprinter:
-    config = dict(settings["fingerprint"])
-    from_config = getattr(Fingerprinter, "from_config", None)
-    if from_config is not None:
-        return from_config(config)  # type: ignore[no-any-return]
-    return Fingerprinter(**config)
+def _settings_of(fingerprinter: TextFingerprinter) -> dict[str, Any]:
+    return {
+        "fingerprint": dict(fingerprinter.policy.fingerprint),
+        "html": fingerprinter.policy.html,
+        "raw": fingerprinter.raw,
+    }
+
+
+def _fingerprinter_from(settings: dict[str, Any]) -> TextFingerprinter:
+    policy = Policy.default().replace(
+        fingerprint=dict(settings["fingerprint"]), html=settings.get("html", "auto")
+    )
+    return TextFingerprinter(policy, raw=bool(settings.get("raw", False)))
 
 
 def _doc_id(doc: nio.Doc, source: nio.Source) -> Any:
@@ -159,8 +175,8 @@ def run_build(args: argparse.Namespace) -> int:
     try:
         settings = _load_settings(args.index_dir)
         if settings is None:
-            fingerprinter = make_fingerprinter(args.preset)
-            settings = {"fingerprint": fingerprint_config(fingerprinter, args.preset)}
+            fingerprinter = TextFingerprinter(make_policy(args.preset), raw=args.raw)
+            settings = _settings_of(fingerprinter)
         else:
             if args.preset is not None and settings["fingerprint"].get("preset") != args.preset:
                 eprint(
@@ -191,7 +207,7 @@ def run_build(args: argparse.Namespace) -> int:
         nonlocal added
         if not texts:
             return
-        fps = fingerprinter.fingerprint_many(texts)
+        fps = fingerprinter.many(texts)
         add_many = getattr(index, "add_many", None)
         if add_many is not None:
             add_many(ids, fps, times if args.time_field else None)
@@ -288,9 +304,9 @@ def _emit(out: Any, query: Any, fp: int, matches: list[tuple[Any, int]]) -> None
     out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def _query(args: argparse.Namespace, index: Any, fingerprinter: Fingerprinter, out: Any) -> int:
+def _query(args: argparse.Namespace, index: Any, fingerprinter: TextFingerprinter, out: Any) -> int:
     if args.text is not None:
-        fp = int(fingerprinter.fingerprint(args.text))
+        fp = fingerprinter.one(args.text)
         _emit(out, args.text, fp, index.query(fp, args.k))
         return EXIT_OK
     if args.fingerprint is not None:
@@ -312,7 +328,7 @@ def _query(args: argparse.Namespace, index: Any, fingerprinter: Fingerprinter, o
     def flush() -> None:
         if not texts:
             return
-        fps = fingerprinter.fingerprint_many(texts)
+        fps = fingerprinter.many(texts)
         query_many = getattr(index, "query_many", None)
         if query_many is not None:
             results = query_many(fps, args.k)
