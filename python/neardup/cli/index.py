@@ -119,14 +119,19 @@ def parse_fingerprint(value: str) -> int:
     return fp
 
 
-def _open_index(path: str, k: int | None) -> Any:
+def _open_index(path: str, k: int | None, settings: dict[str, Any]) -> Any:
+    """The durable index at ``path``; the fingerprint settings are stored with it and a
+    mismatch is refused by the index (IncompatibleIndexError, a ValueError)."""
     opener = getattr(Index, "open", None)
     if opener is None:
         raise RuntimeError(
             "this build of neardup has no persistent Index (Index.open); "
             "rebuild with the index core"
         )
-    return opener(path, k=k) if k is not None else opener(path)
+    config = json.dumps(settings, sort_keys=True)
+    if k is not None:
+        return opener(path, k=k, fingerprint_config=config)
+    return opener(path, fingerprint_config=config)
 
 
 def _load_settings(path: str) -> dict[str, Any] | None:
@@ -190,7 +195,7 @@ def run_build(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         os.makedirs(args.index_dir, exist_ok=True)
-        index = _open_index(args.index_dir, args.k)
+        index = _open_index(args.index_dir, args.k, settings)
     except (OSError, ValueError, RuntimeError) as e:
         eprint(f"neardup index build: {args.index_dir}: {e}")
         return EXIT_INPUT
@@ -271,18 +276,18 @@ def run_query(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     try:
         settings = _load_settings(args.index_dir)
-        fingerprinter = _fingerprinter_from(settings or {"fingerprint": {}})
+        if settings is None:
+            eprint(
+                f"neardup index query: {args.index_dir} has no {SETTINGS_FILE}; "
+                "build it with `neardup index build`"
+            )
+            return EXIT_INPUT
+        fingerprinter = _fingerprinter_from(settings)
     except ValueError as e:
         eprint(f"neardup index query: {e}")
         return EXIT_INPUT
-    if settings is None:
-        eprint(
-            f"neardup index query: {args.index_dir} has no {SETTINGS_FILE}; "
-            "build it with `neardup index build`"
-        )
-        return EXIT_INPUT
     try:
-        index = _open_index(args.index_dir, None)
+        index = _open_index(args.index_dir, None, settings)
     except (OSError, ValueError, RuntimeError) as e:
         eprint(f"neardup index query: {args.index_dir}: {e}")
         return EXIT_INPUT
