@@ -378,6 +378,6 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, rows: list[dict[str, Any]]) 
     assert p.wait(timeout=300) == 0
     shown = b"".join(chunks).decode("utf-8", "replace")
     assert "pass 1/2: reading" in shown and "pass 2/2: writing" in shown
-    assert re.search(r"[\d.]+[kM]?B/s", shown) and re.search(r"[\d,]+ docs/s", shown)
+    assert re.search(r"[\d.]+ ?[kMG]?B/s", shown) and re.search(r"[\d,]+ docs/s", shown)
     assert re.search(r"\d\d:\d\d<(\d\d:\d\d|\?)", shown)  # elapsed<remaining (ETA)
     assert f"read {len(rows) * 30:,} documents" in shown
