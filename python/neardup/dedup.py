@@ -202,6 +202,10 @@ def _fingerprinter_config(fp: Fingerprinter) -> dict[str, Any] | None:
     return dict(cfg) if isinstance(cfg, Mapping) else None
 
 
+# Deduplicator.open(sync=...) -> Index.open(sync=...): "full" fsyncs every add in both stores.
+_INDEX_SYNC = {"full": "always", "normal": "group", "off": "never"}
+
+
 @runtime_checkable
 class DedupBackend(Protocol):
     """What the service needs from a deduplicator (in-process, durable, or over Redis)."""
@@ -349,7 +353,9 @@ class Deduplicator:
         installed core supports ``Index.open``; otherwise it is rebuilt from the stored texts on
         open. The policy is saved in ``path/policy.json`` on first open and reused afterwards;
         passing a different one raises ``ValueError``. ``retention`` (seconds): texts older than
-        that are expired automatically as new ones arrive.
+        that are expired automatically as new ones arrive. ``sync``: ``"full"`` (every add is
+        fsynced before it returns), ``"normal"`` (survives a killed process; a power cut may lose
+        the last adds) or ``"off"``.
         """
         import json
 
@@ -381,7 +387,16 @@ class Deduplicator:
         index_open = getattr(Index, "open", None)
         index: Index
         if index_open is not None:
-            index = index_open(os.path.join(root, "index"), k=policy.k_max)
+            index_path = os.path.join(root, "index")
+            try:
+                index = index_open(
+                    index_path,
+                    k=policy.k_max,
+                    sync=_INDEX_SYNC[sync],
+                    fingerprint_config=json.dumps(policy.fingerprint, sort_keys=True),
+                )
+            except TypeError:  # a core whose Index.open takes only the path and k
+                index = index_open(index_path, k=policy.k_max)
         else:
             index = Index(k=policy.k_max)
         d = cls(policy=policy, index=index, store=store)
