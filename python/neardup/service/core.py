@@ -98,7 +98,7 @@ class DedupService:
         if retention is None:
             return 0
         before = time.time() - retention
-        removed = int(await self.writer.call(lambda: self.backend.expire(before)) or 0)
+        removed = int(await self.writer.call(lambda: self.backend.expire(before), 0) or 0)
         self.metrics.expired += removed
         self.last_sweep = time.time()
         return removed
@@ -182,7 +182,7 @@ class DedupService:
         """POST /v1/add/batch."""
         now = time.time()
         items = [self._stamp(it, now) for it in parse_add_batch(parse_json(body), self.limits)]
-        fps = await self.writer.call(lambda: self._add_group(items)) if items else []
+        fps = await self.writer.call(lambda: self._add_group(items), len(items)) if items else []
         self.metrics.count_documents(checked=len(items), added=len(items))
         return orjson.dumps({"results": [self._stored(it, fp) for it, fp in zip(items, fps)]})
 
@@ -199,7 +199,11 @@ class DedupService:
         """POST /v1/check-and-add/batch."""
         now = time.time()
         items = [self._stamp(it, now) for it in parse_add_batch(parse_json(body), self.limits)]
-        outcomes = await self.writer.call(lambda: self._check_and_add_group(items)) if items else []
+        outcomes = (
+            await self.writer.call(lambda: self._check_and_add_group(items), len(items))
+            if items
+            else []
+        )
         added = sum(1 for a, _ in outcomes if a)
         self.metrics.count_documents(checked=len(items), added=added, duplicate=len(items) - added)
         return orjson.dumps(
@@ -247,7 +251,7 @@ class DedupService:
 
     async def delete_document(self, raw_id: str, id_type: str | None = None) -> bytes:
         """DELETE /v1/documents/{id}."""
-        removed = await self.writer.call(lambda: self._remove(raw_id, id_type))
+        removed = await self.writer.call(lambda: self._remove(raw_id, id_type), 0)
         self.metrics.documents["removed"] += 1
         return orjson.dumps({"id": removed, "deleted": True})
 
@@ -284,6 +288,8 @@ class DedupService:
                 "queue_depth": self.writer.queue_depth,
                 "groups": self.writer.groups,
                 "grouped_items": self.writer.grouped_items,
+                "calls": self.writer.calls,
+                "call_items": self.writer.call_items,
                 "busy_seconds": round(self.writer.busy_seconds, 6),
             },
             "uptime_seconds": round(time.time() - m.started, 3),

@@ -82,7 +82,7 @@ class Settings:
     """How the service runs. Build it directly, with :meth:`from_env`, or from ``neardup serve``.
 
     Environment variables (all optional): ``NEARDUP_DATA``, ``NEARDUP_STORE``, ``NEARDUP_HOST``,
-    ``NEARDUP_PORT``, ``NEARDUP_K``, ``NEARDUP_RETENTION``, ``NEARDUP_PRESET``,
+    ``NEARDUP_SYNC``, ``NEARDUP_PORT``, ``NEARDUP_K``, ``NEARDUP_RETENTION``, ``NEARDUP_PRESET``,
     ``NEARDUP_POLICY``, ``NEARDUP_TOKEN``, ``NEARDUP_MAX_BODY_BYTES``, ``NEARDUP_MAX_TEXT_BYTES``,
     ``NEARDUP_MAX_BATCH``, ``NEARDUP_EXPIRE_INTERVAL``, ``NEARDUP_READ_THREADS``,
     ``NEARDUP_FAST_PATH``, ``NEARDUP_LOG_LEVEL``.
@@ -94,6 +94,10 @@ class Settings:
     store: str | None = None
     """``redis://``, ``rediss://`` or ``redis+cluster://`` URL of a shared store; a plain path or
     ``file://`` URL is the same as ``data_dir``."""
+    sync: str = "full"
+    """Durability of an acknowledged write in the embedded store: ``"full"`` (fsynced before
+    the answer: survives a power cut) or ``"normal"`` (written to the OS before the answer:
+    survives ``kill -9`` of the server, not a power cut)."""
     host: str = "127.0.0.1"
     port: int = 8000
     k: int | None = None
@@ -143,7 +147,7 @@ class Settings:
             except ValueError:
                 raise SettingsError(f"NEARDUP_{name} must be an integer, got {raw!r}") from None
 
-        for attr in ("data_dir", "store", "host", "preset", "policy", "token", "log_level"):
+        for attr in ("data_dir", "store", "sync", "host", "preset", "policy", "token", "log_level"):
             raw = get("DATA" if attr == "data_dir" else attr.upper())
             if raw is not None:
                 values[attr] = raw
@@ -209,6 +213,8 @@ class Settings:
             raise SettingsError(
                 "data_dir (--data / NEARDUP_DATA) is required without a Redis store"
             )
+        if self.sync not in ("full", "normal"):
+            raise SettingsError(f"sync must be 'full' or 'normal', got {self.sync!r}")
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
             raise SettingsError(f"port must be in 0..65535, got {self.port!r}")
         if self.k is not None and (
