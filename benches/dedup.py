@@ -38,33 +38,41 @@ sys.path.insert(0, HERE)
 # corpora
 
 
-def _english_sentences() -> list[str]:
+def _clauses() -> tuple[list[str], list[str]]:
+    """Chinese clauses (fortunes, poems, Debian Reference) and English sentences (Python docs)."""
     import corpus
 
-    out = []
-    for chunk in corpus.english_long():
-        for s in re.split(r"(?<=[.!?])\s+", " ".join(chunk.split())):
-            if 30 <= len(s) <= 140:
-                out.append(s)
-    return out
+    zh = [
+        c.strip()
+        for doc in corpus.chinese_short()
+        for c in re.split(r"(?<=[，。！？；：])", " ".join(doc.split()))
+        if 4 <= len(c.strip()) <= 70
+    ]
+    en = [
+        s
+        for chunk in corpus.english_long()
+        for s in re.split(r"(?<=[.!?;,])\s+", " ".join(chunk.split()))
+        if 15 <= len(s) <= 100
+    ]
+    return zh, en
 
 
 def make_short(path: str, n: int, seed: int) -> None:
-    """``n`` short documents (<= 140 chars), 20 % copies, as JSONL {"id", "text"}."""
-    import corpus
-
+    """``n`` short documents (<= 140 chars) of 2-4 real clauses each (so that originals are
+    distinct), 20 % of them copies, as JSONL {"id", "text"}."""
     rng = random.Random(seed)
-    zh = list(corpus.chinese_short())
-    en = _english_sentences()
+    zh, en = _clauses()
     n_base = n - n // 5
     docs: list[str] = []
     for _ in range(n_base):
-        pool = zh if rng.random() < 0.5 else en
-        a = rng.choice(pool)
-        if rng.random() < 0.7:
-            b = rng.choice(pool)
-            a = (a + ("" if pool is zh else " ") + b)[:140]
-        docs.append(a)
+        pool, sep = (zh, "") if rng.random() < 0.5 else (en, " ")
+        text = rng.choice(pool)
+        for _ in range(rng.randint(1, 3)):
+            more = rng.choice(pool)
+            if len(text) + len(more) + 1 > 140:
+                break
+            text = text + sep + more
+        docs.append(text)
     _add_copies(docs, n - n_base, rng)
     _write(path, docs, rng)
 
@@ -200,7 +208,7 @@ def main() -> None:
     for name, n, maker in (("short", n_short, make_short), ("long", n_long, make_long)):
         if n <= 0:
             continue
-        path = os.path.join(args.cache, f"{name}-{n}-{args.seed}.jsonl")
+        path = os.path.join(args.cache, f"{name}-{n}-{args.seed}-v2.jsonl")
         if not os.path.exists(path):
             t = time.perf_counter()
             print(f"making {path} ...", file=sys.stderr, flush=True)

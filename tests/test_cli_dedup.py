@@ -313,6 +313,7 @@ def test_non_string_text_in_csv_and_parquet(tmp_path: Path) -> None:
         (["in.jsonl", "-o", "in.jsonl"], 2, "in.jsonl is both an input and an output"),
         (["in.jsonl", "-o", "o.jsonl", "--keep", "oldest"], 2, "invalid choice: 'oldest'"),
         (["in.jsonl"], 2, "-o/--output"),
+        (["/dev/stdin", "--format", "jsonl", "-o", "o.jsonl"], 2, "is not a regular file"),
         (
             ["in.jsonl", "-o", "o.jsonl", "--keep", "newest", "--time-field", "when"],
             1,

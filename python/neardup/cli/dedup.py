@@ -139,6 +139,7 @@ def add_input_arguments(p: argparse.ArgumentParser, time_field: bool = True) -> 
         help="a bad record stops the job with exit 1 (fail, default) or is left out (skip)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print the time of each phase")
 
 
 def eprint(*parts: object) -> None:
@@ -297,6 +298,13 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(opened, int):
         return opened
     sources = opened
+    for s in sources:
+        if not (os.path.isfile(s.path) or os.path.isdir(s.path)):
+            eprint(
+                f"neardup dedup: {s.path} is not a regular file or directory; dedup reads its "
+                "inputs twice, so save a stream to a file first"
+            )
+            return EXIT_USAGE
     outputs = [os.path.abspath(p) for p in (args.output, args.clusters, args.report) if p]
     for s in sources:
         if os.path.abspath(s.path) in outputs:
@@ -383,7 +391,9 @@ def run(args: argparse.Namespace) -> int:
         time_arr = np.frombuffer(times, dtype=np.float64) if n else np.zeros(0, np.float64)
     order = keep_order_for(args.keep, length_arr, time_arr)
     Progress.status(f"grouping near-copies among {n:,} documents ...", args.quiet)
+    t_read = time.perf_counter()
     result = deduper.result(order)
+    t_group = time.perf_counter()
     Progress.status("", args.quiet)
     rows = np.arange(n, dtype=np.int64)
     rep = result.representative
@@ -445,7 +455,8 @@ def run(args: argparse.Namespace) -> int:
     if args.clusters:
         _write_clusters(args.clusters, rep, in_cluster, result.distance, ids)
 
-    elapsed = time.perf_counter() - started
+    t_write = time.perf_counter()
+    elapsed = t_write - started
     n_kept = int(kept.sum())
     summary = {
         "read": n,
@@ -460,6 +471,9 @@ def run(args: argparse.Namespace) -> int:
         "output": args.output,
         "keep": args.keep,
         "policy": json.dumps(policy.to_dict(), sort_keys=True),
+        "seconds_read_and_sketch": round(t_read - started, 3),
+        "seconds_group": round(t_group - t_read, 3),
+        "seconds_write": round(t_write - t_group, 3),
     }
     if args.report:
         from neardup import report
@@ -499,6 +513,12 @@ def run(args: argparse.Namespace) -> int:
             + f", kept {n_kept:,}, removed {n - n_kept:,} in {len(cluster_reps):,} clusters"
             + f", {elapsed:.1f} s ({summary['docs_per_second'] or 0:,} docs/s) -> {args.output}"
         )
+        if args.verbose:
+            eprint(
+                f"neardup dedup: read+fingerprint+sketch {t_read - started:.2f} s, "
+                f"group {t_group - t_read:.2f} s, write {t_write - t_group:.2f} s, "
+                f"report {time.perf_counter() - t_write:.2f} s"
+            )
     return EXIT_OK
 
 
