@@ -135,3 +135,15 @@ def test_main_text_without_main_uses_link_density() -> None:
         "<div><p>Real paragraph with a <a href=4>link</a> inside it.</p></div></body></html>"
     )
     assert main_text(html) == "Real paragraph with a link inside it."
+
+
+def test_normalise_whitespace_is_regex_whitespace() -> None:
+    """normalise() splits on str.isspace(); the ground truth's definition is re's \\s+."""
+    import re
+    import sys
+
+    ws = re.compile(r"\s")
+    odd = [i for i in range(sys.maxunicode + 1) if bool(ws.match(chr(i))) != chr(i).isspace()]
+    assert odd == []
+    text = "a\u3000b\u2028c\x1cd \u00a0 e\u200bf"
+    assert verify.normalise(text) == re.sub(r"\s+", " ", text).strip()

@@ -56,21 +56,21 @@ __all__ = [
 
 VERIFIERS = ("jaccard", "levenshtein", "cosine")
 
-_WS = re.compile(r"\s+")
 # Han, Hiragana, Katakana, Hangul: scripts written without spaces -> character bigrams as terms.
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
 
-# n-gram hash constants: the FNV-1 64-bit prime and the 64-bit golden-ratio multiplier.
-_P = np.uint64(0x100000001B3)
-_M1 = np.uint64(0x9E3779B97F4A7C15)
+# n-gram hash multiplier: the 32-bit golden ratio (odd).
+_G = np.uint32(0x9E3779B1)
 
 
 def normalise(text: str) -> str:
     """NFKC, lower case, whitespace runs collapsed to one space, stripped."""
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
-    return _WS.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
+    # str.split() splits on exactly the characters re's \s matches in str patterns (checked over
+    # all code points in the tests) and is several times faster than re.sub.
+    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
 
 
 def shingles(norm: str, n: int = 5) -> set[str]:
@@ -103,30 +103,31 @@ def _check_n(n: int) -> None:
 
 
 def _codepoints(norm: str) -> npt.NDArray[np.uint32]:
+    # frombuffer gives a read-only view; callers only read it.
     return np.frombuffer(norm.encode("utf-32-le"), dtype=np.uint32)
 
 
 def _window_hash(cp: npt.NDArray[np.uint32], n: int) -> npt.NDArray[np.uint32]:
     """32-bit hash of every window of ``n`` consecutive code points (len(cp) - n + 1 values).
 
-    A polynomial over the code points modulo 2**64 (multiplier: the FNV-1 64-bit prime), then
-    multiplied by an odd constant and the high 32 bits kept: five multiply-adds per character,
-    which keeps the whole-batch pass cheap in numpy.
+    The polynomial ``sum(c[i] * G**(n-1-i)) + n`` modulo 2**32 with G odd (the 32-bit golden
+    ratio): windows that differ in one character never collide, and other collisions are as rare
+    as for a random 32-bit hash. Computed in place on uint32 arrays, it costs a few nanoseconds
+    per character in numpy. Only equality matters to the Jaccard count, so no final mixing.
     """
     m = cp.size - n + 1
     with np.errstate(over="ignore"):
-        h = cp[:m].astype(np.uint64)
+        h = cp[:m].copy()
         for j in range(1, n):
-            h *= _P
+            h *= _G
             h += cp[j : j + m]
-        h += np.uint64(n)
-        h *= _M1
-    return (h >> np.uint64(32)).astype(np.uint32)
+        h += np.uint32(n)
+    return h
 
 
 def _hash_short(norm: str) -> np.uint32:
     # A text shorter than n is one shingle: the hash of all its code points (the polynomial
-    # includes the window width, so it is unrelated to the n-gram hashes of longer texts).
+    # adds the window width, so it is salted apart from the n-gram hashes).
     cp = _codepoints(norm)
     return np.uint32(_window_hash(cp, cp.size)[0])
 
