@@ -340,9 +340,11 @@ def test_corpus_pairs_equal_brute_force() -> None:
     assert fps == Fingerprinter().fingerprint_many([policy.prepare(t) for t in texts]).tolist()
     want = set()
     cands = set()
+    radius = [policy.radius(len(policy.prepare(t))) for t in texts]
+    assert len(set(radius)) == 2  # the sample has short and long texts: both radii are used
     for i in range(len(texts)):
         for j in range(i + 1, len(texts)):
-            if hamming(fps[i], fps[j]) <= policy.k_max:
+            if hamming(fps[i], fps[j]) <= max(radius[i], radius[j]):
                 cands.add((i, j))
                 if exact_jaccard(texts[i], texts[j]) >= policy.threshold:
                     want.add((i, j))
