@@ -386,3 +386,15 @@ def test_corpus_memory_grows_with_shingles_not_text() -> None:
     shingle_count = sum(len(shingles(normalise(t))) for t in texts)
     assert c.memory_bytes() == 8 * len(texts) * 3 + 4 * shingle_count
     assert len(c) == 500
+
+
+def test_sketch_cache_is_bounded_and_misses_reread_the_store() -> None:
+    d = Deduplicator()
+    d.sketch_cache = 3
+    data = rows(30)
+    for r in data:
+        d.add(r["id"], r["text"])
+    assert len(d._sketches) == 3
+    for r in data:  # every stored text still found, through the store on a cache miss
+        assert r["id"] in {m.id for m in d.check(r["text"])}
+    assert len(d._sketches) == 3

@@ -21,7 +21,7 @@ import math
 import os
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -300,6 +300,9 @@ def _timestamps(timestamps: Sequence[float | None] | None, n: int) -> Sequence[f
 class Deduplicator:
     """Fingerprinter + Index + verifier over stored texts: online near-duplicate detection.
 
+    Memory: the index (see :class:`neardup.Index`), the texts when the store is in memory, and
+    up to :attr:`sketch_cache` Jaccard sketches of stored texts (4 bytes per character each).
+
     ``check(text)`` returns the stored texts that are near-duplicates of ``text`` (candidates
     within the policy's Hamming radius whose verifier score is >= the threshold), best first.
     ``check_and_add`` is atomic: of many near-copies sent at once from many threads exactly one
@@ -334,10 +337,15 @@ class Deduplicator:
         self.store: TextStore = store if store is not None else MemoryTextStore()
         self.path: str | None = None
         self._lock = threading.RLock()
-        self._sketches: dict[Id, Any] = {}
+        # Jaccard sketches of stored texts, most recently used last; at most SKETCH_CACHE of
+        # them (4 bytes per shingle each): a miss re-reads the text from the store.
+        self._sketches: OrderedDict[Id, Any] = OrderedDict()
         self._retention: float | None = None
         self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
         self._closed = False
+
+    #: Most sketches of stored texts kept in memory (least recently used ones are dropped).
+    sketch_cache: int = 200_000
 
     # -- construction -------------------------------------------------------------------------
 
@@ -430,14 +438,20 @@ class Deduplicator:
         if self._closed:
             raise ValueError("deduplicator is closed")
 
-    def _sketch_of(self, id: Id, norm: str | None = None) -> Any:
+    def _sketch_of(self, id: Id) -> Any:
         sk = self._sketches.get(id)
         if sk is None:
-            if norm is None:
-                norm = self.policy.prepare(self.store.get(id))
-            sk = sketch(norm, self.policy.shingle).hashes
-            self._sketches[id] = sk
+            sk = sketch(self.policy.prepare(self.store.get(id)), self.policy.shingle).hashes
+            self._cache_sketch(id, sk)
+        else:
+            self._sketches.move_to_end(id)
         return sk
+
+    def _cache_sketch(self, id: Id, sk: Any) -> None:
+        self._sketches[id] = sk
+        self._sketches.move_to_end(id)
+        while len(self._sketches) > self.sketch_cache:
+            self._sketches.popitem(last=False)
 
     def _score(self, norm: str, query_sketch: Any, id: Id) -> float | None:
         kind = self.policy.verifier
@@ -490,7 +504,7 @@ class Deduplicator:
         self.store.put(id, text, ts)
         self._sketches.pop(id, None)
         if self.policy.verifier == "jaccard":
-            self._sketches[id] = sketch(norm, self.policy.shingle).hashes
+            self._cache_sketch(id, sketch(norm, self.policy.shingle).hashes)
         self.index.add(id, fp, ts)
         self._counters["added"] += 1
         self._maybe_expire()
