@@ -194,11 +194,9 @@ class Policy:
 
     def make_fingerprinter(self) -> Fingerprinter:
         """A :class:`neardup.Fingerprinter` built from ``self.fingerprint``."""
-        cfg = dict(self.fingerprint)
-        from_config = getattr(Fingerprinter, "from_config", None)
-        if from_config is not None:
-            return from_config(cfg)  # type: ignore[no-any-return]
-        return Fingerprinter(**cfg)
+        # Fingerprinter(preset, **options) takes a partial setting (a preset plus overrides) as
+        # well as a full ``Fingerprinter.config`` dict (every field is also an option).
+        return Fingerprinter(**dict(self.fingerprint))
 
 
 def _fingerprinter_config(fp: Fingerprinter) -> dict[str, Any] | None:
