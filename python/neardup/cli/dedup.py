@@ -43,7 +43,7 @@ EXIT_CODES = """exit codes:
 
 KEEP_POLICIES = ("first", "longest", "newest")
 _CHUNK_DOCS = 16384
-_CHUNK_CHARS = 32 << 20
+_CHUNK_CHARS = 8 << 20
 _MAX_WARNINGS = 10
 _REPORT_CLUSTERS = 12
 _REPORT_MEMBERS = 6
