@@ -41,6 +41,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import operator
 import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -154,10 +155,10 @@ def _check_fp(fp: object, name: str = "fingerprint") -> int:
     if isinstance(fp, bool):
         raise TypeError(f"{name} must be an unsigned 64-bit int, got bool")
     try:
-        value = int(fp)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+        value = operator.index(fp)  # int and numpy integers, never str or float
+    except TypeError:
         raise TypeError(f"{name} must be an unsigned 64-bit int, got {type(fp).__name__}") from None
-    if value != fp or not 0 <= value <= _U64:
+    if not 0 <= value <= _U64:
         raise ValueError(f"{name} must be an int in 0..2**64-1, got {fp!r}")
     return value
 
