@@ -489,8 +489,8 @@ def test_redis_deduplicator_matches_the_in_process_one(any_url: str) -> None:
         want = local.check_and_add(j, t, timestamp=1000.0 + j)
         assert got[0] == want[0], j
         assert [(m.id, m.distance) for m in got[1]] == [(m.id, m.distance) for m in want[1]]
-        for a, b in zip(got[1], want[1]):
-            assert a.similarity == pytest.approx(b.similarity)
+        for ma, mb in zip(got[1], want[1]):
+            assert ma.similarity == pytest.approx(mb.similarity)
     for t in texts[:10]:
         assert shared.check(t) == local.check(t)
     assert len(shared) == len(local)

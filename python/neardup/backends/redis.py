@@ -155,7 +155,7 @@ def _check_fp(fp: object, name: str = "fingerprint") -> int:
     if isinstance(fp, bool):
         raise TypeError(f"{name} must be an unsigned 64-bit int, got bool")
     try:
-        value = operator.index(fp)  # int and numpy integers, never str or float
+        value = operator.index(fp)  # type: ignore[arg-type]  # int, numpy ints
     except TypeError:
         raise TypeError(f"{name} must be an unsigned 64-bit int, got {type(fp).__name__}") from None
     if not 0 <= value <= _U64:
