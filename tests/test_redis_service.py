@@ -34,14 +34,14 @@ def _text(rng: random.Random, n: int = 120) -> str:
     return " ".join(rng.choice(vocab) for _ in range(n))
 
 
-def test_two_services_share_one_redis(any_url: str, tmp_path: Path) -> None:
+def test_two_services_share_one_redis(any_url: str, tmp_path: Path) -> None:  # noqa: F811
     """An add through one service is seen by the other; near-copies sent to both at once are
     added exactly once; a removal through one is seen by the other."""
     store = f"{any_url}{'&' if '?' in any_url else '?'}namespace={fresh_ns()}"
     rng = random.Random(3)
     first = _text(rng)
-    with ServerProcess(tmp_path / "a", "--store", store, "--retention", "none") as a, \
-            ServerProcess(tmp_path / "b", "--store", store, "--retention", "none") as b:  # fmt: skip
+    args = ("--store", store, "--retention", "none")
+    with ServerProcess(tmp_path / "a", *args) as a, ServerProcess(tmp_path / "b", *args) as b:
         r = post(a.url + "/v1/add", {"id": "doc-1", "text": first})
         assert r.status_code == 200, r.text
         # b sees a's add, by text and by id
