@@ -883,15 +883,20 @@ class RedisDeduplicator:
                 sim = None
             elif kind == "jaccard":
                 assert qs is not None
-                sim = jaccard_sketch(qs, sketch(normalise(other), self.policy.shingle).hashes)
+                sim = jaccard_sketch(qs, sketch(self._prepare(other), self.policy.shingle).hashes)
             elif kind == "levenshtein":
-                sim = levenshtein(text, other)
+                sim = levenshtein(norm, self._prepare(other))
             else:
-                sim = cosine(text, other)
+                sim = cosine(norm, self._prepare(other))
             if sim is None or sim >= threshold:
                 out.append(Match(_dec_id(e.idenc), e.distance, sim))
         out.sort(key=lambda m: (-(m.similarity if m.similarity is not None else 1.0), m.distance))
         return out
+
+    def _prepare(self, text: str) -> str:
+        # What both stages see (HTML main text, normalised), exactly as Deduplicator does.
+        prepare = getattr(self.policy, "prepare", None)
+        return str(prepare(text)) if prepare is not None else normalise(text)
 
     def _radius(self, norm: str, k: int | None) -> int:
         return self.policy.radius(len(norm)) if k is None else _check_k(k)
@@ -901,7 +906,7 @@ class RedisDeduplicator:
     def check(self, text: str, k: int | None = None) -> list[Match]:
         """Stored near-duplicates of ``text``, best first (highest similarity, then distance)."""
         self._ensure_open()
-        norm = normalise(_check_text(text))
+        norm = self._prepare(_check_text(text))
         fp = int(self.fingerprinter.fingerprint(norm))
         radius = self._radius(norm, k)
         entries = self.index._sorted(self.index._read(fp, radius).values())
@@ -915,7 +920,7 @@ class RedisDeduplicator:
         """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint."""
         self._ensure_open()
         check_id(id)
-        norm = normalise(_check_text(text))
+        norm = self._prepare(_check_text(text))
         fp = int(self.fingerprinter.fingerprint(norm))
         self.index._write(id, fp, timestamp, {"x": text.encode()}, None)
         self._counters["adds"] += 1
@@ -933,7 +938,7 @@ class RedisDeduplicator:
         """
         self._ensure_open()
         check_id(id)
-        norm = normalise(_check_text(text))
+        norm = self._prepare(_check_text(text))
         fp = int(self.fingerprinter.fingerprint(norm))
         radius = self._radius(norm, None)
         written = self.index._write(id, fp, timestamp, {"x": text.encode()}, radius)
