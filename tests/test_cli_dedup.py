@@ -65,8 +65,17 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]], compression: str | None 
             f.write(json.dumps(r, ensure_ascii=False).encode() + b"\n")
 
 
+def read_docs(path: Path, fmt: str | None = None) -> list[nio.Doc]:
+    """Every document of ``path``; fails on a bad one."""
+    docs = []
+    for d in nio.read_docs(nio.detect(str(path), fmt)):
+        assert isinstance(d, nio.Doc), str(d)
+        docs.append(d)
+    return docs
+
+
 def read_ids(path: Path, fmt: str | None = None) -> list[Any]:
-    return [d.id for d in nio.read_docs(nio.detect(str(path), fmt))]
+    return [d.id for d in read_docs(path, fmt)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,7 +187,7 @@ def _make_input(tmp_path: Path, rows: list[dict[str, Any]], fmt: str) -> tuple[P
 def test_every_format(tmp_path: Path, rows: list[dict[str, Any]], fmt: str) -> None:
     sub = rows[:300] + rows[N_ROWS : N_ROWS + 20]
     src, out = _make_input(tmp_path, sub, fmt)
-    texts = [d.text for d in nio.read_docs(nio.detect(str(src)))]
+    texts = [d.text for d in read_docs(src)]
     assert len(texts) == len(sub)
     engine = CorpusDeduper()
     engine.feed(texts)
@@ -188,8 +197,7 @@ def test_every_format(tmp_path: Path, rows: list[dict[str, Any]], fmt: str) -> N
     r = neardup("dedup", str(src), "-o", str(out), "--clusters", str(tmp_path / "c.jsonl"))
     assert r.returncode == 0, r.stderr
     # the output re-reads in the same format and holds exactly the kept documents, in order
-    back = list(nio.read_docs(nio.detect(str(out))))
-    assert all(isinstance(d, nio.Doc) for d in back)
+    back = read_docs(out)
     assert [d.text for d in back] == [texts[i] for i in kept_rows]
     if fmt == "parquet":
         table = pq.read_table(out)

@@ -56,8 +56,8 @@ def test_raw_fingerprints_the_text_as_is(tmp_path: Path, rows: list[dict[str, An
 def test_jsonl_hex(tmp_path: Path, rows: list[dict[str, Any]], want: list[int]) -> None:
     src = tmp_path / "in.jsonl.gz"
     with nio.open_write(str(src), "gz") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False).encode() + b"\n")
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
     out = tmp_path / "out.jsonl"
     r = neardup("fingerprint", str(src), "-o", str(out))
     assert r.returncode == 0, r.stderr

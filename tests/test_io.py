@@ -165,10 +165,10 @@ def test_csv_roundtrip(
     path = tmp_path / f"in.{fmt}"
     fields = ["id", "lang", "published", "text"]
     with open(path, "w", encoding="utf-8-sig", newline="") as f:  # BOM, as Excel writes
-        w = csv.writer(f, delimiter=delimiter)
-        w.writerow(fields)
+        cw = csv.writer(f, delimiter=delimiter)
+        cw.writerow(fields)
         for r in rows:
-            w.writerow([r[k] for k in fields])  # texts hold newlines, quotes, commas
+            cw.writerow([r[k] for k in fields])  # texts hold newlines, quotes, commas
     source = nio.detect(str(path))
     docs = _docs(source)
     assert [d.text for d in docs] == [r["text"] for r in rows]
