@@ -147,3 +147,27 @@ def test_normalise_whitespace_is_regex_whitespace() -> None:
     assert odd == []
     text = "a\u3000b\u2028c\x1cd \u00a0 e\u200bf"
     assert verify.normalise(text) == re.sub(r"\s+", " ", text).strip()
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list("ab é한국어中文字，。！？（）ＡＢＣ１２３ ｶﾞ①㍿ﬁ\u0301\u0308\u1100\u1161\u11a8")
+        ),
+        max_size=40,
+    )
+)
+def test_fast_nfkc_equals_unicodedata(text: str) -> None:
+    import unicodedata
+
+    assert verify._nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert verify._nfkc("中" + text) == unicodedata.normalize("NFKC", "中" + text)
+
+
+def test_fast_nfkc_on_real_text() -> None:
+    import unicodedata
+
+    for t in sample_texts(2000):
+        for v in (t, t.replace(",", "，").replace("a", "ａ")):
+            assert verify._nfkc(v) == unicodedata.normalize("NFKC", v)
