@@ -182,7 +182,7 @@ class Progress:
         self.docs += docs
         if self._bar is not None:
             rate = self.docs / max(1e-9, time.perf_counter() - self._start)
-            self._bar.set_postfix_str(f"{self.docs:,} docs, {rate:,.0f} docs/s", refresh=False)
+            self._bar.set_postfix_str(f"{self.docs:,} docs, {rate:,.0f} docs/s", refresh=True)
 
     @staticmethod
     def status(text: str, quiet: bool) -> None:
