@@ -1,0 +1,544 @@
+"""`neardup dedup`: drop the near-copies from a corpus on disk.
+
+Two streaming passes over the inputs: pass 1 reads each document's text (and id/time), feeds it
+to the corpus deduplicator, which keeps only fingerprints and compact verifier sketches; the
+deduplicator then picks one document per group of near-copies (by the ``--keep`` policy); pass 2
+copies the kept records to the output in the inputs' format, in input order, and re-reads only
+the documents of clusters (for ``--clusters`` ids and ``--report`` diffs).
+
+Exit codes: 0 done; 1 the input failed (a missing or unreadable file, or a bad record with
+``--on-error fail``); 2 usage (bad flags, unknown format, output format differs from input);
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from array import array
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup import io as nio
+from neardup.dedup import CorpusDeduper, Policy
+from neardup.htmltext import main_text
+
+EXIT_OK = 0
+EXIT_INPUT = 1
+EXIT_USAGE = 2
+
+EXIT_CODES = """exit codes:
+  0  done
+  1  input error: a missing or unreadable input, or a bad record with --on-error fail
+  2  usage error: bad flags, unknown format, output format differs from the inputs'
+  130  interrupted
+"""
+
+KEEP_POLICIES = ("first", "longest", "newest")
+_CHUNK_DOCS = 16384
+_CHUNK_CHARS = 32 << 20
+_MAX_WARNINGS = 10
+_REPORT_CLUSTERS = 12
+_REPORT_MEMBERS = 6
+_REPORT_CHARS = 4000
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``neardup dedup``."""
+    p = subparsers.add_parser(
+        "dedup",
+        help="drop near-duplicate documents from a corpus (JSONL, CSV/TSV, Parquet, text, dirs)",
+        description=(
+            "Keep one document of each group of near-copies. Inputs: JSONL (.jsonl, .gz/.xz/.zst), "
+            "CSV/TSV, Parquet, text with one document per line, or directories of .txt/.html "
+            "files. The output has the inputs' format, every field, and the input order."
+        ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_input_arguments(p)
+    p.add_argument("-o", "--output", required=True, help="where the kept documents go")
+    p.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help="SimHash distance at which two documents are candidates (default: the policy's)",
+    )
+    p.add_argument("--preset", default=None, help="fingerprint preset (default: the policy's)")
+    p.add_argument(
+        "--verifier",
+        choices=("jaccard", "none"),
+        default=None,
+        help="check candidates by character-shingle Jaccard (default) or take every candidate",
+    )
+    p.add_argument(
+        "--html",
+        choices=("auto", "yes", "no"),
+        default=None,
+        help="read texts as HTML pages, by their main text: auto (those that start like a "
+        "page, default), yes (all), no",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="verifier similarity at or above which candidates are near-copies (default: policy)",
+    )
+    p.add_argument(
+        "--keep",
+        choices=KEEP_POLICIES,
+        default="first",
+        help="which document of a group stays: the first read, the longest text, or the newest "
+        "--time-field (ties: the first read). Default: first",
+    )
+    p.add_argument(
+        "--clusters", metavar="FILE", help='write JSONL {"id","cluster","kept","distance"}'
+    )
+    p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
+    p.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="local (this machine) or spark (neardup.spark, needs neardup[spark])",
+    )
+    p.set_defaults(run=run)
+
+
+def add_input_arguments(p: argparse.ArgumentParser, time_field: bool = True) -> None:
+    """The input options shared by dedup, fingerprint and index build."""
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories")
+    p.add_argument(
+        "--format",
+        choices=nio.FORMATS,
+        default=None,
+        help="input format (default: from the file name)",
+    )
+    p.add_argument(
+        "--text-field", default="text", help="field/column with the text (default: text)"
+    )
+    p.add_argument(
+        "--id-field",
+        default=None,
+        help="field/column with the id (default: 'id' where present, else the row number)",
+    )
+    if time_field:
+        p.add_argument(
+            "--time-field", default=None, help="field with the time (epoch s or ISO 8601)"
+        )
+    p.add_argument(
+        "--on-error",
+        choices=("skip", "fail"),
+        default="fail",
+        help="a bad record stops the job with exit 1 (fail, default) or is left out (skip)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
+
+
+def eprint(*parts: object) -> None:
+    """A message on stderr."""
+    print(*parts, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# progress
+
+
+class Progress:
+    """A tqdm bar over input bytes with docs/s, shown only on a terminal and unless quiet."""
+
+    def __init__(self, total_bytes: int, desc: str, quiet: bool) -> None:
+        self.docs = 0
+        self._bar: Any = None
+        self._start = time.perf_counter()
+        if not quiet and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=total_bytes or None,
+                desc=desc,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1000,
+                dynamic_ncols=True,
+                leave=False,
+                file=sys.stderr,
+            )
+
+    def advance(self, nbytes: int) -> None:
+        """Add bytes read."""
+        if self._bar is not None and nbytes > 0:
+            self._bar.update(nbytes)
+
+    def count(self, docs: int) -> None:
+        """Add documents read and show docs/s."""
+        self.docs += docs
+        if self._bar is not None:
+            rate = self.docs / max(1e-9, time.perf_counter() - self._start)
+            self._bar.set_postfix_str(f"{self.docs:,} docs, {rate:,.0f} docs/s", refresh=False)
+
+    @staticmethod
+    def status(text: str, quiet: bool) -> None:
+        """A one-line status on a terminal (overwritten by the next bar or message)."""
+        if not quiet and sys.stderr.isatty():
+            sys.stderr.write(f"\r{text}\x1b[K")
+            sys.stderr.flush()
+
+    def message(self, text: str) -> None:
+        """Print a line on stderr without breaking the bar."""
+        if self._bar is not None:
+            self._bar.write(text, file=sys.stderr)
+        else:
+            eprint(text)
+
+    def close(self) -> None:
+        """Remove the bar."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def input_bytes(sources: list[nio.Source]) -> int:
+    """Total size on disk of the inputs (progress total)."""
+    total = 0
+    for s in sources:
+        try:
+            if s.format == "dir":
+                for root, _, files in os.walk(s.path):
+                    total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+            else:
+                total += os.path.getsize(s.path)
+        except OSError:
+            pass
+    return total
+
+
+def open_sources(args: argparse.Namespace, command: str) -> list[nio.Source] | int:
+    """Check the inputs exist and tell their formats; an exit code on failure."""
+    for path in args.inputs:
+        if not os.path.exists(path):
+            eprint(f"neardup {command}: {path}: no such file or directory")
+            return EXIT_INPUT
+    try:
+        return [nio.detect(p, args.format) for p in args.inputs]
+    except nio.UnknownFormatError as e:
+        eprint(f"neardup {command}: {e}")
+        return EXIT_USAGE
+
+
+# ------------------------------------------------------------------------------------------------
+# the deduplication engine
+
+
+def make_policy(args: argparse.Namespace) -> Policy:
+    """The dedup policy: the default one (the quality benchmark's winner) with the flags applied.
+
+    Raises ValueError naming a bad flag value.
+    """
+    changes: dict[str, Any] = {}
+    if args.k is not None:
+        if not 0 <= args.k <= 64:
+            raise ValueError(f"--k {args.k} is out of range: 0..64")
+        changes["k_short"] = changes["k_long"] = args.k
+    if args.threshold is not None:
+        if not 0.0 <= args.threshold <= 1.0:
+            raise ValueError(f"--threshold {args.threshold} is out of range: 0..1")
+        changes["threshold"] = args.threshold
+    if args.verifier is not None:
+        changes["verifier"] = args.verifier
+    if getattr(args, "html", None) is not None:
+        changes["html"] = {"auto": "auto", "yes": True, "no": False}[args.html]
+    policy = Policy.default()
+    if args.preset is not None:
+        changes["fingerprint"] = {**policy.fingerprint, "preset": args.preset}
+    return policy.replace(**changes) if changes else policy
+
+
+# ------------------------------------------------------------------------------------------------
+# the job
+
+
+@dataclass
+class _FileSlots:
+    source: nio.Source
+    n_slots: int = 0
+    bad: list[int] = field(default_factory=list)
+
+
+def keep_order_for(
+    policy: str, lengths: npt.NDArray[np.int64], times: npt.NDArray[np.float64] | None
+) -> npt.NDArray[np.int64] | None:
+    """Rows from most to least preferred as the one to keep (None: input order)."""
+    n = len(lengths)
+    rows = np.arange(n, dtype=np.int64)
+    if policy == "first":
+        return None
+    if policy == "longest":
+        return rows[np.lexsort((rows, -lengths))]
+    if policy == "newest":
+        assert times is not None
+        return rows[np.lexsort((rows, -times))]
+    raise ValueError(f"--keep {policy!r} is not one of {', '.join(KEEP_POLICIES)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``neardup dedup``; returns the exit code."""
+    started = time.perf_counter()
+    if args.keep == "newest" and not args.time_field:
+        eprint("neardup dedup: --keep newest needs --time-field (the field with each time)")
+        return EXIT_USAGE
+    opened = open_sources(args, "dedup")
+    if isinstance(opened, int):
+        return opened
+    sources = opened
+    outputs = [os.path.abspath(p) for p in (args.output, args.clusters, args.report) if p]
+    for s in sources:
+        if os.path.abspath(s.path) in outputs:
+            eprint(f"neardup dedup: {s.path} is both an input and an output")
+            return EXIT_USAGE
+    try:
+        output = nio.output_source(args.output, sources)
+    except nio.UnknownFormatError as e:
+        eprint(f"neardup dedup: {e}")
+        return EXIT_USAGE
+
+    if args.engine == "spark":
+        return _run_spark(args)
+
+    try:
+        policy = make_policy(args)
+        deduper = CorpusDeduper(policy)
+    except ValueError as e:
+        eprint(f"neardup dedup: {e}")
+        return EXIT_USAGE
+    spec = nio.FieldSpec(args.text_field, args.id_field, args.time_field)
+
+    # ---- pass 1: read, fingerprint, sketch
+    files: list[_FileSlots] = []
+    # compact per-document columns: 8 bytes each, no Python object per document
+    lengths = array("q")
+    times = array("d")
+    skipped = 0
+    warnings = 0
+    total_chars = 0
+    progress = Progress(input_bytes(sources), "pass 1/2: reading", args.quiet)
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending: Future[None] | None = None
+            chunk: list[str] = []
+            chunk_chars = 0
+            for source in sources:
+                slots = _FileSlots(source)
+                files.append(slots)
+                for item in nio.read_docs(source, spec, progress.advance):
+                    if isinstance(item, nio.InputError):
+                        if args.on_error == "fail":
+                            progress.close()
+                            eprint(f"neardup dedup: {item}")
+                            eprint("(--on-error skip leaves bad records out and goes on)")
+                            return EXIT_INPUT
+                        skipped += 1
+                        if item.slot is not None:
+                            slots.bad.append(item.slot)
+                            slots.n_slots = item.slot + 1
+                        if warnings < _MAX_WARNINGS and not args.quiet:
+                            progress.message(f"neardup dedup: skipped {item}")
+                        warnings += 1
+                        continue
+                    slots.n_slots = item.slot + 1
+                    text = item.text
+                    chunk.append(text)
+                    lengths.append(len(text))
+                    if item.time is not None:
+                        times.append(item.time)
+                    chunk_chars += len(text)
+                    if len(chunk) >= _CHUNK_DOCS or chunk_chars >= _CHUNK_CHARS:
+                        if pending is not None:
+                            pending.result()
+                        pending = pool.submit(deduper.feed, chunk)
+                        progress.count(len(chunk))
+                        total_chars += chunk_chars
+                        chunk, chunk_chars = [], 0
+            if pending is not None:
+                pending.result()
+            if chunk:
+                deduper.feed(chunk)
+                progress.count(len(chunk))
+                total_chars += chunk_chars
+    finally:
+        progress.close()
+    if warnings > _MAX_WARNINGS and not args.quiet:
+        eprint(f"neardup dedup: ... {warnings - _MAX_WARNINGS} more bad records skipped")
+
+    n = len(lengths)
+    length_arr = np.frombuffer(lengths, dtype=np.int64) if n else np.zeros(0, np.int64)
+    time_arr = None
+    if args.time_field:
+        time_arr = np.frombuffer(times, dtype=np.float64) if n else np.zeros(0, np.float64)
+    order = keep_order_for(args.keep, length_arr, time_arr)
+    Progress.status(f"grouping near-copies among {n:,} documents ...", args.quiet)
+    result = deduper.result(order)
+    Progress.status("", args.quiet)
+    rows = np.arange(n, dtype=np.int64)
+    rep = result.representative
+    kept = rep == rows
+    member = ~kept
+    in_cluster = member.copy()
+    in_cluster[rep[member]] = True
+    cluster_reps = np.unique(rep[member])
+
+    # the largest clusters go into the report
+    report_rows = np.zeros(n, dtype=bool)
+    report_reps: list[int] = []
+    if args.report and len(cluster_reps):
+        sizes = np.bincount(rep[member], minlength=n)[cluster_reps]
+        top = cluster_reps[np.lexsort((cluster_reps, -sizes))][:_REPORT_CLUSTERS]
+        report_reps = top.tolist()
+        report_rows[top] = True
+        for r in report_reps:
+            report_rows[np.flatnonzero((rep == r) & member)[:_REPORT_MEMBERS]] = True
+
+    # ---- pass 2: write the kept records; re-read cluster members for ids and report texts
+    need_rows = in_cluster if (args.clusters or args.report) else np.zeros(n, dtype=bool)
+    ids: dict[int, Any] = {}
+    texts: dict[int, str] = {}
+    progress = Progress(input_bytes(sources), "pass 2/2: writing", args.quiet)
+    row_offset = 0
+    try:
+        with nio.KeptWriter(output, n_inputs=len(sources)) as writer:
+            for slots in files:
+                good = np.ones(slots.n_slots, dtype=bool)
+                good[slots.bad] = False
+                slot_rows = row_offset + np.cumsum(good) - 1
+                safe_rows = np.clip(slot_rows, 0, max(0, n - 1))
+                keep_slots = good & kept[safe_rows] if n else good & False
+                need_slots = good & need_rows[safe_rows] if n else good & False
+
+                def on_need(doc: nio.Doc, slot_rows: Any = slot_rows) -> None:
+                    row = int(slot_rows[doc.slot])
+                    ids[row] = doc.id if doc.id is not None else row
+                    if report_rows[row]:
+                        text = doc.text
+                        if policy.is_html(text):  # show what was compared: the main text
+                            text = main_text(text)
+                        texts[row] = text[:_REPORT_CHARS]
+
+                writer.write(slots.source, keep_slots, need_slots, on_need, spec, progress.advance)
+                row_offset += int(good.sum())
+    except nio.InputError as e:
+        progress.close()
+        eprint(f"neardup dedup: {e}")
+        return EXIT_INPUT
+    except OSError as e:
+        progress.close()
+        eprint(f"neardup dedup: cannot write {args.output}: {e}")
+        return EXIT_INPUT
+    finally:
+        progress.close()
+
+    if args.clusters:
+        _write_clusters(args.clusters, rep, in_cluster, result.distance, ids)
+
+    elapsed = time.perf_counter() - started
+    n_kept = int(kept.sum())
+    summary = {
+        "read": n,
+        "skipped": skipped,
+        "kept": n_kept,
+        "removed": n - n_kept,
+        "clusters": len(cluster_reps),
+        "seconds": round(elapsed, 3),
+        "docs_per_second": round(n / elapsed) if elapsed > 0 else None,
+        "megabytes": round(input_bytes(sources) / 1e6, 3),
+        "input": list(args.inputs),
+        "output": args.output,
+        "keep": args.keep,
+        "policy": json.dumps(policy.to_dict(), sort_keys=True),
+    }
+    if args.report:
+        from neardup import report
+
+        clusters = []
+        for r in report_reps:
+            members = [int(m) for m in np.flatnonzero((rep == r) & member)]
+            shown = members[:_REPORT_MEMBERS]
+            clusters.append(
+                report.Cluster(
+                    kept_id=ids.get(r, r),
+                    kept_text=texts.get(r, ""),
+                    size=len(members) + 1,
+                    members=[
+                        report.Member(
+                            id=ids.get(m, m),
+                            text=texts.get(m, ""),
+                            distance=int(result.distance[m]),
+                            similarity=float(result.similarity[m]),
+                        )
+                        for m in shown
+                    ],
+                )
+            )
+        report.write_report(
+            args.report,
+            summary,
+            pair_distances=result.pairs_distance,
+            pair_verified=result.pairs_verified,
+            member_distances=result.distance[member],
+            clusters=clusters,
+        )
+    if not args.quiet:
+        eprint(
+            f"neardup dedup: read {n:,} documents"
+            + (f" ({skipped:,} bad records skipped)" if skipped else "")
+            + f", kept {n_kept:,}, removed {n - n_kept:,} in {len(cluster_reps):,} clusters"
+            + f", {elapsed:.1f} s ({summary['docs_per_second'] or 0:,} docs/s) -> {args.output}"
+        )
+    return EXIT_OK
+
+
+def _write_clusters(
+    path: str,
+    rep: npt.NDArray[np.int64],
+    in_cluster: npt.NDArray[np.bool_],
+    distance: npt.NDArray[np.int64],
+    ids: dict[int, Any],
+) -> None:
+    """JSONL, one row per document of a cluster of two or more, grouped, the kept one first."""
+    rows = np.flatnonzero(in_cluster)
+    reps = rep[rows]
+    order = np.lexsort((rows, rows != reps, reps))
+    with open(path, "w", encoding="utf-8") as f:
+        for row, r in zip(rows[order].tolist(), reps[order].tolist()):
+            record = {
+                "id": ids.get(row, row),
+                "cluster": ids.get(r, r),
+                "kept": row == r,
+                "distance": int(distance[row]),
+            }
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _run_spark(args: argparse.Namespace) -> int:
+    try:
+        from neardup import spark
+    except ImportError as e:
+        eprint(f"neardup dedup: --engine spark needs neardup[spark] ({e})")
+        return EXIT_USAGE
+    summary = spark.run_dedup_cli(
+        list(args.inputs),
+        args.output,
+        text_field=args.text_field,
+        id_field=args.id_field,
+        k=args.k,
+        keep=args.keep,
+        clusters=args.clusters,
+    )
+    if not args.quiet:
+        eprint("neardup dedup (spark): " + json.dumps(summary, default=str))
+    return EXIT_OK

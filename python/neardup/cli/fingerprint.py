@@ -1,0 +1,400 @@
+"""`neardup fingerprint`: add a SimHash fingerprint column to every record of a corpus.
+
+The output has the inputs' format with one more field (``--field``, default ``fingerprint``):
+JSONL objects get a key, CSV/TSV a last column, Parquet a column (uint64 for ``--encoding int``,
+string for ``hex``). Text inputs (one document per line) become ``FINGERPRINT<TAB>TEXT`` lines;
+a directory becomes JSONL ``{"id": relative path, "fingerprint": ...}``.
+
+Fingerprints are unsigned 64-bit integers, written as 16 lowercase hex digits (``--encoding hex``,
+the default) or decimal (``int``). The text is fingerprinted as the deduplicators do (the
+policy's ``prepare``: HTML pages by their main text, then normalised) with the policy's
+fingerprinter (``--preset`` changes the preset), so values match the Python ``Deduplicator``, the
+service and ``neardup index``; ``--raw`` fingerprints the text as it is
+(``Fingerprinter().fingerprint(text)``).
+
+Exit codes as ``neardup dedup``: 0 done, 1 input error, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from neardup import io as nio
+from neardup.cli.dedup import (
+    EXIT_CODES,
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_USAGE,
+    Progress,
+    add_input_arguments,
+    eprint,
+    input_bytes,
+    open_sources,
+)
+from neardup.dedup import Policy
+
+_CHUNK = 8192
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``neardup fingerprint``."""
+    p = subparsers.add_parser(
+        "fingerprint",
+        help="add a SimHash fingerprint column to a corpus",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_input_arguments(p, time_field=False)
+    p.add_argument("-o", "--output", required=True, help="output file (the inputs' format)")
+    p.add_argument("--field", default="fingerprint", help="name of the new field")
+    p.add_argument(
+        "--encoding",
+        choices=("hex", "int"),
+        default="hex",
+        help="16 hex digits (default) or the unsigned decimal integer",
+    )
+    p.add_argument("--preset", default=None, help="fingerprint preset (default: the policy's)")
+    p.add_argument(
+        "--raw",
+        action="store_true",
+        help="fingerprint the text as it is (default: as the deduplicators do, normalised, "
+        "HTML pages by their main text)",
+    )
+    p.set_defaults(run=run)
+
+
+def make_policy(preset: str | None) -> Policy:
+    """The dedup policy, with another fingerprint preset when given."""
+    policy = Policy.default()
+    if preset is not None:
+        policy = policy.replace(fingerprint={**policy.fingerprint, "preset": preset})
+    return policy
+
+
+class TextFingerprinter:
+    """Fingerprints texts as the deduplicators do (``Policy.prepare``: the main text of HTML
+    pages, normalised), or the texts as they are (``raw``)."""
+
+    def __init__(self, policy: Policy, raw: bool = False) -> None:
+        self.policy = policy
+        self.raw = raw
+        self.fingerprinter = policy.make_fingerprinter()  # ValueError on an unknown preset
+
+    def many(self, texts: list[str]) -> np.ndarray:
+        """A uint64 array, one fingerprint per text."""
+        if self.raw:
+            return np.asarray(self.fingerprinter.fingerprint_many(texts), dtype=np.uint64)
+        return self.policy.fingerprint_many(self.fingerprinter, texts)
+
+    def one(self, text: str) -> int:
+        """The fingerprint of one text."""
+        return int(self.many([text])[0])
+
+
+def encode(fp: int, encoding: str) -> str | int:
+    """A fingerprint as written: 16 hex digits or the int."""
+    return f"{fp:016x}" if encoding == "hex" else fp
+
+
+class _Job:
+    def __init__(self, args: argparse.Namespace, fingerprinter: TextFingerprinter) -> None:
+        self.args = args
+        self.f = fingerprinter
+        self.spec = nio.FieldSpec(args.text_field, args.id_field, None)
+        self.read = 0
+        self.skipped = 0
+
+    def bad(self, error: nio.InputError) -> bool:
+        """Handle a bad record; True when the job must stop."""
+        if self.args.on_error == "fail":
+            eprint(f"neardup fingerprint: {error}")
+            eprint("(--on-error skip leaves bad records out and goes on)")
+            return True
+        if self.skipped < 10 and not self.args.quiet:
+            eprint(f"neardup fingerprint: skipped {error}")
+        self.skipped += 1
+        return False
+
+    def fps(self, texts: list[str]) -> list[int]:
+        self.read += len(texts)
+        return [int(x) for x in self.f.many(texts).tolist()]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``neardup fingerprint``; returns the exit code."""
+    opened = open_sources(args, "fingerprint")
+    if isinstance(opened, int):
+        return opened
+    sources = opened
+    formats = {s.format for s in sources}
+    if len(formats) != 1:
+        eprint(f"neardup fingerprint: inputs mix formats ({', '.join(sorted(formats))})")
+        return EXIT_USAGE
+    fmt = formats.pop()
+    if any(os.path.abspath(s.path) == os.path.abspath(args.output) for s in sources):
+        eprint(f"neardup fingerprint: {args.output} is both an input and the output")
+        return EXIT_USAGE
+    try:
+        if fmt == "dir":
+            output = nio.detect(args.output, None)
+            if output.format != "jsonl":
+                raise nio.UnknownFormatError(
+                    f"{args.output}: a directory's fingerprints are written as JSONL; "
+                    "name the output .jsonl"
+                )
+        else:
+            output = nio.output_source(args.output, sources)
+        fingerprinter = TextFingerprinter(make_policy(args.preset), raw=args.raw)
+    except (nio.UnknownFormatError, ValueError) as e:
+        eprint(f"neardup fingerprint: {e}")
+        return EXIT_USAGE
+    job = _Job(args, fingerprinter)
+    progress = Progress(input_bytes(sources), "fingerprinting", args.quiet)
+    try:
+        if fmt == "parquet":
+            ok = _parquet(job, sources, output, progress)
+        else:
+            with nio.open_write(output.path, output.compression) as out:
+                if fmt == "jsonl":
+                    ok = _jsonl(job, sources, out, progress)
+                elif fmt in ("csv", "tsv"):
+                    ok = _csv(job, sources, out, fmt, progress)
+                else:  # txt, dir: from the generic document reader
+                    ok = _docs(job, sources, out, fmt, progress)
+    except nio.InputError as e:
+        eprint(f"neardup fingerprint: {e}")
+        return EXIT_INPUT
+    finally:
+        progress.close()
+    if not ok:
+        return EXIT_INPUT
+    if not args.quiet:
+        eprint(
+            f"neardup fingerprint: {job.read:,} documents"
+            + (f" ({job.skipped:,} bad records skipped)" if job.skipped else "")
+            + f" -> {args.output}"
+        )
+    return EXIT_OK
+
+
+def _jsonl(job: _Job, sources: list[nio.Source], out: Any, progress: Progress) -> bool:
+    args = job.args
+    for source in sources:
+        stream, raw = nio.open_read(source.path, source.compression)
+        records: list[dict[str, Any]] = []
+        texts: list[str] = []
+
+        def flush(records: list[dict[str, Any]], texts: list[str]) -> None:
+            for record, fp in zip(records, job.fps(texts)):
+                record[args.field] = encode(fp, args.encoding)
+                out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+            progress.count(len(texts))
+            records.clear()
+            texts.clear()
+
+        try:
+            line = slot = 0
+            for rawline in stream:
+                line += 1
+                if not rawline.strip():
+                    continue
+                doc = nio.parse_json_line(rawline, job.spec, source.path, slot, line)
+                slot += 1
+                if isinstance(doc, nio.InputError):
+                    if job.bad(doc):
+                        return False
+                    continue
+                records.append(json.loads(rawline))
+                texts.append(doc.text)
+                if len(texts) >= _CHUNK:
+                    flush(records, texts)
+            flush(records, texts)
+        finally:
+            progress.advance(os.path.getsize(source.path))
+            stream.close()
+            raw.close()
+    return True
+
+
+def _csv(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Progress) -> bool:
+    args = job.args
+    delimiter = "\t" if fmt == "tsv" else ","
+    text_out = io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape", newline="")
+    writer = csv.writer(text_out, delimiter=delimiter, lineterminator="\n")
+    header0: list[str] | None = None
+    try:
+        for source in sources:
+            stream, raw = nio.open_read(source.path, source.compression)
+            text_in = io.TextIOWrapper(
+                stream, encoding="utf-8", errors="surrogateescape", newline=""
+            )
+            reader = csv.reader(text_in, delimiter=delimiter)
+            try:
+                header = next(reader, None)
+                if header is None:
+                    continue
+                if header and header[0].startswith("\ufeff"):
+                    header[0] = header[0][1:]
+                if args.text_field not in header:
+                    return not job.bad(
+                        nio.InputError(
+                            source.path,
+                            1,
+                            f"no column {args.text_field!r} (columns: {', '.join(header[:20])})",
+                        )
+                    )
+                if header0 is None:
+                    header0 = header
+                    writer.writerow([*header, args.field])
+                elif header != header0:
+                    raise nio.InputError(
+                        source.path, 1, "header differs from the first input's; one at a time"
+                    )
+                rows: list[list[str]] = []
+                texts: list[str] = []
+                slot = 0
+                for row in reader:
+                    if not row:
+                        continue
+                    if len(row) != len(header):
+                        doc: nio.Doc | nio.InputError = nio.InputError(
+                            source.path,
+                            reader.line_num,
+                            f"has {len(row)} fields, the header has {len(header)}",
+                            slot,
+                        )
+                    else:
+                        doc = nio.doc_from_record(
+                            dict(zip(header, row)), job.spec, source.path, slot,
+                            reader.line_num, fmt,
+                        )  # fmt: skip
+                    slot += 1
+                    if isinstance(doc, nio.InputError):
+                        if job.bad(doc):
+                            return False
+                        continue
+                    rows.append(row)
+                    texts.append(doc.text)
+                    if len(texts) >= _CHUNK:
+                        _write_rows(writer, rows, job.fps(texts), args.encoding)
+                        progress.count(len(texts))
+                        rows, texts = [], []
+                _write_rows(writer, rows, job.fps(texts), args.encoding)
+                progress.count(len(texts))
+            finally:
+                progress.advance(os.path.getsize(source.path))
+                text_in.detach()
+                stream.close()
+                raw.close()
+    finally:
+        text_out.flush()
+        text_out.detach()
+    return True
+
+
+def _write_rows(writer: Any, rows: list[list[str]], fps: list[int], encoding: str) -> None:
+    for row, fp in zip(rows, fps):
+        writer.writerow([*row, encode(fp, encoding)])
+
+
+def _docs(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Progress) -> bool:
+    """txt -> FINGERPRINT<TAB>TEXT lines; dir -> JSONL {"id", field}."""
+    args = job.args
+
+    def chunks() -> Iterable[list[nio.Doc]]:
+        batch: list[nio.Doc] = []
+        for source in sources:
+            for doc in nio.read_docs(source, job.spec, progress.advance):
+                if isinstance(doc, nio.InputError):
+                    if job.bad(doc):
+                        raise _Stop
+                    continue
+                batch.append(doc)
+                if len(batch) >= _CHUNK:
+                    yield batch
+                    batch = []
+        yield batch
+
+    try:
+        for batch in chunks():
+            fps = job.fps([d.text for d in batch])
+            for doc, fp in zip(batch, fps):
+                if fmt == "txt":
+                    line = doc.text.replace("\n", " ")
+                    out.write(f"{encode(fp, args.encoding)}\t{line}\n".encode())
+                else:
+                    record = {"id": doc.id, args.field: encode(fp, args.encoding)}
+                    out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+            progress.count(len(batch))
+    except _Stop:
+        return False
+    return True
+
+
+class _Stop(Exception):
+    pass
+
+
+def _parquet(job: _Job, sources: list[nio.Source], output: nio.Source, progress: Progress) -> bool:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    args = job.args
+    writer: Any = None
+    try:
+        for source in sources:
+            try:
+                pf = pq.ParquetFile(source.path)
+            except Exception as e:
+                return not job.bad(nio.InputError(source.path, None, f"not a Parquet file: {e}"))
+            if args.text_field not in pf.schema_arrow.names:
+                names = ", ".join(pf.schema_arrow.names[:20])
+                return not job.bad(
+                    nio.InputError(source.path, None, f"no column {args.text_field!r} ({names})")
+                )
+            row = 0
+            for batch in pf.iter_batches(batch_size=_CHUNK):
+                texts = batch.column(args.text_field).to_pylist()
+                good = np.ones(len(texts), dtype=bool)
+                for i, t in enumerate(texts):
+                    if not isinstance(t, str):
+                        kind = "null" if t is None else type(t).__name__
+                        error = nio.InputError(
+                            source.path,
+                            row + i + 1,
+                            f"field {args.text_field!r} is {kind}, expected a string",
+                            row + i,
+                        )
+                        if job.bad(error):
+                            return False
+                        good[i] = False
+                row += len(texts)
+                if not good.all():
+                    batch = batch.filter(pa.array(good))
+                    texts = [t for t, g in zip(texts, good.tolist()) if g]
+                fps = job.f.many(texts) if texts else np.zeros(0, np.uint64)
+                job.read += len(texts)
+                column = (
+                    pa.array(fps, type=pa.uint64())
+                    if args.encoding == "int"
+                    else pa.array([f"{int(x):016x}" for x in fps.tolist()], type=pa.string())
+                )
+                batch = batch.append_column(args.field, column)
+                if writer is None:
+                    writer = pq.ParquetWriter(output.path, batch.schema)
+                writer.write_batch(batch)
+                progress.count(len(texts))
+            progress.advance(os.path.getsize(source.path))
+    finally:
+        if writer is not None:
+            writer.close()
+    return True

@@ -1,0 +1,362 @@
+"""`neardup index build|query`: a persistent index directory from the command line.
+
+``neardup index build DIR INPUT…`` fingerprints the documents of the inputs and adds them to the
+durable index at DIR (made when missing, added to when it exists): ids come from ``--id-field``
+(default: the ``id`` field where present, else ``FILE:LINE``; a directory's files by relative
+path), times from ``--time-field`` (default: now). Adding an id that is already there replaces it.
+
+``neardup index query DIR (--text TEXT | --fingerprint FP | INPUT…)`` prints one JSON line per
+query: ``{"query": …, "fingerprint": "<hex>", "matches": [{"id": …, "distance": d}, …]}``, every
+stored item within ``--k`` bits (default: the index's k), nearest first.
+
+Texts are fingerprinted as the deduplicators do (``Policy.prepare``; ``--raw``: as they are). The
+fingerprinter's settings are written to ``DIR/neardup-cli.json`` at build time and reused by
+every later build and query, so a query is always fingerprinted like the stored documents.
+
+Exit codes: 0 done, 1 input error (missing input or index, bad record with --on-error fail,
+a corrupt index), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from neardup import Index
+from neardup import io as nio
+from neardup.cli.dedup import (
+    EXIT_CODES,
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_USAGE,
+    Progress,
+    add_input_arguments,
+    eprint,
+    input_bytes,
+    open_sources,
+)
+from neardup.cli.fingerprint import TextFingerprinter, make_policy
+from neardup.dedup import Policy
+
+SETTINGS_FILE = "neardup-cli.json"
+_CHUNK = 16384
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``neardup index build`` and ``neardup index query``."""
+    p = subparsers.add_parser(
+        "index",
+        help="build or query a persistent fingerprint index directory",
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="index_command", metavar="{build,query}")
+    sub.required = True
+
+    b = sub.add_parser(
+        "build",
+        help="add the documents of INPUT… to the index at DIR",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    b.add_argument("index_dir", metavar="DIR", help="index directory (made when missing)")
+    add_input_arguments(b)
+    b.add_argument("--k", type=int, default=3, help="the index's default radius (default 3)")
+    b.add_argument("--preset", default=None, help="fingerprint preset (only for a new index)")
+    b.add_argument(
+        "--raw",
+        action="store_true",
+        help="fingerprint texts as they are, not as the deduplicators do (only for a new index)",
+    )
+    b.set_defaults(run=run_build)
+
+    q = sub.add_parser(
+        "query",
+        help="find the stored documents near a text, a fingerprint or each document of INPUT…",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    q.add_argument("index_dir", metavar="DIR", help="index directory")
+    what = q.add_mutually_exclusive_group(required=True)
+    what.add_argument("--text", help="a text to look up")
+    what.add_argument("--fingerprint", help="a fingerprint: 16 hex digits, 0x…, or decimal")
+    what.add_argument("inputs", nargs="*", default=[], metavar="INPUT", help="files to look up")
+    q.add_argument("--k", type=int, default=None, help="radius (default: the index's k)")
+    q.add_argument("--format", choices=nio.FORMATS, default=None, help="input format")
+    q.add_argument("--text-field", default="text", help="field/column of the text")
+    q.add_argument("--id-field", default=None, help="field/column of the id")
+    q.add_argument("--on-error", choices=("skip", "fail"), default="fail")
+    q.add_argument("-o", "--output", default=None, help="write the results here (default stdout)")
+    q.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
+    q.set_defaults(run=run_query)
+
+
+def parse_fingerprint(value: str) -> int:
+    """A fingerprint from the command line: 16 hex digits, ``0x…`` hex, or a decimal integer."""
+    s = value.strip().lower()
+    try:
+        if s.startswith("0x"):
+            fp = int(s[2:], 16)
+        elif len(s) == 16 and not s.isdigit():
+            fp = int(s, 16)
+        elif len(s) == 16 and s.isdigit():
+            # 16 decimal digits read the same in hex: the fingerprint command writes hex
+            fp = int(s, 16)
+        else:
+            fp = int(s, 10)
+    except ValueError:
+        raise ValueError(
+            f"--fingerprint {value!r} is not 16 hex digits, 0x-prefixed hex, or a decimal integer"
+        ) from None
+    if not 0 <= fp < 1 << 64:
+        raise ValueError(f"--fingerprint {value!r} is out of range: 0..2**64-1")
+    return fp
+
+
+def _open_index(path: str, k: int | None, settings: dict[str, Any]) -> Any:
+    """The durable index at ``path``; the fingerprint settings are stored with it and a
+    mismatch is refused by the index (IncompatibleIndexError, a ValueError)."""
+    opener = getattr(Index, "open", None)
+    if opener is None:
+        raise RuntimeError(
+            "this build of neardup has no persistent Index (Index.open); "
+            "rebuild with the index core"
+        )
+    config = json.dumps(settings, sort_keys=True)
+    if k is not None:
+        return opener(path, k=k, fingerprint_config=config)
+    return opener(path, fingerprint_config=config)
+
+
+def _load_settings(path: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(path, SETTINGS_FILE), encoding="utf-8") as f:
+            settings = json.load(f)
+    except FileNotFoundError:
+        return None
+    except ValueError as e:
+        raise ValueError(f"{os.path.join(path, SETTINGS_FILE)}: not valid JSON: {e}") from None
+    if not isinstance(settings, dict) or not isinstance(settings.get("fingerprint"), dict):
+        raise ValueError(f"{os.path.join(path, SETTINGS_FILE)}: not neardup CLI settings")
+    return settings
+
+
+def _settings_of(fingerprinter: TextFingerprinter) -> dict[str, Any]:
+    return {
+        "fingerprint": dict(fingerprinter.policy.fingerprint),
+        "html": fingerprinter.policy.html,
+        "raw": fingerprinter.raw,
+    }
+
+
+def _fingerprinter_from(settings: dict[str, Any]) -> TextFingerprinter:
+    policy = Policy.default().replace(
+        fingerprint=dict(settings["fingerprint"]), html=settings.get("html", "auto")
+    )
+    return TextFingerprinter(policy, raw=bool(settings.get("raw", False)))
+
+
+def _doc_id(doc: nio.Doc, source: nio.Source) -> Any:
+    if doc.id is not None:
+        return doc.id
+    return f"{source.path}:{doc.line}"
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """Run ``neardup index build``; returns the exit code."""
+    if not 0 <= args.k <= 64:
+        eprint(f"neardup index build: --k {args.k} is out of range: 0..64")
+        return EXIT_USAGE
+    opened = open_sources(args, "index build")
+    if isinstance(opened, int):
+        return opened
+    sources = opened
+    try:
+        settings = _load_settings(args.index_dir)
+        if settings is None:
+            fingerprinter = TextFingerprinter(make_policy(args.preset), raw=args.raw)
+            settings = _settings_of(fingerprinter)
+        else:
+            if args.preset is not None and settings["fingerprint"].get("preset") != args.preset:
+                eprint(
+                    f"neardup index build: {args.index_dir} was built with preset "
+                    f"{settings['fingerprint'].get('preset')!r}, not {args.preset!r}"
+                )
+                return EXIT_USAGE
+            fingerprinter = _fingerprinter_from(settings)
+    except ValueError as e:
+        eprint(f"neardup index build: {e}")
+        return EXIT_USAGE
+    try:
+        os.makedirs(args.index_dir, exist_ok=True)
+        index = _open_index(args.index_dir, args.k, settings)
+    except (OSError, ValueError, RuntimeError) as e:
+        eprint(f"neardup index build: {args.index_dir}: {e}")
+        return EXIT_INPUT
+    with open(os.path.join(args.index_dir, SETTINGS_FILE), "w", encoding="utf-8") as f:
+        json.dump(settings, f, indent=2, sort_keys=True)
+    spec = nio.FieldSpec(args.text_field, args.id_field, args.time_field)
+    added = skipped = 0
+    progress = Progress(input_bytes(sources), "indexing", args.quiet)
+    ids: list[Any] = []
+    texts: list[str] = []
+    times: list[float | None] = []
+
+    def flush() -> None:
+        nonlocal added
+        if not texts:
+            return
+        fps = fingerprinter.many(texts)
+        add_many = getattr(index, "add_many", None)
+        if add_many is not None:
+            add_many(ids, fps, times if args.time_field else None)
+        else:
+            for i, fp, t in zip(ids, fps.tolist(), times):
+                index.add(i, int(fp), t)
+        added += len(texts)
+        progress.count(len(texts))
+        ids.clear()
+        texts.clear()
+        times.clear()
+
+    try:
+        for source in sources:
+            for doc in nio.read_docs(source, spec, progress.advance):
+                if isinstance(doc, nio.InputError):
+                    if args.on_error == "fail":
+                        progress.close()
+                        eprint(f"neardup index build: {doc}")
+                        eprint("(--on-error skip leaves bad records out and goes on)")
+                        flush()
+                        _close(index)
+                        return EXIT_INPUT
+                    skipped += 1
+                    if skipped <= 10 and not args.quiet:
+                        progress.message(f"neardup index build: skipped {doc}")
+                    continue
+                ids.append(_doc_id(doc, source))
+                texts.append(doc.text)
+                times.append(doc.time)
+                if len(texts) >= _CHUNK:
+                    flush()
+        flush()
+    finally:
+        progress.close()
+    size = len(index)
+    _close(index)
+    if not args.quiet:
+        eprint(
+            f"neardup index build: added {added:,} documents"
+            + (f" ({skipped:,} bad records skipped)" if skipped else "")
+            + f"; {args.index_dir} holds {size:,}"
+        )
+    return EXIT_OK
+
+
+def _close(index: Any) -> None:
+    for name in ("flush", "close"):
+        method = getattr(index, name, None)
+        if method is not None:
+            method()
+
+
+def run_query(args: argparse.Namespace) -> int:
+    """Run ``neardup index query``; returns the exit code."""
+    if args.k is not None and not 0 <= args.k <= 64:
+        eprint(f"neardup index query: --k {args.k} is out of range: 0..64")
+        return EXIT_USAGE
+    if not os.path.isdir(args.index_dir):
+        eprint(f"neardup index query: {args.index_dir}: no such index directory")
+        return EXIT_INPUT
+    try:
+        settings = _load_settings(args.index_dir)
+        if settings is None:
+            eprint(
+                f"neardup index query: {args.index_dir} has no {SETTINGS_FILE}; "
+                "build it with `neardup index build`"
+            )
+            return EXIT_INPUT
+        fingerprinter = _fingerprinter_from(settings)
+    except ValueError as e:
+        eprint(f"neardup index query: {e}")
+        return EXIT_INPUT
+    try:
+        index = _open_index(args.index_dir, None, settings)
+    except (OSError, ValueError, RuntimeError) as e:
+        eprint(f"neardup index query: {args.index_dir}: {e}")
+        return EXIT_INPUT
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+    try:
+        return _query(args, index, fingerprinter, out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+        _close(index)
+
+
+def _emit(out: Any, query: Any, fp: int, matches: list[tuple[Any, int]]) -> None:
+    record = {
+        "query": query,
+        "fingerprint": f"{fp:016x}",
+        "matches": [{"id": i, "distance": int(d)} for i, d in matches],
+    }
+    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _query(args: argparse.Namespace, index: Any, fingerprinter: TextFingerprinter, out: Any) -> int:
+    if args.text is not None:
+        fp = fingerprinter.one(args.text)
+        _emit(out, args.text, fp, index.query(fp, args.k))
+        return EXIT_OK
+    if args.fingerprint is not None:
+        try:
+            fp = parse_fingerprint(args.fingerprint)
+        except ValueError as e:
+            eprint(f"neardup index query: {e}")
+            return EXIT_USAGE
+        _emit(out, args.fingerprint, fp, index.query(fp, args.k))
+        return EXIT_OK
+    args.time_field = None
+    opened = open_sources(args, "index query")
+    if isinstance(opened, int):
+        return opened
+    spec = nio.FieldSpec(args.text_field, args.id_field, None)
+    queries: list[Any] = []
+    texts: list[str] = []
+
+    def flush() -> None:
+        if not texts:
+            return
+        fps = fingerprinter.many(texts)
+        query_many = getattr(index, "query_many", None)
+        if query_many is not None:
+            results = query_many(fps, args.k)
+        else:
+            results = [index.query(int(x), args.k) for x in fps.tolist()]
+        for q, fp, matches in zip(queries, np.asarray(fps).tolist(), results):
+            _emit(out, q, int(fp), matches)
+        queries.clear()
+        texts.clear()
+
+    for source in opened:
+        for doc in nio.read_docs(source, spec):
+            if isinstance(doc, nio.InputError):
+                if args.on_error == "fail":
+                    flush()
+                    eprint(f"neardup index query: {doc}")
+                    return EXIT_INPUT
+                if not args.quiet:
+                    eprint(f"neardup index query: skipped {doc}")
+                continue
+            queries.append(_doc_id(doc, source))
+            texts.append(doc.text)
+            if len(texts) >= _CHUNK:
+                flush()
+    flush()
+    return EXIT_OK

@@ -1,0 +1,120 @@
+"""``neardup serve``: the HTTP dedup service on the embedded durable index (or a Redis store)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+HELP = """\
+Start the HTTP JSON dedup service (POST /v1/check, /v1/add, /v1/check-and-add and their /batch
+forms, GET/DELETE /v1/documents/{id}, /v1/stats, /healthz, /metrics, a web page at /, API docs at
+/docs). Every flag can also come from the environment: NEARDUP_DATA, NEARDUP_STORE, NEARDUP_HOST,
+NEARDUP_PORT, NEARDUP_K, NEARDUP_RETENTION, NEARDUP_PRESET, NEARDUP_POLICY, NEARDUP_TOKEN,
+NEARDUP_MAX_BODY_BYTES, NEARDUP_MAX_TEXT_BYTES, NEARDUP_MAX_BATCH; flags win."""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``neardup serve``."""
+    p = subparsers.add_parser(
+        "serve",
+        help="run the HTTP dedup service",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data", metavar="DIR", help="directory of the durable store (created if new)")
+    p.add_argument(
+        "--store",
+        metavar="URL",
+        help="redis://, rediss:// or redis+cluster:// URL instead of --data",
+    )
+    p.add_argument("--host", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, help="TCP port (default 8000; 0 picks a free one)")
+    p.add_argument("--k", type=int, help="max Hamming distance of a near-duplicate (default 3)")
+    p.add_argument(
+        "--retention",
+        metavar="DURATION",
+        help="keep items this long: 90s, 30m, 12h, 2d, 1w or 'none' (default 2d)",
+    )
+    p.add_argument("--preset", help="fingerprinter preset (default: the policy's)")
+    p.add_argument("--policy", help="deduplicator policy (default: the recommended one)")
+    p.add_argument(
+        "--token",
+        help="require 'Authorization: Bearer TOKEN' (prefer NEARDUP_TOKEN "
+        "or --token-file: flags show in ps)",
+    )
+    p.add_argument("--token-file", metavar="PATH", help="read the token from this file")
+    p.add_argument("--max-body", metavar="SIZE", help="request body limit (default 16MiB)")
+    p.add_argument(
+        "--max-text", metavar="SIZE", help="per-text limit in UTF-8 bytes (default 1MiB)"
+    )
+    p.add_argument("--max-batch", type=int, metavar="N", help="items per batch request (10000)")
+    p.add_argument("--read-threads", type=int, metavar="N", help="checker threads (default 4)")
+    p.add_argument(
+        "--expire-interval",
+        metavar="DURATION",
+        help="time between retention sweeps (default retention/100, 1s..60s)",
+    )
+    p.add_argument(
+        "--no-fast-path",
+        action="store_true",
+        help="serve every route through FastAPI (slower; for comparison)",
+    )
+    p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the service until interrupted; 2 on bad settings, 1 when the store cannot open."""
+    from neardup.service.settings import Settings, SettingsError, parse_duration, parse_size
+
+    try:
+        token = args.token
+        if args.token_file:
+            with open(args.token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        overrides: dict[str, Any] = {
+            "data_dir": args.data,
+            "store": args.store,
+            "host": args.host,
+            "port": args.port,
+            "k": args.k,
+            "preset": args.preset,
+            "policy": args.policy,
+            "token": token,
+            "max_batch": args.max_batch,
+            "read_threads": args.read_threads,
+            "log_level": args.log_level,
+        }
+        if args.retention is not None:
+            retention = parse_duration(args.retention, "--retention")
+            overrides["retention"] = retention
+        if args.expire_interval is not None:
+            overrides["expire_interval"] = parse_duration(args.expire_interval, "--expire-interval")
+        if args.max_body is not None:
+            overrides["max_body_bytes"] = parse_size(args.max_body, "--max-body")
+        if args.max_text is not None:
+            overrides["max_text_bytes"] = parse_size(args.max_text, "--max-text")
+        if args.no_fast_path:
+            overrides["fast_path"] = False
+        settings = Settings.from_env(**overrides)
+        if args.retention is not None and overrides.get("retention") is None:
+            settings = settings.replace(retention=None)  # --retention none beats the env
+    except (SettingsError, OSError) as e:
+        print(f"neardup serve: {e}", file=sys.stderr)
+        return 2
+    try:
+        from neardup.service.runner import serve
+    except ModuleNotFoundError as e:
+        print(
+            f"neardup serve: needs the service extra: pip install 'neardup[service]' ({e})",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        serve(settings)
+    except OSError as e:
+        print(f"neardup serve: {e}", file=sys.stderr)
+        return 1
+    return 0

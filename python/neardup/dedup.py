@@ -1,0 +1,914 @@
+"""Two-stage near-duplicate detection: SimHash finds candidates, an exact similarity decides.
+
+Seed 003's point 4: at Hamming distance <= 3 a 64-bit SimHash finds only near-exact copies, yet
+short near-copies sit ~10 bits apart and a radius of 10 brings junk on long text. So the
+fingerprint index is only the candidate stage, with a radius wide enough for high recall, and a
+verifier (default: Jaccard of character 5-grams of the normalised text, the usual definition of a
+near-duplicate) keeps the candidates whose similarity is >= the threshold.
+
+- :class:`Policy`: the settings of both stages (length-aware radius, verifier, threshold,
+  fingerprint configuration). ``Policy.default()`` is the winner of ``benches/quality.py``; the
+  Python API, the service and ``neardup dedup`` all use it.
+- :class:`Deduplicator`: online use (check / add / check_and_add, thread-safe, optionally durable
+  with :meth:`Deduplicator.open`).
+- :class:`CorpusDeduper`: the batch engine behind ``neardup dedup``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import (
+    Any,
+    Protocol,
+    runtime_checkable,
+)
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup._core import Fingerprinter, Index
+from neardup.htmltext import looks_like_html, main_text
+from neardup.textstore import Id, MemoryTextStore, SqliteTextStore, TextStore, check_id
+from neardup.verify import (
+    VERIFIERS,
+    cosine,
+    jaccard_sketch,
+    levenshtein,
+    normalise,
+    sketch,
+    sketch_many,
+)
+
+__all__ = [
+    "CorpusDeduper",
+    "CorpusResult",
+    "DedupBackend",
+    "Deduplicator",
+    "Match",
+    "Policy",
+]
+
+
+@dataclass(frozen=True)
+class Match:
+    """A stored text found near the query.
+
+    ``distance`` is the Hamming distance of the 64-bit fingerprints; ``similarity`` the verifier's
+    score in [0, 1] (``None`` when the policy has no verifier).
+    """
+
+    id: Id
+    distance: int
+    similarity: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"id", "distance", "similarity"}`` (JSON-serialisable)."""
+        return {"id": self.id, "distance": self.distance, "similarity": self.similarity}
+
+
+_POLICY_VERIFIERS = (*VERIFIERS, "none")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Settings of the candidate and verification stages.
+
+    A text is *short* when its normalised length is <= ``short_chars``; its candidates are the
+    stored texts whose fingerprint is within ``k_short`` bits (``k_long`` for long texts). Each
+    candidate is then scored by ``verifier`` and kept when the score is >= ``threshold``.
+    ``verifier="none"`` keeps every candidate (classic SimHash at radius k).
+
+    ``fingerprint`` is the :class:`neardup.Fingerprinter` configuration; ``shingle`` the n-gram
+    width of the Jaccard verifier. ``html``: read texts as HTML pages and keep their main visible
+    text (``"auto"``: when a text starts like an HTML document). Both stages see
+    :meth:`prepare` of each text. Serialise with :meth:`to_dict` / :meth:`from_dict`.
+    """
+
+    k_short: int = 12
+    k_long: int = 12
+    short_chars: int = 200
+    verifier: str = "jaccard"
+    threshold: float = 0.8
+    shingle: int = 5
+    fingerprint: Mapping[str, Any] = field(default_factory=lambda: {"preset": "default"})
+    html: bool | str = "auto"
+
+    def __post_init__(self) -> None:
+        for name in ("k_short", "k_long"):
+            k = getattr(self, name)
+            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
+                raise ValueError(f"{name} must be an int in 0..64, got {k!r}")
+        if isinstance(self.short_chars, bool) or not isinstance(self.short_chars, int):
+            raise TypeError(f"short_chars must be int, got {type(self.short_chars).__name__}")
+        if self.short_chars < 0:
+            raise ValueError(f"short_chars must be >= 0, got {self.short_chars}")
+        if self.verifier not in _POLICY_VERIFIERS:
+            raise ValueError(
+                f"verifier must be one of {', '.join(_POLICY_VERIFIERS)}; got {self.verifier!r}"
+            )
+        t = self.threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= t <= 1.0:
+            raise ValueError(f"threshold must be a number in [0, 1], got {t!r}")
+        s = self.shingle
+        if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= 64:
+            raise ValueError(f"shingle must be an int in 1..64, got {s!r}")
+        if not isinstance(self.fingerprint, Mapping):
+            raise TypeError(
+                f"fingerprint must be a dict of Fingerprinter settings, "
+                f"got {type(self.fingerprint).__name__}"
+            )
+        if self.html not in (True, False, "auto"):
+            raise ValueError(f"html must be True, False or 'auto', got {self.html!r}")
+        object.__setattr__(self, "threshold", float(t))
+        object.__setattr__(self, "fingerprint", dict(self.fingerprint))
+
+    @classmethod
+    def default(cls) -> Policy:
+        """The winner of the quality benchmark (docs/quality.md)."""
+        return cls()
+
+    def is_html(self, text: str) -> bool:
+        """Whether ``text`` is read as an HTML page under this policy."""
+        return self.html is True or (self.html == "auto" and looks_like_html(text))
+
+    def prepare(self, text: str) -> str:
+        """The text both stages see: the main visible text of an HTML page (see
+        :func:`neardup.htmltext.main_text`), then :func:`neardup.verify.normalise`."""
+        _check_text(text)
+        if self.is_html(text):
+            text = main_text(text)
+        return normalise(text)
+
+    def fingerprint_many(
+        self, fingerprinter: Fingerprinter, texts: Sequence[str]
+    ) -> npt.NDArray[np.uint64]:
+        """Fingerprints of ``texts`` exactly as the deduplicators compute them."""
+        return np.asarray(
+            fingerprinter.fingerprint_many([self.prepare(t) for t in texts]), dtype=np.uint64
+        )
+
+    @property
+    def k_max(self) -> int:
+        """The widest candidate radius of the policy."""
+        return max(self.k_short, self.k_long)
+
+    def radius(self, length: int) -> int:
+        """The candidate radius for a normalised text of ``length`` characters."""
+        return self.k_short if length <= self.short_chars else self.k_long
+
+    def replace(self, **changes: Any) -> Policy:
+        """A copy with some fields changed (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict; :meth:`from_dict` rebuilds the policy."""
+        d = dataclasses.asdict(self)
+        d["fingerprint"] = dict(self.fingerprint)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Policy:
+        """Rebuild a policy from :meth:`to_dict` output; missing keys take the defaults."""
+        if not isinstance(d, Mapping):
+            raise TypeError(f"policy must be a dict, got {type(d).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(
+                f"unknown policy setting(s) {', '.join(map(repr, unknown))}; "
+                f"valid: {', '.join(sorted(names))}"
+            )
+        return cls(**dict(d))
+
+    def make_fingerprinter(self) -> Fingerprinter:
+        """A :class:`neardup.Fingerprinter` built from ``self.fingerprint``."""
+        cfg = dict(self.fingerprint)
+        from_config = getattr(Fingerprinter, "from_config", None)
+        if from_config is not None:
+            return from_config(cfg)  # type: ignore[no-any-return]
+        return Fingerprinter(**cfg)
+
+
+def _fingerprinter_config(fp: Fingerprinter) -> dict[str, Any] | None:
+    cfg = getattr(fp, "config", None)
+    return dict(cfg) if isinstance(cfg, Mapping) else None
+
+
+@runtime_checkable
+class DedupBackend(Protocol):
+    """What the service needs from a deduplicator (in-process, durable, or over Redis)."""
+
+    def check(self, text: str, k: int | None = None) -> list[Match]:
+        """Stored near-duplicates of ``text``, best first."""
+        ...
+
+    def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
+        """Store ``text`` under ``id`` (replacing it); return its fingerprint."""
+        ...
+
+    def check_and_add(
+        self, id: Id, text: str, timestamp: float | None = None
+    ) -> tuple[bool, list[Match]]:
+        """Atomically: add ``text`` unless it has near-duplicates; ``(added, matches)``."""
+        ...
+
+    def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
+        """:meth:`check` for each text."""
+        ...
+
+    def add_many(
+        self,
+        ids: Sequence[Id],
+        texts: Sequence[str],
+        timestamps: Sequence[float | None] | None = None,
+    ) -> list[int]:
+        """:meth:`add` for each text, in order."""
+        ...
+
+    def check_and_add_many(
+        self,
+        ids: Sequence[Id],
+        texts: Sequence[str],
+        timestamps: Sequence[float | None] | None = None,
+    ) -> list[tuple[bool, list[Match]]]:
+        """:meth:`check_and_add` for each text, in order (later ones see earlier adds)."""
+        ...
+
+    def remove(self, id: Id) -> None:
+        """Forget ``id``; ``KeyError`` if unknown."""
+        ...
+
+    def get(self, id: Id) -> str:
+        """The stored text of ``id``; ``KeyError`` if unknown."""
+        ...
+
+    def expire(self, before: float) -> int:
+        """Forget every text added with a timestamp < ``before``; return how many."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """Counters and settings (JSON-serialisable)."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release resources."""
+        ...
+
+    def __contains__(self, id: object) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+
+def _check_text(text: object, name: str = "text") -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be str, got {type(text).__name__}")
+    return text
+
+
+def _check_k(k: int | None) -> int | None:
+    if k is None:
+        return None
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
+        raise ValueError(f"k must be an int in 0..64 or None, got {k!r}")
+    return k
+
+
+def _timestamps(timestamps: Sequence[float | None] | None, n: int) -> Sequence[float | None]:
+    if timestamps is None:
+        return [None] * n
+    if len(timestamps) != n:
+        raise ValueError(f"timestamps has {len(timestamps)} items but texts has {n}")
+    return timestamps
+
+
+class Deduplicator:
+    """Fingerprinter + Index + verifier over stored texts: online near-duplicate detection.
+
+    ``check(text)`` returns the stored texts that are near-duplicates of ``text`` (candidates
+    within the policy's Hamming radius whose verifier score is >= the threshold), best first.
+    ``check_and_add`` is atomic: of many near-copies sent at once from many threads exactly one
+    is added. All methods are thread-safe.
+
+    ``fingerprinter``, ``index`` and ``store`` default to ones built from ``policy``
+    (:meth:`Policy.default` when ``None``), an in-memory :class:`neardup.Index` and a
+    :class:`neardup.textstore.MemoryTextStore`.
+    """
+
+    def __init__(
+        self,
+        fingerprinter: Fingerprinter | None = None,
+        *,
+        policy: Policy | None = None,
+        index: Index | None = None,
+        store: TextStore | None = None,
+    ) -> None:
+        if policy is None:
+            policy = Policy.default()
+        if not isinstance(policy, Policy):
+            raise TypeError(f"policy must be a neardup.dedup.Policy, got {type(policy).__name__}")
+        if fingerprinter is None:
+            fingerprinter = policy.make_fingerprinter()
+        else:
+            cfg = _fingerprinter_config(fingerprinter)
+            if cfg is not None:
+                policy = policy.replace(fingerprint=cfg)
+        self.policy = policy
+        self.fingerprinter = fingerprinter
+        self.index = index if index is not None else Index(k=policy.k_max)
+        self.store: TextStore = store if store is not None else MemoryTextStore()
+        self.path: str | None = None
+        self._lock = threading.RLock()
+        self._sketches: dict[Id, Any] = {}
+        self._retention: float | None = None
+        self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
+        self._closed = False
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        policy: Policy | None = None,
+        retention: float | None = None,
+        sync: str = "full",
+    ) -> Deduplicator:
+        """A durable deduplicator under directory ``path`` (created if missing).
+
+        Texts go to ``path/texts.sqlite`` (WAL; with ``sync="full"`` an add that has returned
+        survives ``kill -9`` and power loss). The index is persisted under ``path/index`` when the
+        installed core supports ``Index.open``; otherwise it is rebuilt from the stored texts on
+        open. The policy is saved in ``path/policy.json`` on first open and reused afterwards;
+        passing a different one raises ``ValueError``. ``retention`` (seconds): texts older than
+        that are expired automatically as new ones arrive.
+        """
+        import json
+
+        root = os.fspath(path)
+        os.makedirs(root, exist_ok=True)
+        policy_file = os.path.join(root, "policy.json")
+        if os.path.exists(policy_file):
+            with open(policy_file, encoding="utf-8") as f:
+                saved = Policy.from_dict(json.load(f))
+            if policy is not None and policy != saved:
+                raise ValueError(
+                    f"policy differs from the one stored in {policy_file!r}; "
+                    "open without policy= or use a new path"
+                )
+            policy = saved
+        else:
+            policy = policy if policy is not None else Policy.default()
+            tmp = policy_file + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(policy.to_dict(), f, indent=2, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, policy_file)
+        if retention is not None and (
+            isinstance(retention, bool) or not isinstance(retention, (int, float)) or retention <= 0
+        ):
+            raise ValueError(f"retention must be a positive number of seconds, got {retention!r}")
+        store = SqliteTextStore(os.path.join(root, "texts.sqlite"), sync=sync)
+        index_open = getattr(Index, "open", None)
+        index: Index
+        if index_open is not None:
+            index = index_open(os.path.join(root, "index"), k=policy.k_max)
+        else:
+            index = Index(k=policy.k_max)
+        d = cls(policy=policy, index=index, store=store)
+        d.path = root
+        d._retention = float(retention) if retention is not None else None
+        d._reconcile()
+        return d
+
+    def _reconcile(self) -> None:
+        # The text store is written first and is the source of truth: any stored text missing
+        # from the index (a crash between the two writes, or an index kept only in memory) is
+        # fingerprinted again and added.
+        missing: list[tuple[Id, str, float]] = [
+            (i, t, ts) for i, t, ts in self.store.items() if i not in self.index
+        ]
+        if not missing:
+            return
+        fps = self.fingerprinter.fingerprint_many(
+            [self.policy.prepare(t) for _, t, _ in missing]
+        ).tolist()
+        for (i, _, ts), fp in zip(missing, fps):
+            self.index.add(i, int(fp), ts)
+
+    # -- core operations ----------------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise ValueError("deduplicator is closed")
+
+    def _sketch_of(self, id: Id, norm: str | None = None) -> Any:
+        sk = self._sketches.get(id)
+        if sk is None:
+            if norm is None:
+                norm = self.policy.prepare(self.store.get(id))
+            sk = sketch(norm, self.policy.shingle).hashes
+            self._sketches[id] = sk
+        return sk
+
+    def _score(self, norm: str, query_sketch: Any, id: Id) -> float | None:
+        kind = self.policy.verifier
+        if kind == "none":
+            return None
+        if kind == "jaccard":
+            return jaccard_sketch(query_sketch, self._sketch_of(id))
+        other = self.policy.prepare(self.store.get(id))
+        return levenshtein(norm, other) if kind == "levenshtein" else cosine(norm, other)
+
+    def _check_norm(self, norm: str, fp: int, k: int | None) -> list[Match]:
+        radius = self.policy.radius(len(norm)) if k is None else k
+        cands = self.index.query(fp, radius)
+        self._counters["checks"] += 1
+        self._counters["candidates"] += len(cands)
+        if not cands:
+            return []
+        qs = sketch(norm, self.policy.shingle).hashes if self.policy.verifier == "jaccard" else None
+        out: list[Match] = []
+        for cid, dist in cands:
+            try:
+                sim = self._score(norm, qs, cid)
+            except KeyError:
+                # In the index but its text is gone (a crash between the two deletes): drop it.
+                try:
+                    self.index.remove(cid)
+                except KeyError:
+                    pass
+                continue
+            if sim is None or sim >= self.policy.threshold:
+                out.append(Match(cid, int(dist), sim))
+        out.sort(key=lambda m: (-(m.similarity if m.similarity is not None else 1.0), m.distance))
+        self._counters["matches"] += len(out)
+        return out
+
+    def check(self, text: str, k: int | None = None) -> list[Match]:
+        """Stored near-duplicates of ``text``, best first (highest similarity, then distance).
+
+        ``k`` overrides the policy's length-aware candidate radius.
+        """
+        norm = self.policy.prepare(_check_text(text))
+        k = _check_k(k)
+        fp = self.fingerprinter.fingerprint(norm)
+        with self._lock:
+            self._ensure_open()
+            return self._check_norm(norm, fp, k)
+
+    def _add_norm(self, id: Id, text: str, norm: str, fp: int, timestamp: float | None) -> None:
+        ts = time.time() if timestamp is None else float(timestamp)
+        self.store.put(id, text, ts)
+        self._sketches.pop(id, None)
+        if self.policy.verifier == "jaccard":
+            self._sketches[id] = sketch(norm, self.policy.shingle).hashes
+        self.index.add(id, fp, ts)
+        self._counters["added"] += 1
+        self._maybe_expire()
+
+    def _maybe_expire(self) -> None:
+        if self._retention is not None and self._counters["added"] % 256 == 0:
+            self.expire(time.time() - self._retention)
+
+    def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
+        """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint."""
+        check_id(id)
+        norm = self.policy.prepare(_check_text(text))
+        fp = int(self.fingerprinter.fingerprint(norm))
+        with self._lock:
+            self._ensure_open()
+            self._counters["adds"] += 1
+            self._add_norm(id, text, norm, fp, timestamp)
+        return fp
+
+    def check_and_add(
+        self, id: Id, text: str, timestamp: float | None = None
+    ) -> tuple[bool, list[Match]]:
+        """Add ``text`` unless it has stored near-duplicates, atomically.
+
+        Returns ``(added, matches)``: ``added`` is True when there were no matches. The check and
+        the add happen under one lock, so of near-copies sent concurrently exactly one is added.
+        """
+        check_id(id)
+        norm = self.policy.prepare(_check_text(text))
+        fp = int(self.fingerprinter.fingerprint(norm))
+        with self._lock:
+            self._ensure_open()
+            matches = self._check_norm(norm, fp, None)
+            if matches:
+                return False, matches
+            self._counters["adds"] += 1
+            self._add_norm(id, text, norm, fp, timestamp)
+            return True, []
+
+    def _prepare(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of str, not a single str")
+        norms = [self.policy.prepare(_check_text(t, "texts[]")) for t in texts]
+        fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
+        return norms, [int(f) for f in fps]
+
+    def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
+        """:meth:`check` for each text (fingerprints computed in one batch)."""
+        k = _check_k(k)
+        norms, fps = self._prepare(texts)
+        with self._lock:
+            self._ensure_open()
+            return [self._check_norm(n, f, k) for n, f in zip(norms, fps)]
+
+    def add_many(
+        self,
+        ids: Sequence[Id],
+        texts: Sequence[str],
+        timestamps: Sequence[float | None] | None = None,
+    ) -> list[int]:
+        """:meth:`add` for each text, in order; returns the fingerprints."""
+        if len(ids) != len(texts):
+            raise ValueError(f"ids has {len(ids)} items but texts has {len(texts)}")
+        for i in ids:
+            check_id(i)
+        tss = _timestamps(timestamps, len(texts))
+        norms, fps = self._prepare(texts)
+        with self._lock:
+            self._ensure_open()
+            for i, t, n, f, ts in zip(ids, texts, norms, fps, tss):
+                self._counters["adds"] += 1
+                self._add_norm(i, t, n, f, ts)
+        return fps
+
+    def check_and_add_many(
+        self,
+        ids: Sequence[Id],
+        texts: Sequence[str],
+        timestamps: Sequence[float | None] | None = None,
+    ) -> list[tuple[bool, list[Match]]]:
+        """:meth:`check_and_add` for each text, in order: a text is checked against the stored
+        ones and the earlier texts of the batch that were added."""
+        if len(ids) != len(texts):
+            raise ValueError(f"ids has {len(ids)} items but texts has {len(texts)}")
+        for i in ids:
+            check_id(i)
+        tss = _timestamps(timestamps, len(texts))
+        norms, fps = self._prepare(texts)
+        out: list[tuple[bool, list[Match]]] = []
+        with self._lock:
+            self._ensure_open()
+            for i, t, n, f, ts in zip(ids, texts, norms, fps, tss):
+                matches = self._check_norm(n, f, None)
+                if matches:
+                    out.append((False, matches))
+                    continue
+                self._counters["adds"] += 1
+                self._add_norm(i, t, n, f, ts)
+                out.append((True, []))
+        return out
+
+    def remove(self, id: Id) -> None:
+        """Forget ``id``; ``KeyError`` if unknown."""
+        with self._lock:
+            self._ensure_open()
+            # Text first: an index entry without text is ignored (and dropped) by check.
+            self.store.delete(id)
+            self._sketches.pop(id, None)
+            try:
+                self.index.remove(id)
+            except KeyError:
+                pass
+
+    def get(self, id: Id) -> str:
+        """The stored text of ``id``; ``KeyError`` if unknown."""
+        with self._lock:
+            self._ensure_open()
+            return self.store.get(id)
+
+    def expire(self, before: float) -> int:
+        """Forget every text added with a timestamp < ``before``; return how many."""
+        if isinstance(before, bool) or not isinstance(before, (int, float)):
+            raise TypeError(f"before must be float seconds, got {type(before).__name__}")
+        with self._lock:
+            self._ensure_open()
+            gone = self.store.expire(float(before))
+            for i in gone:
+                self._sketches.pop(i, None)
+            self.index.expire(float(before))
+            for i in gone:  # ids whose index timestamp differs from the store's (replaced ids)
+                if i in self.index:
+                    self.index.remove(i)
+            return len(gone)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since construction, the number of stored texts and the policy."""
+        with self._lock:
+            self._ensure_open()
+            return {
+                "documents": len(self.store),
+                "indexed": len(self.index),
+                **self._counters,
+                "path": self.path,
+                "retention": self._retention,
+                "policy": self.policy.to_dict(),
+            }
+
+    def close(self) -> None:
+        """Flush and close the index and the text store (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for obj in (self.index, self.store):
+                closer = getattr(obj, "close", None)
+                if closer is not None:
+                    closer()
+
+    def __enter__(self) -> Deduplicator:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __contains__(self, id: object) -> bool:
+        with self._lock:
+            return id in self.store
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self.store)
+
+    def __repr__(self) -> str:
+        where = f"path={self.path!r}" if self.path else "in memory"
+        return f"Deduplicator({where}, documents={len(self)}, policy={self.policy!r})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch
+
+
+@dataclass
+class CorpusResult:
+    """Outcome of :meth:`CorpusDeduper.result`; arrays indexed by row (feeding order).
+
+    - ``representative[row]``: the row of the kept document this row duplicates (itself if kept).
+    - ``distance[row]``: Hamming distance to the representative (0 if kept).
+    - ``similarity[row]``: verifier score against the representative (1.0 if kept).
+    - ``pairs_a, pairs_b, pairs_distance``: every candidate pair (row a < row b) within the
+      policy's radius; ``pairs_similarity`` their verifier score (NaN without verifier, or when
+      the shingle counts alone rule the pair out: Jaccard <= smaller/larger);
+      ``pairs_verified`` whether the pair is a near-duplicate.
+    """
+
+    representative: npt.NDArray[np.int64]
+    distance: npt.NDArray[np.int64]
+    similarity: npt.NDArray[np.float64]
+    pairs_a: npt.NDArray[np.int64]
+    pairs_b: npt.NDArray[np.int64]
+    pairs_distance: npt.NDArray[np.int64]
+    pairs_similarity: npt.NDArray[np.float64]
+    pairs_verified: npt.NDArray[np.bool_]
+
+    @property
+    def kept(self) -> npt.NDArray[np.bool_]:
+        """True for rows that are kept (their own representative)."""
+        return np.asarray(self.representative == np.arange(self.representative.size))
+
+    @property
+    def duplicates(self) -> int:
+        """Number of rows dropped as near-duplicates."""
+        return int(self.representative.size - np.count_nonzero(self.kept))
+
+
+class CorpusDeduper:
+    """Batch near-duplicate detection over a whole corpus, fed in chunks.
+
+    ``feed(texts)`` fingerprints and sketches each chunk and keeps only those (8 bytes of
+    fingerprint + 4 bytes per distinct shingle + 8 bytes of offset per document: memory grows
+    with the number of documents and their length in shingles, never with the raw text kept).
+    ``result(keep_order)`` finds candidate pairs with the index, verifies them, and picks one
+    document to keep per group of near-duplicates: rows are visited in ``keep_order`` (input order
+    when ``None``) and a row is dropped when it is a near-duplicate of an already kept row (its
+    representative is the kept row it is most similar to). So every dropped row has a kept
+    near-duplicate, and no kept row has a kept near-duplicate earlier in the order.
+    """
+
+    def __init__(
+        self, policy: Policy | None = None, *, fingerprinter: Fingerprinter | None = None
+    ) -> None:
+        self.policy = policy if policy is not None else Policy.default()
+        if not isinstance(self.policy, Policy):
+            raise TypeError(f"policy must be a Policy, got {type(self.policy).__name__}")
+        if self.policy.verifier not in ("jaccard", "none"):
+            raise ValueError(
+                f"CorpusDeduper supports verifier 'jaccard' or 'none' (it keeps sketches, not "
+                f"texts); got {self.policy.verifier!r}"
+            )
+        self.fingerprinter = (
+            fingerprinter if fingerprinter is not None else self.policy.make_fingerprinter()
+        )
+        self._fps: list[npt.NDArray[np.uint64]] = []
+        self._lengths: list[npt.NDArray[np.int64]] = []
+        self._counts: list[npt.NDArray[np.int64]] = []
+        self._hashes: list[npt.NDArray[np.uint32]] = []
+        self._n = 0
+        self._boilerplate: set[str] = set()
+        #: A line of main text found in at least this many HTML pages of a chunk (and 1 % of
+        #: them) is site boilerplate and dropped.
+        self.boilerplate_min_pages = 10
+
+    def __len__(self) -> int:
+        return self._n
+
+    def feed(self, texts: Sequence[str]) -> None:
+        """Add the next chunk of texts; they get rows ``len(self) .. len(self)+len(texts)-1``."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of str, not a single str")
+        norms = self._prepare_chunk(texts)
+        if not norms:
+            return
+        self._fps.append(np.asarray(self.fingerprinter.fingerprint_many(norms), dtype=np.uint64))
+        self._lengths.append(np.fromiter((len(s) for s in norms), np.int64, len(norms)))
+        if self.policy.verifier == "jaccard":
+            offsets, hashes = sketch_many(norms, self.policy.shingle)
+            self._counts.append(np.diff(offsets))
+            self._hashes.append(hashes)
+        self._n += len(norms)
+
+    def _prepare_chunk(self, texts: Sequence[str]) -> list[str]:
+        for t in texts:
+            _check_text(t, "texts[]")
+        pages = [i for i, t in enumerate(texts) if self.policy.is_html(t)]
+        if not pages:
+            return [normalise(t) for t in texts]
+        # HTML: the main text of each page, then lines (blocks) that recur in many pages of the
+        # chunk -- a site's footer or menu that the markup did not mark -- are dropped too.
+        norms = [normalise(t) if not self.policy.is_html(t) else "" for t in texts]
+        lines = {i: [normalise(x) for x in main_text(texts[i]).split("\n")] for i in pages}
+        counts: Counter[str] = Counter()
+        for i in pages:
+            counts.update({x for x in lines[i] if x})
+        limit = max(self.boilerplate_min_pages, int(0.01 * len(pages)))
+        self._boilerplate.update(x for x, c in counts.items() if c >= limit)
+        if len(self._boilerplate) > 100_000:  # bound the memory of what was learnt
+            self._boilerplate = set(list(self._boilerplate)[-50_000:])
+        for i in pages:
+            full = [x for x in lines[i] if x]
+            kept = [x for x in full if x not in self._boilerplate]
+            # Never strip a page down to (almost) nothing: keep it whole instead.
+            if sum(map(len, kept)) < 0.3 * sum(map(len, full)):
+                kept = full
+            norms[i] = " ".join(kept)
+        return norms
+
+    @property
+    def fingerprints(self) -> npt.NDArray[np.uint64]:
+        """The fingerprint of every row fed so far."""
+        return np.concatenate(self._fps) if self._fps else np.empty(0, np.uint64)
+
+    def memory_bytes(self) -> int:
+        """Bytes held for the rows fed so far."""
+        return int(
+            sum(a.nbytes for a in self._fps)
+            + sum(a.nbytes for a in self._lengths)
+            + sum(a.nbytes for a in self._counts)
+            + sum(a.nbytes for a in self._hashes)
+        )
+
+    def _candidate_pairs(
+        self, fps: npt.NDArray[np.uint64], lengths: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        k = self.policy.k_max
+        index = Index(k=k)
+        add_many = getattr(index, "add_many", None)
+        if add_many is not None:
+            add_many(np.arange(fps.size, dtype=np.int64), fps)
+        else:
+            for row, fp in enumerate(fps.tolist()):
+                index.add(row, int(fp), 0.0)
+        raw = index.near_pairs(k)
+        if isinstance(raw, tuple) and len(raw) == 3 and not isinstance(raw[0], tuple):
+            a = np.asarray(raw[0], dtype=np.int64)
+            b = np.asarray(raw[1], dtype=np.int64)
+            d = np.asarray(raw[2], dtype=np.int64)
+        else:
+            triples = list(raw)
+            a = np.fromiter((t[0] for t in triples), np.int64, len(triples))
+            b = np.fromiter((t[1] for t in triples), np.int64, len(triples))
+            d = np.fromiter((t[2] for t in triples), np.int64, len(triples))
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        if self.policy.k_short != self.policy.k_long:
+            # A pair is a candidate when the check of either text would find the other.
+            ra = np.where(
+                lengths[lo] <= self.policy.short_chars, self.policy.k_short, self.policy.k_long
+            )
+            rb = np.where(
+                lengths[hi] <= self.policy.short_chars, self.policy.k_short, self.policy.k_long
+            )
+            keep = d <= np.maximum(ra, rb)
+            lo, hi, d = lo[keep], hi[keep], d[keep]
+        return lo, hi, d
+
+    def result(self, keep_order: npt.NDArray[np.integer[Any]] | None = None) -> CorpusResult:
+        """Find the near-duplicate groups of every row fed so far (see the class docstring).
+
+        ``keep_order``: a permutation of the rows, most preferred first (``None``: input order).
+        """
+        n = self._n
+        if keep_order is None:
+            order = np.arange(n, dtype=np.int64)
+        else:
+            order = np.asarray(keep_order)
+            if order.ndim != 1 or order.size != n or not np.issubdtype(order.dtype, np.integer):
+                raise ValueError(
+                    f"keep_order must be a permutation of the {n} rows (1-D integer array)"
+                )
+            order = order.astype(np.int64)
+            seen = np.zeros(n, dtype=bool)
+            if n and (order.min() < 0 or order.max() >= n):
+                raise ValueError(f"keep_order must be a permutation of 0..{n - 1}")
+            seen[order] = True
+            if not seen.all():
+                raise ValueError(f"keep_order must be a permutation of 0..{n - 1}")
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n, dtype=np.int64)
+
+        fps = self.fingerprints
+        lengths = np.concatenate(self._lengths) if self._lengths else np.empty(0, np.int64)
+        a, b, d = self._candidate_pairs(fps, lengths)
+        if self.policy.verifier == "jaccard":
+            sim = self._pair_jaccard(a, b)
+            verified = sim >= self.policy.threshold
+        else:
+            sim = np.full(a.size, np.nan)
+            verified = np.ones(a.size, dtype=bool)
+
+        representative = np.arange(n, dtype=np.int64)
+        distance = np.zeros(n, dtype=np.int64)
+        similarity = np.ones(n, dtype=np.float64)
+        va, vb, vd, vs = a[verified], b[verified], d[verified], sim[verified]
+        # Orient each verified pair as (earlier, later) in preference order.
+        swap = rank[va] > rank[vb]
+        early = np.where(swap, vb, va)
+        late = np.where(swap, va, vb)
+        score = np.nan_to_num(vs, nan=1.0)
+        # Visit the later rows in preference order; among their earlier partners, best first.
+        visit = np.lexsort((rank[early], vd, -score, rank[late]))
+        kept = np.ones(n, dtype=bool)
+        late_l, early_l = late[visit].tolist(), early[visit].tolist()
+        vd_l, vs_l = vd[visit].tolist(), vs[visit].tolist()
+        current, decided = -1, False
+        for lt, er, dist, s in zip(late_l, early_l, vd_l, vs_l):
+            if lt != current:
+                current, decided = lt, False
+            if decided or not kept[er]:
+                continue
+            kept[lt] = False
+            decided = True
+            representative[lt] = er
+            distance[lt] = dist
+            similarity[lt] = 1.0 if math.isnan(s) else s
+        return CorpusResult(
+            representative=representative,
+            distance=distance,
+            similarity=similarity,
+            pairs_a=a,
+            pairs_b=b,
+            pairs_distance=d,
+            pairs_similarity=sim,
+            pairs_verified=verified,
+        )
+
+    def _pair_jaccard(
+        self, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        counts = np.concatenate(self._counts) if self._counts else np.empty(0, np.int64)
+        offsets = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        hashes = np.concatenate(self._hashes) if self._hashes else np.empty(0, np.uint32)
+        out = np.zeros(a.size, dtype=np.float64)
+        # Jaccard <= |smaller| / |larger|: pairs whose sizes differ too much cannot reach the
+        # threshold and are not compared (their similarity is NaN: not computed).
+        sa, sb = counts[a], counts[b]
+        bound = np.minimum(sa, sb) / np.maximum(np.maximum(sa, sb), 1)
+        bound[(sa == 0) & (sb == 0)] = 1.0
+        possible = bound >= self.policy.threshold
+        out[~possible] = np.nan
+        for j, x, y in zip(
+            np.flatnonzero(possible).tolist(), a[possible].tolist(), b[possible].tolist()
+        ):
+            out[j] = jaccard_sketch(
+                hashes[offsets[x] : offsets[x + 1]], hashes[offsets[y] : offsets[y + 1]]
+            )
+        return out

@@ -1,0 +1,139 @@
+"""Opening the store behind the service, and the few conversions the routes need from it.
+
+``open_backend(settings)`` returns a ``DedupBackend`` (see ``neardup.dedup``): the embedded
+durable ``Deduplicator`` for a directory, or the Redis one for a ``redis://``, ``rediss://`` or
+``redis+cluster://`` URL (``neardup.backends.redis``, imported only then).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Sequence
+from typing import Any, Union
+
+from neardup.service.settings import Settings, SettingsError
+
+__all__ = [
+    "check_fingerprint",
+    "document_record",
+    "duplicates_of",
+    "make_policy",
+    "open_backend",
+]
+
+Id = Union[int, str]
+DuplicateRecord = dict[str, Any]
+
+
+def make_policy(settings: Settings) -> Any:
+    """The ``neardup.dedup.Policy`` that the settings ask for, or None to use the default one
+    (or, for an existing data directory, the one saved there)."""
+    if settings.policy is None and settings.k is None and settings.preset is None:
+        return None
+    from neardup.dedup import Policy
+
+    policy = Policy.default()
+    if settings.policy is not None:
+        raw = settings.policy.strip()
+        if not raw.startswith("{"):
+            with open(raw, encoding="utf-8") as f:
+                raw = f.read()
+        try:
+            spec = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise SettingsError(f"policy is not a JSON object: {e}") from None
+        policy = Policy.from_dict(spec)
+    if settings.k is not None:
+        policy = policy.replace(k_short=settings.k, k_long=settings.k)
+    if settings.preset is not None:
+        policy = policy.replace(fingerprint={**dict(policy.fingerprint), "preset": settings.preset})
+    return policy
+
+
+def open_backend(settings: Settings) -> Any:
+    """Open the ``DedupBackend`` that ``settings`` name: ``Deduplicator.open(data_dir, ...)`` or,
+    for a Redis URL, ``RedisDeduplicator.from_url(url, ...)``."""
+    policy = make_policy(settings)
+    if settings.uses_redis:
+        assert settings.store is not None
+        try:
+            module = importlib.import_module("neardup.backends.redis")
+        except ModuleNotFoundError as e:
+            raise RuntimeError(
+                f"store {settings.store.split('://', 1)[0]}:// needs the Redis backend: "
+                f"pip install 'neardup[redis]' ({e})"
+            ) from e
+        return module.RedisDeduplicator.from_url(
+            settings.store, policy=policy, k=settings.k, retention=settings.retention
+        )
+    path = settings.local_path
+    assert path is not None
+    from neardup.dedup import Deduplicator
+
+    return Deduplicator.open(path, policy=policy, retention=settings.retention)
+
+
+def check_fingerprint(backend: Any, fingerprint: int, k: int | None) -> list[Any]:
+    """Stored items whose fingerprint is within ``k`` bits of ``fingerprint`` (no text, so no
+    verification: ``similarity`` is None). Uses ``backend.check_fingerprint`` when the backend
+    has one, else its ``index`` and the policy's widest radius."""
+    method = getattr(backend, "check_fingerprint", None)
+    if method is not None:
+        return list(method(fingerprint, k=k))
+    index = getattr(backend, "index", None)
+    if index is None:
+        raise LookupError("this store cannot look up a bare fingerprint")
+    if k is None:
+        policy = getattr(backend, "policy", None)
+        k = policy.k_max if policy is not None else None
+    return [(id, int(d)) for id, d in index.query(fingerprint, k)]
+
+
+# -- conversions -----------------------------------------------------------------------------------
+
+
+def duplicates_of(matches: Sequence[Any]) -> list[DuplicateRecord]:
+    """JSON-ready records of ``Match`` objects (or ``(id, distance)`` pairs)."""
+    out: list[DuplicateRecord] = []
+    for m in matches:
+        if isinstance(m, tuple) and not hasattr(m, "_fields"):
+            out.append({"id": m[0], "distance": int(m[1]), "similarity": None})
+            continue
+        sim = getattr(m, "similarity", None)
+        out.append(
+            {
+                "id": m.id,
+                "distance": int(m.distance),
+                "similarity": None if sim is None else float(sim),
+            }
+        )
+    return out
+
+
+def document_record(id: Id, stored: Any) -> dict[str, Any]:
+    """A JSON-ready record of what ``backend.get(id)`` returned."""
+    fields: dict[str, Any]
+    if isinstance(stored, dict):
+        fields = dict(stored)
+    elif isinstance(stored, str):
+        fields = {"text": stored}
+    elif hasattr(stored, "_asdict"):
+        fields = dict(stored._asdict())
+    elif hasattr(stored, "__dataclass_fields__"):
+        fields = {name: getattr(stored, name) for name in stored.__dataclass_fields__}
+    else:
+        fields = {
+            name: getattr(stored, name)
+            for name in ("text", "fingerprint", "timestamp")
+            if hasattr(stored, name)
+        }
+    record: dict[str, Any] = {"id": id}
+    fp: int | None = fields.get("fingerprint")
+    if fp is not None:
+        record["fingerprint"] = int(fp)
+        record["fingerprint_hex"] = f"{int(fp):016x}"
+    for name, value in fields.items():
+        if name not in ("id", "fingerprint"):
+            record[name] = value
+    return record

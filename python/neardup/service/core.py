@@ -1,0 +1,308 @@
+"""The service's request handlers, independent of the web framework: JSON bytes in, JSON bytes out.
+
+Both the FastAPI routes and the lean ASGI fast path call these, so the two give the same answers.
+Writes go through the :class:`SerializedWriter`; checks run in a pool of reader threads, off the
+event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, TypeVar
+
+import orjson
+
+from neardup.service.backend import Id, check_fingerprint, document_record, duplicates_of
+from neardup.service.errors import ApiError
+from neardup.service.metrics import Metrics, process_rss_bytes
+from neardup.service.schemas import (
+    AddItem,
+    CheckItem,
+    Limits,
+    parse_add,
+    parse_add_batch,
+    parse_check,
+    parse_check_batch,
+    parse_id_path,
+    parse_json,
+)
+from neardup.service.settings import Settings
+from neardup.service.writer import ADD, CHECK_AND_ADD, SerializedWriter
+
+__all__ = ["DedupService"]
+
+log = logging.getLogger("neardup.service")
+T = TypeVar("T")
+
+
+class DedupService:
+    """Everything behind the routes: the backend, the serialized writer, the readers, metrics."""
+
+    def __init__(self, settings: Settings, backend: Any) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.limits = Limits(max_text_bytes=settings.max_text_bytes, max_batch=settings.max_batch)
+        self.metrics = Metrics()
+        self.writer = SerializedWriter(
+            {CHECK_AND_ADD: self._check_and_add_group, ADD: self._add_group},
+            max_group=settings.writer_max_batch,
+        )
+        self.readers = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="neardup-read")
+        self._sweeper: asyncio.Task[None] | None = None
+        self.last_sweep: float | None = None
+        self.closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the writer thread and the retention sweeper."""
+        self.writer.start()
+        if self.settings.sweep_interval is not None:
+            self._sweeper = asyncio.create_task(self._sweep_forever(), name="neardup-retention")
+
+    async def stop(self) -> None:
+        """Stop sweeping, apply the queued writes, close the backend."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            try:
+                await self._sweeper
+            except asyncio.CancelledError:
+                pass
+        await asyncio.get_running_loop().run_in_executor(None, self.writer.stop)
+        self.readers.shutdown(wait=True)
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
+    async def _sweep_forever(self) -> None:
+        interval = self.settings.sweep_interval
+        assert interval is not None
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_now()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # keep sweeping; the next round retries
+                log.exception("retention sweep failed")
+
+    async def expire_now(self) -> int:
+        """Drop the items older than the retention window now; returns how many."""
+        retention = self.settings.retention
+        if retention is None:
+            return 0
+        before = time.time() - retention
+        removed = int(await self.writer.call(lambda: self.backend.expire(before)) or 0)
+        self.metrics.expired += removed
+        self.last_sweep = time.time()
+        return removed
+
+    async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.readers, fn, *args)
+
+    # -- the backend calls made by the writer thread ------------------------------------------
+
+    def _check_and_add_group(self, items: list[AddItem]) -> list[Any]:
+        ids = [it.id for it in items]
+        texts = [it.text for it in items]
+        stamps = [it.timestamp for it in items]
+        if len(items) == 1:
+            return [self.backend.check_and_add(ids[0], texts[0], timestamp=stamps[0])]
+        return list(self.backend.check_and_add_many(ids, texts, timestamps=stamps))
+
+    def _add_group(self, items: list[AddItem]) -> list[Any]:
+        ids = [it.id for it in items]
+        texts = [it.text for it in items]
+        stamps = [it.timestamp for it in items]
+        if len(items) == 1:
+            return [self.backend.add(ids[0], texts[0], timestamp=stamps[0])]
+        return list(self.backend.add_many(ids, texts, timestamps=stamps))
+
+    # -- handlers -----------------------------------------------------------------------------
+
+    def _stamp(self, item: AddItem, now: float) -> AddItem:
+        return item if item.timestamp is not None else AddItem(item.id, item.text, now)
+
+    def _check_one(self, item: CheckItem) -> list[Any]:
+        if item.text is not None:
+            return list(self.backend.check(item.text, k=item.k))
+        assert item.fingerprint is not None
+        try:
+            return check_fingerprint(self.backend, item.fingerprint, item.k)
+        except LookupError:
+            raise ApiError(
+                "invalid_value",
+                "this store cannot look up a bare fingerprint; send 'text'",
+                field="fingerprint",
+            ) from None
+
+    def _check_many(self, items: list[CheckItem]) -> list[list[Any]]:
+        results: list[list[Any] | None] = [None] * len(items)
+        # Texts sharing a k go through one batch call.
+        by_k: dict[int | None, list[int]] = {}
+        for i, item in enumerate(items):
+            if item.text is None:
+                results[i] = self._check_one(item)
+            else:
+                by_k.setdefault(item.k, []).append(i)
+        for k, positions in by_k.items():
+            found = self.backend.check_many([items[i].text for i in positions], k=k)
+            for i, matches in zip(positions, found):
+                results[i] = list(matches)
+        return [r if r is not None else [] for r in results]
+
+    async def check(self, body: bytes) -> bytes:
+        """POST /v1/check."""
+        item = parse_check(parse_json(body), self.limits)
+        matches = await self._read(self._check_one, item)
+        self.metrics.count_documents(checked=1, duplicate=1 if matches else 0)
+        return orjson.dumps({"duplicates": duplicates_of(matches)})
+
+    async def check_batch(self, body: bytes) -> bytes:
+        """POST /v1/check/batch."""
+        items = parse_check_batch(parse_json(body), self.limits)
+        found = await self._read(self._check_many, items) if items else []
+        self.metrics.count_documents(checked=len(items), duplicate=sum(1 for m in found if m))
+        return orjson.dumps({"results": [{"duplicates": duplicates_of(m)} for m in found]})
+
+    async def add(self, body: bytes) -> bytes:
+        """POST /v1/add."""
+        item = self._stamp(parse_add(parse_json(body), self.limits), time.time())
+        fingerprint = await self.writer.submit(ADD, item)
+        self.metrics.count_documents(checked=1, added=1)
+        return orjson.dumps(self._stored(item, fingerprint))
+
+    async def add_batch(self, body: bytes) -> bytes:
+        """POST /v1/add/batch."""
+        now = time.time()
+        items = [self._stamp(it, now) for it in parse_add_batch(parse_json(body), self.limits)]
+        fps = await self.writer.call(lambda: self._add_group(items)) if items else []
+        self.metrics.count_documents(checked=len(items), added=len(items))
+        return orjson.dumps({"results": [self._stored(it, fp) for it, fp in zip(items, fps)]})
+
+    async def check_and_add(self, body: bytes) -> bytes:
+        """POST /v1/check-and-add (atomic: through the serialized writer)."""
+        item = self._stamp(parse_add(parse_json(body), self.limits), time.time())
+        added, matches = await self.writer.submit(CHECK_AND_ADD, item)
+        self.metrics.count_documents(checked=1, added=int(added), duplicate=int(not added))
+        return orjson.dumps(
+            {"id": item.id, "added": bool(added), "duplicates": duplicates_of(matches)}
+        )
+
+    async def check_and_add_batch(self, body: bytes) -> bytes:
+        """POST /v1/check-and-add/batch."""
+        now = time.time()
+        items = [self._stamp(it, now) for it in parse_add_batch(parse_json(body), self.limits)]
+        outcomes = await self.writer.call(lambda: self._check_and_add_group(items)) if items else []
+        added = sum(1 for a, _ in outcomes if a)
+        self.metrics.count_documents(checked=len(items), added=added, duplicate=len(items) - added)
+        return orjson.dumps(
+            {
+                "results": [
+                    {"id": it.id, "added": bool(a), "duplicates": duplicates_of(m)}
+                    for it, (a, m) in zip(items, outcomes)
+                ]
+            }
+        )
+
+    @staticmethod
+    def _stored(item: AddItem, fingerprint: Any) -> dict[str, Any]:
+        fp = int(fingerprint)
+        return {
+            "id": item.id,
+            "fingerprint": fp,
+            "fingerprint_hex": f"{fp:016x}",
+            "timestamp": item.timestamp,
+        }
+
+    def _lookup(self, raw_id: str, id_type: str | None) -> tuple[Id, Any]:
+        for candidate in parse_id_path(raw_id, id_type):
+            try:
+                stored = self.backend.get(candidate)
+            except KeyError:
+                continue
+            if stored is not None:
+                return candidate, stored
+        raise ApiError("not_found", f"no document with id {raw_id!r}", field="id")
+
+    async def get_document(self, raw_id: str, id_type: str | None = None) -> bytes:
+        """GET /v1/documents/{id}."""
+        doc_id, stored = await self._read(self._lookup, raw_id, id_type)
+        return orjson.dumps(document_record(doc_id, stored))
+
+    def _remove(self, raw_id: str, id_type: str | None) -> Id:
+        for candidate in parse_id_path(raw_id, id_type):
+            try:
+                self.backend.remove(candidate)
+            except KeyError:
+                continue
+            return candidate
+        raise ApiError("not_found", f"no document with id {raw_id!r}", field="id")
+
+    async def delete_document(self, raw_id: str, id_type: str | None = None) -> bytes:
+        """DELETE /v1/documents/{id}."""
+        removed = await self.writer.call(lambda: self._remove(raw_id, id_type))
+        self.metrics.documents["removed"] += 1
+        return orjson.dumps({"id": removed, "deleted": True})
+
+    def _backend_stats(self) -> dict[str, Any]:
+        stats_fn = getattr(self.backend, "stats", None)
+        stats: dict[str, Any] = dict(stats_fn()) if stats_fn is not None else {}
+        if "count" not in stats:
+            count = stats.get("documents")
+            stats["count"] = int(count) if isinstance(count, int) else len(self.backend)
+        return stats
+
+    async def stats(self) -> dict[str, Any]:
+        """GET /v1/stats."""
+        backend_stats = await self._read(self._backend_stats)
+        m = self.metrics
+        return {
+            "count": backend_stats.get("count"),
+            "k": self.settings.k,
+            "policy": backend_stats.get("policy"),
+            "retention_seconds": self.settings.retention,
+            "last_retention_sweep": self.last_sweep,
+            "expired": m.expired,
+            "store": "redis" if self.settings.uses_redis else "local",
+            "memory": {
+                "process_rss_bytes": process_rss_bytes(),
+                "backend": {
+                    k: v for k, v in backend_stats.items() if "bytes" in k or "memory" in k
+                },
+            },
+            "rates": m.rates(),
+            "documents": dict(m.documents),
+            "requests_total": sum(m.requests.values()),
+            "writer": {
+                "queue_depth": self.writer.queue_depth,
+                "groups": self.writer.groups,
+                "grouped_items": self.writer.grouped_items,
+                "busy_seconds": round(self.writer.busy_seconds, 6),
+            },
+            "uptime_seconds": round(time.time() - m.started, 3),
+            "backend": backend_stats,
+        }
+
+    async def metrics_text(self) -> str:
+        """GET /metrics."""
+        count = await self._read(len, self.backend)
+        return self.metrics.prometheus(
+            {
+                "neardup_documents_stored": ("Documents in the store.", lambda: float(count)),
+                "neardup_writer_queue_depth": (
+                    "Writes waiting for the serialized writer.",
+                    lambda: float(self.writer.queue_depth),
+                ),
+                "neardup_writer_groups_total": (
+                    "Backend calls made by the serialized writer for grouped writes.",
+                    lambda: float(self.writer.groups),
+                ),
+            }
+        )

@@ -1,0 +1,305 @@
+"""Request validation and the documented request/response schemas of the service.
+
+Requests are parsed with orjson and checked by hand (fast, and every failure gets its own error
+code naming the field); the pydantic models below describe the same shapes for the OpenAPI page
+at ``/docs``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Union
+
+import orjson
+
+from neardup.service.errors import ApiError
+
+__all__ = [
+    "AddItem",
+    "CheckItem",
+    "Limits",
+    "parse_add",
+    "parse_add_batch",
+    "parse_check",
+    "parse_check_batch",
+    "parse_id_path",
+    "parse_json",
+]
+
+I64_MIN = -(2**63)
+I64_MAX = 2**63 - 1
+U64_MAX = 2**64 - 1
+MAX_ID_CHARS = 1024
+
+Id = Union[int, str]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits applied to every request."""
+
+    max_text_bytes: int
+    max_batch: int
+    max_k: int = 64
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    """One validated check: a text or a fingerprint, and the k to use (None: the service's)."""
+
+    text: str | None
+    fingerprint: int | None
+    k: int | None
+
+
+@dataclass(frozen=True)
+class AddItem:
+    """One validated add / check-and-add."""
+
+    id: Id
+    text: str
+    timestamp: float | None
+
+
+# -- parsing -------------------------------------------------------------------------------------
+
+
+def parse_json(body: bytes) -> Any:
+    """Decode a JSON request body; malformed JSON (or an empty body) is a 400."""
+    if not body:
+        raise ApiError("malformed_json", "request body is empty; send a JSON object")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise ApiError("malformed_json", f"request body is not valid JSON: {e}") from None
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ApiError(
+            "invalid_type", f"{where} must be a JSON object, got {_type_name(value)}", field=where
+        )
+    return value
+
+
+def _text(obj: dict[str, Any], where: str, limits: Limits) -> str:
+    field = f"{where}.text" if where != "body" else "text"
+    if "text" not in obj:
+        raise ApiError("missing_field", f"field {field!r} is required", field=field)
+    text = obj["text"]
+    if not isinstance(text, str):
+        raise ApiError(
+            "invalid_type", f"field {field!r} must be a string, got {_type_name(text)}", field=field
+        )
+    if not text or text.isspace():
+        raise ApiError("empty_text", f"field {field!r} is empty or only whitespace", field=field)
+    limit = limits.max_text_bytes
+    # Four UTF-8 bytes per character at most: encode only texts that could be too large.
+    if len(text) * 4 > limit:
+        size = len(text.encode("utf-8"))
+        if size > limit:
+            raise ApiError(
+                "text_too_large",
+                f"field {field!r} is {size} bytes of UTF-8, more than the limit of {limit}",
+                field=field,
+            )
+    return text
+
+
+def _k(obj: dict[str, Any], where: str, limits: Limits) -> int | None:
+    k = obj.get("k")
+    if k is None:
+        return None
+    field = f"{where}.k" if where != "body" else "k"
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= limits.max_k:
+        raise ApiError(
+            "invalid_k",
+            f"field {field!r} must be an integer in 0..{limits.max_k}, got {k!r}",
+            field=field,
+        )
+    return k
+
+
+def _fingerprint(value: Any, field: str) -> int:
+    fp: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        fp = value
+    elif isinstance(value, str):
+        s = value.strip().lower()
+        try:
+            fp = int(s, 16) if s.startswith("0x") else int(s, 10)
+        except ValueError:
+            fp = None
+    if fp is None or not 0 <= fp <= U64_MAX:
+        raise ApiError(
+            "invalid_fingerprint",
+            f"field {field!r} must be an unsigned 64-bit integer (a number, a decimal string or "
+            f"a 0x-hex string), got {value!r}"[:300],
+            field=field,
+        )
+    return fp
+
+
+def _id(obj: dict[str, Any], where: str) -> Id:
+    field = f"{where}.id" if where != "body" else "id"
+    if "id" not in obj:
+        raise ApiError("missing_field", f"field {field!r} is required", field=field)
+    value = obj["id"]
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ApiError(
+            "invalid_id",
+            f"field {field!r} must be a string or an integer, got {_type_name(value)}",
+            field=field,
+        )
+    if isinstance(value, int):
+        if not I64_MIN <= value <= I64_MAX:
+            raise ApiError(
+                "invalid_id", f"field {field!r} must fit a signed 64-bit integer", field=field
+            )
+    elif not value or len(value) > MAX_ID_CHARS:
+        raise ApiError(
+            "invalid_id",
+            f"field {field!r} must be a non-empty string of at most {MAX_ID_CHARS} characters",
+            field=field,
+        )
+    return value
+
+
+def _timestamp(obj: dict[str, Any], where: str) -> float | None:
+    value = obj.get("timestamp")
+    if value is None:
+        return None
+    field = f"{where}.timestamp" if where != "body" else "timestamp"
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ApiError(
+            "invalid_timestamp",
+            f"field {field!r} must be non-negative seconds since the epoch, got {value!r}",
+            field=field,
+        )
+    return float(value)
+
+
+def _check_item(obj: dict[str, Any], where: str, limits: Limits) -> CheckItem:
+    has_text = obj.get("text") is not None
+    has_fp = obj.get("fingerprint") is not None
+    if has_text and has_fp:
+        raise ApiError(
+            "invalid_value", f"{where} must have 'text' or 'fingerprint', not both", field=where
+        )
+    k = _k(obj, where, limits)
+    if has_fp:
+        field = f"{where}.fingerprint" if where != "body" else "fingerprint"
+        return CheckItem(None, _fingerprint(obj["fingerprint"], field), k)
+    if not has_text and "text" not in obj:
+        raise ApiError(
+            "missing_field", f"{where} needs a 'text' (or a 'fingerprint') field", field=where
+        )
+    return CheckItem(_text(obj, where, limits), None, k)
+
+
+def parse_check(data: Any, limits: Limits) -> CheckItem:
+    """Validate a POST /v1/check body."""
+    return _check_item(_object(data, "body"), "body", limits)
+
+
+def parse_add(data: Any, limits: Limits) -> AddItem:
+    """Validate a POST /v1/add or /v1/check-and-add body."""
+    obj = _object(data, "body")
+    return AddItem(_id(obj, "body"), _text(obj, "body", limits), _timestamp(obj, "body"))
+
+
+def _items(data: Any, limits: Limits) -> tuple[dict[str, Any], list[Any]]:
+    obj = _object(data, "body")
+    if "items" not in obj:
+        raise ApiError("missing_field", "field 'items' (a JSON array) is required", field="items")
+    items = obj["items"]
+    if not isinstance(items, list):
+        raise ApiError(
+            "invalid_type",
+            f"field 'items' must be an array, got {_type_name(items)}",
+            field="items",
+        )
+    if len(items) > limits.max_batch:
+        raise ApiError(
+            "batch_too_large",
+            f"field 'items' has {len(items)} entries, more than the limit of {limits.max_batch}",
+            field="items",
+        )
+    return obj, items
+
+
+def parse_check_batch(data: Any, limits: Limits) -> list[CheckItem]:
+    """Validate a POST /v1/check/batch body; a top-level ``k`` applies to items without one."""
+    obj, items = _items(data, limits)
+    default_k = _k(obj, "body", limits)
+    out = []
+    for i, raw in enumerate(items):
+        where = f"items[{i}]"
+        item = _check_item(_object(raw, where), where, limits)
+        if item.k is None and default_k is not None:
+            item = CheckItem(item.text, item.fingerprint, default_k)
+        out.append(item)
+    return out
+
+
+def parse_add_batch(data: Any, limits: Limits) -> list[AddItem]:
+    """Validate a POST /v1/add/batch or /v1/check-and-add/batch body."""
+    _, items = _items(data, limits)
+    out = []
+    for i, raw in enumerate(items):
+        where = f"items[{i}]"
+        obj = _object(raw, where)
+        out.append(AddItem(_id(obj, where), _text(obj, where, limits), _timestamp(obj, where)))
+    return out
+
+
+def parse_id_path(raw: str, id_type: str | None = None) -> list[Id]:
+    """The ids a path segment may name, most specific first.
+
+    With ``id_type="str"`` or ``"int"`` only that one. Without it: the string, then the integer
+    it spells (``/v1/documents/42`` finds the string id ``"42"`` or else the integer id ``42``).
+    """
+    if not raw or len(raw) > MAX_ID_CHARS:
+        raise ApiError(
+            "invalid_id", f"document id must be 1..{MAX_ID_CHARS} characters", field="id"
+        )
+    if id_type not in (None, "str", "int"):
+        raise ApiError(
+            "invalid_value", f"id_type must be 'str' or 'int', got {id_type!r}", field="id_type"
+        )
+    as_int: int | None = None
+    try:
+        value = int(raw, 10)
+        if I64_MIN <= value <= I64_MAX and str(value) == raw:
+            as_int = value
+    except ValueError:
+        pass
+    if id_type == "str":
+        return [raw]
+    if id_type == "int":
+        if as_int is None:
+            raise ApiError("invalid_id", f"id {raw!r} is not a signed 64-bit integer", field="id")
+        return [as_int]
+    return [raw] if as_int is None else [raw, as_int]

@@ -1,0 +1,258 @@
+"""The exact-similarity stage: decides whether a SimHash candidate is really a near-duplicate.
+
+SimHash narrows millions of stored texts to a handful of candidates; this module scores each
+candidate exactly. Three measures are offered:
+
+``"jaccard"`` (default)
+    Jaccard similarity of the sets of character n-grams (``shingle`` characters, default 5) of the
+    normalised texts: ``|A & B| / |A | B|``. Computed on a :class:`Sketch`, the sorted distinct
+    32-bit hashes of the n-grams. That is exact up to 32-bit hash collisions (two different
+    n-grams of the two texts share a hash with probability about ``|A|*|B| / 2**32``, i.e. under
+    0.6 % of pairs of 5 000-character texts gain one spurious shared n-gram).
+``"levenshtein"``
+    Normalised Levenshtein similarity ``1 - distance / max(len)`` of the normalised texts
+    (rapidfuzz). Needs the texts themselves.
+``"cosine"``
+    Cosine of term-frequency vectors; terms are words for alphabetic scripts and character
+    bigrams for Han/Kana/Hangul runs. Needs the texts themselves.
+
+Normalisation (shared by the fingerprint input, the verifier and the ground truth of the quality
+benchmark): Unicode NFKC, lower case, every run of whitespace collapsed to one space, stripped.
+
+Memory/disk cost of what the verifier keeps per document: a Jaccard :class:`Sketch` is 4 bytes
+per distinct n-gram, about ``4 * len(text)`` bytes (plus ~100 bytes of array header when held one
+array per document; :func:`sketch_many` packs a whole batch into one array with 8-byte offsets).
+The Levenshtein and cosine verifiers need the text (UTF-8 in :mod:`neardup.textstore`: 1 byte per
+ASCII character, 3 per Chinese character).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import numpy.typing as npt
+from rapidfuzz.distance import Levenshtein
+
+__all__ = [
+    "VERIFIERS",
+    "Sketch",
+    "cosine",
+    "jaccard",
+    "jaccard_sketch",
+    "levenshtein",
+    "normalise",
+    "similarity",
+    "sketch",
+    "sketch_many",
+    "shingles",
+]
+
+VERIFIERS = ("jaccard", "levenshtein", "cosine")
+
+_WS = re.compile(r"\s+")
+# Han, Hiragana, Katakana, Hangul: scripts written without spaces -> character bigrams as terms.
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_WORD = re.compile(r"[^\W_]+")
+
+# n-gram hash constants: the FNV-1 64-bit prime and the 64-bit golden-ratio multiplier.
+_P = np.uint64(0x100000001B3)
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+
+
+def normalise(text: str) -> str:
+    """NFKC, lower case, whitespace runs collapsed to one space, stripped."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, got {type(text).__name__}")
+    return _WS.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
+
+
+def shingles(norm: str, n: int = 5) -> set[str]:
+    """The set of character n-grams of an already normalised text, as strings (exact).
+
+    A non-empty text shorter than ``n`` has one shingle, itself; the empty text has none.
+    """
+    _check_n(n)
+    if len(norm) <= n:
+        return {norm} if norm else set()
+    return {norm[i : i + n] for i in range(len(norm) - n + 1)}
+
+
+@dataclass(frozen=True)
+class Sketch:
+    """Sorted distinct 32-bit hashes of the character n-grams of a normalised text."""
+
+    hashes: npt.NDArray[np.uint32]
+    length: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the hash array."""
+        return int(self.hashes.nbytes)
+
+
+def _check_n(n: int) -> None:
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 64:
+        raise ValueError(f"shingle must be an int in 1..64, got {n!r}")
+
+
+def _codepoints(norm: str) -> npt.NDArray[np.uint32]:
+    return np.frombuffer(norm.encode("utf-32-le"), dtype=np.uint32)
+
+
+def _window_hash(cp: npt.NDArray[np.uint32], n: int) -> npt.NDArray[np.uint32]:
+    """32-bit hash of every window of ``n`` consecutive code points (len(cp) - n + 1 values).
+
+    A polynomial over the code points modulo 2**64 (multiplier: the FNV-1 64-bit prime), then
+    multiplied by an odd constant and the high 32 bits kept: five multiply-adds per character,
+    which keeps the whole-batch pass cheap in numpy.
+    """
+    m = cp.size - n + 1
+    with np.errstate(over="ignore"):
+        h = cp[:m].astype(np.uint64)
+        for j in range(1, n):
+            h *= _P
+            h += cp[j : j + m]
+        h += np.uint64(n)
+        h *= _M1
+    return (h >> np.uint64(32)).astype(np.uint32)
+
+
+def _hash_short(norm: str) -> np.uint32:
+    # A text shorter than n is one shingle: the hash of all its code points (the polynomial
+    # includes the window width, so it is unrelated to the n-gram hashes of longer texts).
+    cp = _codepoints(norm)
+    return np.uint32(_window_hash(cp, cp.size)[0])
+
+
+def _sorted_unique(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    # np.unique goes through a hash table in numpy 2 and is several times slower than sort + mask.
+    a = np.sort(a)
+    if a.size > 1:
+        a = a[np.concatenate(([True], a[1:] != a[:-1]))]
+    return a
+
+
+def sketch(norm: str, n: int = 5) -> Sketch:
+    """The Jaccard sketch of an already normalised text (see :func:`normalise`)."""
+    _check_n(n)
+    if not norm:
+        return Sketch(np.empty(0, dtype=np.uint32), 0)
+    if len(norm) < n:
+        h = np.array([_hash_short(norm)], dtype=np.uint32)
+    else:
+        h = _window_hash(_codepoints(norm), n)
+    return Sketch(_sorted_unique(h), len(norm))
+
+
+def sketch_many(
+    norms: Sequence[str], n: int = 5
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32]]:
+    """Sketches of many normalised texts packed as ``(offsets, hashes)``.
+
+    Document ``i`` owns ``hashes[offsets[i]:offsets[i+1]]`` (sorted, distinct). Vectorised over
+    the whole batch: one hash pass and one sort, no per-document Python work except for texts
+    shorter than ``n``.
+    """
+    _check_n(n)
+    count = len(norms)
+    lengths = np.fromiter((len(s) for s in norms), dtype=np.int64, count=count)
+    if count == 0:
+        return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint32)
+    cp = _codepoints("".join(norms))
+    starts = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    if cp.size >= n:
+        h = _window_hash(cp, n)
+        doc = np.repeat(np.arange(count, dtype=np.uint64), lengths)[: h.size]
+        # Windows that cross into the next document: the last n-1 starts of each document.
+        cross = (starts[1:, None] - np.arange(1, n, dtype=np.int64)[None, :]).ravel()
+        cross = cross[(cross >= 0) & (cross < h.size)]
+        ok = np.ones(h.size, dtype=bool)
+        ok[cross] = False
+        keys = (doc[ok] << np.uint64(32)) | h[ok]
+    else:
+        keys = np.empty(0, dtype=np.uint64)
+    short = np.flatnonzero((lengths > 0) & (lengths < n))
+    if short.size:
+        extra = np.array([_hash_short(norms[int(i)]) for i in short], dtype=np.uint64)
+        keys = np.concatenate([keys, (short.astype(np.uint64) << np.uint64(32)) | extra])
+    # Keys are already grouped by document, so the stable (merge) sort is cheaper than quicksort.
+    keys.sort(kind="stable")
+    if keys.size > 1:
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    kdoc = (keys >> np.uint64(32)).astype(np.int64)
+    offsets = np.searchsorted(kdoc, np.arange(count + 1, dtype=np.int64), side="left")
+    return offsets.astype(np.int64), (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+def jaccard_sketch(a: npt.NDArray[np.uint32], b: npt.NDArray[np.uint32]) -> float:
+    """Jaccard similarity of two sorted distinct hash arrays (two empty texts: 1.0)."""
+    if a.size == 0 and b.size == 0:
+        return 1.0
+    if a.size > b.size:
+        a, b = b, a
+    if a.size == 0:
+        return 0.0
+    # Count the hashes of the smaller set found in the larger one (both sorted, distinct).
+    pos = np.searchsorted(b, a)
+    pos[pos == b.size] = 0
+    inter = int(np.count_nonzero(b[pos] == a))
+    return inter / (a.size + b.size - inter)
+
+
+def jaccard(a: str, b: str, n: int = 5) -> float:
+    """Exact Jaccard similarity of the character n-gram sets of two texts (normalised here)."""
+    sa, sb = shingles(normalise(a), n), shingles(normalise(b), n)
+    if not sa and not sb:
+        return 1.0
+    inter = len(sa & sb)
+    return inter / (len(sa) + len(sb) - inter)
+
+
+def levenshtein(a: str, b: str) -> float:
+    """Normalised Levenshtein similarity of two texts (normalised here), in [0, 1]."""
+    return float(Levenshtein.normalized_similarity(normalise(a), normalise(b)))
+
+
+def _terms(norm: str) -> Counter[str]:
+    terms: Counter[str] = Counter()
+    pos = 0
+    for m in _CJK_RUN.finditer(norm):
+        terms.update(_WORD.findall(norm[pos : m.start()]))
+        run = m.group()
+        if len(run) == 1:
+            terms[run] += 1
+        else:
+            terms.update(run[i : i + 2] for i in range(len(run) - 1))
+        pos = m.end()
+    terms.update(_WORD.findall(norm[pos:]))
+    return terms
+
+
+def cosine(a: str, b: str) -> float:
+    """Cosine of the term-frequency vectors of two texts (normalised here), in [0, 1]."""
+    ta, tb = _terms(normalise(a)), _terms(normalise(b))
+    if not ta or not tb:
+        return 1.0 if not ta and not tb else 0.0
+    dot = sum(c * tb.get(t, 0) for t, c in ta.items())
+    na = math.sqrt(sum(c * c for c in ta.values()))
+    nb = math.sqrt(sum(c * c for c in tb.values()))
+    return dot / (na * nb)
+
+
+def similarity(kind: str, shingle: int = 5) -> Callable[[str, str], float]:
+    """The verifier function ``f(text_a, text_b) -> float`` named ``kind`` (see VERIFIERS)."""
+    if kind == "jaccard":
+        return lambda a, b: jaccard(a, b, shingle)
+    if kind == "levenshtein":
+        return levenshtein
+    if kind == "cosine":
+        return cosine
+    raise ValueError(f"verifier must be one of {', '.join(VERIFIERS)}; got {kind!r}")

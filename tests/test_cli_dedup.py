@@ -1,0 +1,383 @@
+"""`neardup dedup` end to end through the installed command, on real text (the shipped sample
+corpus) in every input format: kept rows, clusters, the report, bad input and exit codes."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from neardup import io as nio
+from neardup.dedup import CorpusDeduper
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
+N_ROWS = 600
+
+
+def neardup(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("neardup")
+    assert exe is not None, "the neardup command is not installed (pip install -e .)"
+    return subprocess.run(
+        [exe, *args], capture_output=True, text=True, timeout=300, cwd=cwd, stdin=subprocess.DEVNULL
+    )
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, Any]]:
+    with open(SAMPLE, encoding="utf-8") as f:
+        all_rows = [json.loads(line) for line in f]
+    # the first N rows plus exact and edited copies of some of them, so clusters are certain
+    out = all_rows[:N_ROWS]
+    for i, r in enumerate(out[:40]):
+        copy = dict(r, id=f"copy{i:02d}")
+        if i % 2:
+            copy["text"] = r["text"] + " 。"
+        out.append(copy)
+    return out
+
+
+@pytest.fixture(scope="module")
+def expected(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the engine decides on these texts (input order keep): the CLI must agree."""
+    d = CorpusDeduper()
+    d.feed([r["text"] for r in rows])
+    res = d.result()
+    rep = res.representative
+    return {
+        "kept": [r["id"] for r, k in zip(rows, res.kept) if k],
+        "rep": {rows[i]["id"]: rows[int(rep[i])]["id"] for i in range(len(rows))},
+        "distance": {rows[i]["id"]: int(res.distance[i]) for i in range(len(rows))},
+    }
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]], compression: str | None = None) -> None:
+    with nio.open_write(str(path), compression) as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False).encode() + b"\n")
+
+
+def read_ids(path: Path, fmt: str | None = None) -> list[Any]:
+    return [d.id for d in nio.read_docs(nio.detect(str(path), fmt))]
+
+
+# ---------------------------------------------------------------------------------------------
+# JSONL: kept rows, byte-exact output, clusters
+
+
+def test_jsonl_kept_rows_and_clusters(
+    tmp_path: Path, rows: list[dict[str, Any]], expected: dict[str, Any]
+) -> None:
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, rows)
+    out, clusters = tmp_path / "kept.jsonl", tmp_path / "clusters.jsonl"
+    r = neardup("dedup", str(src), "-o", str(out), "--clusters", str(clusters))
+    assert r.returncode == 0, r.stderr
+    kept_lines = out.read_bytes().splitlines(keepends=True)
+    by_id = {json.loads(line)["id"]: line for line in src.read_bytes().splitlines(keepends=True)}
+    assert [json.loads(line)["id"] for line in kept_lines] == expected["kept"]
+    # records are copied byte for byte, every field kept, in input order
+    assert kept_lines == [by_id[i] for i in expected["kept"]]
+    removed = len(rows) - len(expected["kept"])
+    assert removed >= 40  # the planted copies at least
+    for i in range(40):
+        assert f"copy{i:02d}" not in expected["kept"]
+
+    cl = [json.loads(line) for line in clusters.read_text(encoding="utf-8").splitlines()]
+    assert all(set(c) == {"id", "cluster", "kept", "distance"} for c in cl)
+    members = {c["id"]: c for c in cl}
+    assert len(members) == len(cl)
+    kept_set = set(expected["kept"])
+    for c in cl:
+        assert c["cluster"] == expected["rep"][c["id"]]
+        assert c["kept"] == (c["id"] == c["cluster"]) == (c["id"] in kept_set)
+        assert c["distance"] == expected["distance"][c["id"]]
+        assert members[c["cluster"]]["kept"] is True
+    # every removed row is in the clusters file; clusters are grouped, the kept row first
+    assert {c["id"] for c in cl if not c["kept"]} == {x["id"] for x in rows} - kept_set
+    seen: list[Any] = []
+    for c in cl:
+        if c["kept"]:
+            assert c["cluster"] not in seen
+            seen.append(c["cluster"])
+        else:
+            assert seen[-1] == c["cluster"]
+    assert "kept" in r.stderr and f"removed {removed:,}" in r.stderr
+
+
+def test_summary_and_quiet(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, rows[:100])
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "o.jsonl"))
+    assert r.returncode == 0
+    assert re.search(r"read 100 documents, kept \d+, removed \d+ in \d+ clusters", r.stderr)
+    assert "\r" not in r.stderr  # no progress bar when stderr is not a terminal
+    q = neardup("dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--quiet")
+    assert q.returncode == 0 and q.stderr == "" and q.stdout == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# every format gives the same decision and re-reads in its own format
+
+
+def _make_input(tmp_path: Path, rows: list[dict[str, Any]], fmt: str) -> tuple[Path, Path]:
+    """The rows as ``fmt``; returns (input, output path)."""
+    if fmt in ("jsonl.gz", "jsonl.xz", "jsonl.zst"):
+        src = tmp_path / f"in.{fmt}"
+        write_jsonl(src, rows, fmt.split(".")[1])
+        return src, tmp_path / f"out.{fmt}"
+    if fmt in ("csv", "tsv"):
+        src = tmp_path / f"in.{fmt}"
+        with open(src, "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f, delimiter="," if fmt == "csv" else "\t")
+            w.writerow(["id", "published", "text"])
+            for r in rows:
+                w.writerow([r["id"], r["published"], r["text"]])
+        return src, tmp_path / f"out.{fmt}"
+    if fmt == "parquet":
+        src = tmp_path / "in.parquet"
+        pq.write_table(
+            pa.table({k: [r[k] for r in rows] for k in ("id", "lang", "text")}),
+            src,
+            row_group_size=100,
+        )
+        return src, tmp_path / "out.parquet"
+    if fmt == "txt":
+        src = tmp_path / "in.txt.gz"
+        with gzip.open(src, "wt", encoding="utf-8") as f:
+            for r in rows:
+                f.write(r["text"].replace("\n", " ") + "\n")
+        return src, tmp_path / "out.txt.gz"
+    assert fmt == "dir"
+    src = tmp_path / "docs"
+    for i, r in enumerate(rows):
+        sub = src / f"g{i // 100}"
+        sub.mkdir(parents=True, exist_ok=True)
+        if i % 3 == 0:
+            body = r["text"].replace("&", "&amp;").replace("<", "&lt;")
+            (sub / f"{i:04d}.html").write_text(
+                f"<html><head><style>b{{}}</style></head><body><pre>{body}</pre></body></html>",
+                encoding="utf-8",
+            )
+        else:
+            (sub / f"{i:04d}.txt").write_text(r["text"], encoding="utf-8")
+    return src, tmp_path / "out"
+
+
+@pytest.mark.parametrize(
+    "fmt", ["jsonl.gz", "jsonl.xz", "jsonl.zst", "csv", "tsv", "parquet", "txt", "dir"]
+)
+def test_every_format(tmp_path: Path, rows: list[dict[str, Any]], fmt: str) -> None:
+    sub = rows[:300] + rows[N_ROWS : N_ROWS + 20]
+    src, out = _make_input(tmp_path, sub, fmt)
+    texts = [d.text for d in nio.read_docs(nio.detect(str(src)))]
+    assert len(texts) == len(sub)
+    engine = CorpusDeduper()
+    engine.feed(texts)
+    kept_rows = np.flatnonzero(engine.result().kept).tolist()
+    assert len(kept_rows) <= len(sub) - 20
+
+    r = neardup("dedup", str(src), "-o", str(out), "--clusters", str(tmp_path / "c.jsonl"))
+    assert r.returncode == 0, r.stderr
+    # the output re-reads in the same format and holds exactly the kept documents, in order
+    back = list(nio.read_docs(nio.detect(str(out))))
+    assert all(isinstance(d, nio.Doc) for d in back)
+    assert [d.text for d in back] == [texts[i] for i in kept_rows]
+    if fmt == "parquet":
+        table = pq.read_table(out)
+        assert table.column_names == ["id", "lang", "text"]
+        assert table.column("lang").to_pylist() == [sub[i]["lang"] for i in kept_rows]
+    elif fmt in ("csv", "tsv"):
+        with open(out, encoding="utf-8", newline="") as f:
+            got = list(csv.reader(f, delimiter="," if fmt == "csv" else "\t"))
+        assert got[0] == ["id", "published", "text"]
+        assert [g[1] for g in got[1:]] == [sub[i]["published"] for i in kept_rows]
+    cl = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
+    removed = {c["id"] for c in cl if not c["kept"]}
+    assert len(removed) == len(sub) - len(kept_rows)
+    if fmt == "txt":  # no id field: ids are row numbers
+        assert removed == set(range(len(sub))) - set(kept_rows)
+    elif fmt == "dir":
+        assert all(re.fullmatch(r"g\d/\d{4}\.(txt|html)", c["id"]) for c in cl)
+
+
+# ---------------------------------------------------------------------------------------------
+# keep policies
+
+
+def test_keep_longest_and_newest(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, rows)
+    by_id = {r["id"]: r for r in rows}
+    for policy, extra in (("longest", []), ("newest", ["--time-field", "published"])):
+        clusters = tmp_path / f"c-{policy}.jsonl"
+        r = neardup(
+            "dedup", str(src), "-o", str(tmp_path / f"o-{policy}.jsonl"), "--keep", policy,
+            "--clusters", str(clusters), *extra,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        cl = [json.loads(line) for line in clusters.read_text().splitlines()]
+        assert any(not c["kept"] for c in cl)
+        for c in cl:
+            kept, this = by_id[c["cluster"]], by_id[c["id"]]
+            if policy == "longest":
+                assert len(kept["text"]) >= len(this["text"])
+            else:
+                assert nio.parse_time(kept["published"]) >= nio.parse_time(this["published"])
+    # the planted copy that is longer than its original wins under "longest"
+    cl = [json.loads(line) for line in (tmp_path / "c-longest.jsonl").read_text().splitlines()]
+    kept_ids = {c["id"] for c in cl if c["kept"]}
+    assert "copy01" in kept_ids and rows[1]["id"] not in kept_ids
+
+
+# ---------------------------------------------------------------------------------------------
+# the report
+
+
+def test_report_is_self_contained_and_escaped(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    evil = "<script>alert('x')</script> & <b>bold</b> " + rows[0]["text"]
+    data = rows[:200] + [dict(rows[0], id="evil1", text=evil), dict(rows[0], id="evil2", text=evil)]
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, data)
+    report = tmp_path / "report.html"
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--report", str(report))
+    assert r.returncode == 0, r.stderr
+    page = report.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "<script" not in page  # no scripts of ours, and the corpus's are escaped
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # no external assets
+    assert page.count("<svg") == 2 and "Hamming distance" in page
+    assert "Largest clusters" in page and ("<del>" in page or "<ins>" in page)
+    assert re.search(r"<th>read</th><td[^>]*>202</td>", page)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input and exit codes
+
+
+def test_bad_records_fail_or_skip(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    src = tmp_path / "in.jsonl"
+    good = [json.dumps(r, ensure_ascii=False) for r in rows[:50]]
+    lines = [*good[:10], "{broken", *good[10:20], '{"title": "no text"}', *good[20:]]
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "o.jsonl"
+    r = neardup("dedup", str(src), "-o", str(out))
+    assert r.returncode == 1
+    assert f"{src}:11: not valid JSON" in r.stderr and "--on-error skip" in r.stderr
+    r = neardup("dedup", str(src), "-o", str(out), "--on-error", "skip")
+    assert r.returncode == 0, r.stderr
+    assert f"skipped {src}:11: not valid JSON" in r.stderr
+    assert f"skipped {src}:22: no field 'text' (fields: 'title')" in r.stderr
+    assert "read 50 documents (2 bad records skipped)" in r.stderr
+    ids = read_ids(out)
+    assert set(ids) <= {x["id"] for x in rows[:50]} and len(ids) >= 40
+
+
+def test_non_string_text_in_csv_and_parquet(tmp_path: Path) -> None:
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": [1, 2, 3], "text": ["alpha beta", None, "gamma"]}), src)
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "o.parquet"))
+    assert r.returncode == 1 and f"{src}:2: field 'text' is null, expected a string" in r.stderr
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "o.parquet"), "--on-error", "skip")
+    assert r.returncode == 0
+    assert pq.read_table(tmp_path / "o.parquet").column("id").to_pylist() == [1, 3]
+    csv_src = tmp_path / "in.csv"
+    csv_src.write_text("id,body\n1,x\n")
+    r = neardup("dedup", str(csv_src), "-o", str(tmp_path / "o.csv"))
+    assert r.returncode == 1
+    assert f"{csv_src}:1: no column 'text' in the header (columns: id, body)" in r.stderr
+    r = neardup("dedup", str(csv_src), "-o", str(tmp_path / "o.csv"), "--text-field", "body")
+    assert r.returncode == 0 and (tmp_path / "o.csv").read_text() == "id,body\n1,x\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["missing.jsonl", "-o", "o.jsonl"], 1, "missing.jsonl: no such file or directory"),
+        (["in.dat", "-o", "o.jsonl"], 2, "in.dat: cannot tell the format from the name"),
+        (["in.jsonl", "-o", "o.csv"], 2, "the name says csv but the inputs are jsonl"),
+        (["in.jsonl", "in.txt", "-o", "o.jsonl"], 2, "inputs mix formats"),
+        (["in.jsonl", "-o", "o.jsonl", "--keep", "newest"], 2, "--keep newest needs --time-field"),
+        (["in.jsonl", "-o", "o.jsonl", "--k", "65"], 2, "--k 65 is out of range: 0..64"),
+        (["in.jsonl", "-o", "o.jsonl", "--threshold", "2"], 2, "--threshold 2.0 is out of range"),
+        (["in.jsonl", "-o", "o.jsonl", "--preset", "nope"], 2, 'unknown preset "nope"'),
+        (["in.jsonl", "-o", "in.jsonl"], 2, "in.jsonl is both an input and an output"),
+        (["in.jsonl", "-o", "o.jsonl", "--keep", "oldest"], 2, "invalid choice: 'oldest'"),
+        (["in.jsonl"], 2, "-o/--output"),
+        (
+            ["in.jsonl", "-o", "o.jsonl", "--keep", "newest", "--time-field", "when"],
+            1,
+            "in.jsonl:1: no time field 'when'",
+        ),
+    ],
+)
+def test_usage_and_input_errors(
+    tmp_path: Path, rows: list[dict[str, Any]], argv: list[str], code: int, message: str
+) -> None:
+    write_jsonl(tmp_path / "in.jsonl", rows[:20])
+    (tmp_path / "in.dat").write_text("x\n")
+    (tmp_path / "in.txt").write_text("x\n")
+    r = neardup("dedup", *argv, cwd=tmp_path)
+    assert r.returncode == code, r.stderr
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_several_inputs_one_output(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl.gz"
+    write_jsonl(a, rows[:300])
+    write_jsonl(b, rows[300:], "gz")
+    out = tmp_path / "o.jsonl.zst"
+    r = neardup("dedup", str(a), str(b), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    engine = CorpusDeduper()
+    engine.feed([x["text"] for x in rows])
+    want = [x["id"] for x, k in zip(rows, engine.result().kept) if k]
+    assert read_ids(out) == want
+
+
+def test_progress_bar_on_a_terminal(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, rows * 30)  # enough to be read in several chunks
+    exe = shutil.which("neardup")
+    assert exe is not None
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    p = subprocess.Popen(
+        [exe, "dedup", str(src), "-o", str(tmp_path / "o.jsonl")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert p.wait(timeout=300) == 0
+    shown = b"".join(chunks).decode("utf-8", "replace")
+    assert "pass 1/2: reading" in shown and "pass 2/2: writing" in shown
+    assert re.search(r"[\d.]+[kM]?B/s", shown) and re.search(r"[\d,]+ docs/s", shown)
+    assert re.search(r"\d\d:\d\d<(\d\d:\d\d|\?)", shown)  # elapsed<remaining (ETA)
+    assert f"read {len(rows) * 30:,} documents" in shown

@@ -1,0 +1,158 @@
+"""`neardup fingerprint` end to end: the new column holds Fingerprinter's values, every other
+field is kept, the output has the input's format; bad input and exit codes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from neardup import io as nio
+from neardup.dedup import Policy
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
+
+
+def neardup(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("neardup")
+    assert exe is not None, "the neardup command is not installed (pip install -e .)"
+    return subprocess.run(
+        [exe, *args], capture_output=True, text=True, timeout=300, cwd=cwd, stdin=subprocess.DEVNULL
+    )
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, Any]]:
+    with open(SAMPLE, encoding="utf-8") as f:
+        return [json.loads(line) for line in f][:200]
+
+
+@pytest.fixture(scope="module")
+def want(rows: list[dict[str, Any]]) -> list[int]:
+    """As the deduplicators fingerprint (normalised; HTML by its main text)."""
+    policy = Policy.default()
+    return policy.fingerprint_many(policy.make_fingerprinter(), [r["text"] for r in rows]).tolist()
+
+
+def test_raw_fingerprints_the_text_as_is(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[:50]), "utf-8")
+    f = Policy.default().make_fingerprinter()
+    for raw in (True, False):
+        out = tmp_path / f"out-{raw}.jsonl"
+        r = neardup("fingerprint", str(src), "-o", str(out), *(["--raw"] if raw else []))
+        assert r.returncode == 0, r.stderr
+        got = [int(json.loads(x)["fingerprint"], 16) for x in out.read_text().splitlines()]
+        as_is = [f.fingerprint(x["text"]) for x in rows[:50]]
+        assert (got == as_is) is raw
+
+
+def test_jsonl_hex(tmp_path: Path, rows: list[dict[str, Any]], want: list[int]) -> None:
+    src = tmp_path / "in.jsonl.gz"
+    with nio.open_write(str(src), "gz") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False).encode() + b"\n")
+    out = tmp_path / "out.jsonl"
+    r = neardup("fingerprint", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    back = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [{k: v for k, v in b.items() if k != "fingerprint"} for b in back] == rows
+    assert [list(b) for b in back] == [[*r, "fingerprint"] for r in rows]  # field order kept
+    assert [b["fingerprint"] for b in back] == [f"{x:016x}" for x in want]
+    assert "200 documents" in r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_csv_int(tmp_path: Path, rows: list[dict[str, Any]], want: list[int], fmt: str) -> None:
+    delim = "," if fmt == "csv" else "\t"
+    src = tmp_path / f"in.{fmt}"
+    with open(src, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f, delimiter=delim)
+        w.writerow(["id", "text"])
+        w.writerows([r["id"], r["text"]] for r in rows)
+    out = tmp_path / f"out.{fmt}"
+    r = neardup("fingerprint", str(src), "-o", str(out), "--encoding", "int", "--field", "fp")
+    assert r.returncode == 0, r.stderr
+    with open(out, encoding="utf-8", newline="") as f:
+        back = list(csv.reader(f, delimiter=delim))
+    assert back[0] == ["id", "text", "fp"]
+    assert back[1:] == [[r["id"], r["text"], str(x)] for r, x in zip(rows, want)]
+
+
+@pytest.mark.parametrize("encoding", ["hex", "int"])
+def test_parquet(
+    tmp_path: Path, rows: list[dict[str, Any]], want: list[int], encoding: str
+) -> None:
+    src = tmp_path / "in.parquet"
+    pq.write_table(
+        pa.table({"id": [r["id"] for r in rows], "text": [r["text"] for r in rows]}), src
+    )
+    out = tmp_path / "out.parquet"
+    r = neardup("fingerprint", str(src), "-o", str(out), "--encoding", encoding)
+    assert r.returncode == 0, r.stderr
+    table = pq.read_table(out)
+    assert table.column_names == ["id", "text", "fingerprint"]
+    if encoding == "int":
+        assert table.schema.field("fingerprint").type == pa.uint64()
+        assert table.column("fingerprint").to_pylist() == want
+    else:
+        assert table.column("fingerprint").to_pylist() == [f"{x:016x}" for x in want]
+
+
+def test_text_lines_and_directories(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    policy = Policy.default()
+    f = policy.make_fingerprinter()
+    src = tmp_path / "in.txt"
+    lines = [r["text"].replace("\n", " ") for r in rows[:50]]
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    r = neardup("fingerprint", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    got = [line.split("\t", 1) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [g[1] for g in got] == lines
+    assert [int(g[0], 16) for g in got] == policy.fingerprint_many(f, lines).tolist()
+
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "a.txt").write_text(rows[0]["text"], encoding="utf-8")
+    (d / "b.html").write_text(f"<p>{rows[1]['text'][:80]}</p><script>x</script>", "utf-8")
+    r = neardup("fingerprint", str(d), "-o", str(tmp_path / "dir.jsonl"))
+    assert r.returncode == 0, r.stderr
+    back = [json.loads(x) for x in (tmp_path / "dir.jsonl").read_text().splitlines()]
+    page = f"<html><body><p>{rows[1]['text'][:80]}</p><script>x</script></body></html>"
+    html_fp = int(policy.fingerprint_many(f, [page])[0])
+    assert back == [
+        {
+            "id": "a.txt",
+            "fingerprint": f"{int(policy.fingerprint_many(f, [rows[0]['text']])[0]):016x}",
+        },
+        {"id": "b.html", "fingerprint": f"{html_fp:016x}"},
+    ]
+    r = neardup("fingerprint", str(d), "-o", str(tmp_path / "dir.csv"))
+    assert r.returncode == 2 and "name the output .jsonl" in r.stderr
+
+
+def test_bad_input(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    src = tmp_path / "in.jsonl"
+    good = [json.dumps(r, ensure_ascii=False) for r in rows[:5]]
+    src.write_text("\n".join([*good[:2], '{"text": null}', *good[2:]]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    r = neardup("fingerprint", str(src), "-o", str(out))
+    assert r.returncode == 1 and f"{src}:3: field 'text' is null, expected a string" in r.stderr
+    r = neardup("fingerprint", str(src), "-o", str(out), "--on-error", "skip")
+    assert r.returncode == 0
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [
+        x["id"] for x in rows[:5]
+    ]
+    r = neardup("fingerprint", str(tmp_path / "none.jsonl"), "-o", str(out))
+    assert r.returncode == 1 and "none.jsonl: no such file or directory" in r.stderr
+    r = neardup("fingerprint", str(src), "-o", str(tmp_path / "x.parquet"))
+    assert r.returncode == 2 and "the name says parquet but the inputs are jsonl" in r.stderr
+    r = neardup("fingerprint", str(src), "-o", str(out), "--encoding", "b64")
+    assert r.returncode == 2 and "invalid choice: 'b64'" in r.stderr

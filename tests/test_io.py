@@ -1,0 +1,293 @@
+"""neardup.io: format detection, the streaming readers (pass 1) and KeptWriter (pass 2), on real
+text from the shipped sample corpus (examples/news-sample.jsonl)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from neardup import io as nio
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, Any]]:
+    with open(SAMPLE, encoding="utf-8") as f:
+        return [json.loads(line) for line in f][:300]
+
+
+def _docs(source: nio.Source, spec: nio.FieldSpec | None = None) -> list[Any]:
+    return list(nio.read_docs(source, spec or nio.FieldSpec()))
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]], compression: str | None) -> bytes:
+    data = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in rows)
+    with nio.open_write(str(path), compression) as f:
+        f.write(data)
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# detection
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "comp"),
+    [
+        ("a.jsonl", "jsonl", None),
+        ("a.ndjson.gz", "jsonl", "gz"),
+        ("a.json.xz", "jsonl", "xz"),
+        ("a.jsonl.zst", "jsonl", "zst"),
+        ("a.CSV", "csv", None),
+        ("a.tsv.gz", "tsv", "gz"),
+        ("a.txt.zst", "txt", "zst"),
+        ("a.parquet", "parquet", None),
+    ],
+)
+def test_detect_by_name(tmp_path: Path, name: str, fmt: str, comp: str | None) -> None:
+    s = nio.detect(str(tmp_path / name))
+    assert (s.format, s.compression) == (fmt, comp)
+
+
+def test_detect_directory_and_errors(tmp_path: Path) -> None:
+    assert nio.detect(str(tmp_path)).format == "dir"
+    with pytest.raises(nio.UnknownFormatError, match=r"data\.bin: cannot tell the format"):
+        nio.detect(str(tmp_path / "data.bin"))
+    with pytest.raises(nio.UnknownFormatError, match="format 'xml' is not one of"):
+        nio.detect(str(tmp_path / "a.jsonl"), "xml")
+    with pytest.raises(nio.UnknownFormatError, match="compressed inside"):
+        nio.detect(str(tmp_path / "a.parquet.gz"))
+    # an explicit format wins over the name
+    assert nio.detect(str(tmp_path / "data.bin"), "txt").format == "txt"
+
+
+def test_output_source_checks_the_format(tmp_path: Path) -> None:
+    inputs = [nio.Source("x.jsonl", "jsonl")]
+    assert nio.output_source("out.jsonl.gz", inputs) == nio.Source("out.jsonl.gz", "jsonl", "gz")
+    assert nio.output_source("out", inputs).format == "jsonl"
+    with pytest.raises(nio.UnknownFormatError, match="the name says csv but the inputs are jsonl"):
+        nio.output_source("out.csv", inputs)
+    with pytest.raises(nio.UnknownFormatError, match="inputs mix formats"):
+        nio.output_source("out.jsonl", [*inputs, nio.Source("y.csv", "csv")])
+
+
+# ---------------------------------------------------------------------------------------------
+# JSONL, every compression
+
+
+@pytest.mark.parametrize("comp", [None, "gz", "xz", "zst"])
+def test_jsonl_roundtrip(tmp_path: Path, rows: list[dict[str, Any]], comp: str | None) -> None:
+    suffix = {None: "", "gz": ".gz", "xz": ".xz", "zst": ".zst"}[comp]
+    path = tmp_path / f"in.jsonl{suffix}"
+    data = _write_jsonl(path, rows, comp)
+    source = nio.detect(str(path))
+    docs = _docs(source, nio.FieldSpec(time_field="published"))
+    assert [d.text for d in docs] == [r["text"] for r in rows]
+    assert [d.id for d in docs] == [r["id"] for r in rows]
+    assert [d.slot for d in docs] == list(range(len(rows)))
+    assert docs[0].time == pytest.approx(nio.parse_time(rows[0]["published"]))
+    # pass 2 copies the kept lines byte for byte, in order
+    keep = np.zeros(len(rows), dtype=bool)
+    keep[::3] = True
+    out = tmp_path / f"out.jsonl{suffix}"
+    with nio.KeptWriter(nio.output_source(str(out), [source])) as w:
+        w.write(source, keep)
+    stream, raw = nio.open_read(str(out), comp)
+    got = stream.read()
+    stream.close()
+    raw.close()
+    lines = data.splitlines(keepends=True)
+    assert got == b"".join(line for line, k in zip(lines, keep) if k)
+
+
+def test_jsonl_bad_records_name_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(
+        b'{"text": "fine", "id": 1}\n'
+        b"\n"  # blank: not a record, keeps line numbers honest
+        b"{not json\n"
+        b'{"body": "no text field"}\n'
+        b'{"text": 42}\n'
+        b'["a list"]\n'
+        b'{"text": "bad id", "id": true}\n'
+        b'{"text": "\xff\xfe invalid utf-8"}\n'
+        b'{"text": "t", "when": "yesterday"}\n'
+        b'{"text": "last", "id": "x"}\n'
+    )
+    out = _docs(nio.detect(str(path)), nio.FieldSpec(time_field=None))
+    messages = [str(d) if isinstance(d, nio.InputError) else d.text for d in out]
+    assert messages[0] == "fine"
+    assert messages[1].startswith(f"{path}:3: not valid JSON")
+    assert messages[2] == f"{path}:4: no field 'text' (fields: 'body')"
+    assert messages[3] == f"{path}:5: field 'text' is int, expected a string"
+    assert messages[4] == f"{path}:6: expected a JSON object, got list"
+    assert messages[5] == f"{path}:7: id is bool, expected a string or integer"
+    assert messages[6].startswith(f"{path}:8: not valid UTF-8")
+    assert messages[8] == "last"
+    assert [d.slot for d in out] == list(range(9))
+    timed = _docs(nio.detect(str(path)), nio.FieldSpec(time_field="when"))
+    assert str(timed[7]).startswith(f"{path}:9: field 'when': time 'yesterday' is neither")
+    assert str(timed[8]) == f"{path}:10: no time field 'when'"
+
+
+def test_truncated_gzip_ends_with_an_error(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    path = tmp_path / "cut.jsonl.gz"
+    data = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in rows)
+    path.write_bytes(gzip.compress(data)[:-200])
+    out = _docs(nio.detect(str(path)))
+    assert isinstance(out[-1], nio.InputError)
+    assert out[-1].slot is None and "cannot read on" in str(out[-1])
+    assert all(isinstance(d, nio.Doc) for d in out[:-1])
+
+
+def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
+    out = _docs(nio.Source(str(tmp_path / "gone.jsonl"), "jsonl"))
+    assert len(out) == 1 and "cannot open" in str(out[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV / TSV
+
+
+@pytest.mark.parametrize(("fmt", "delimiter"), [("csv", ","), ("tsv", "\t")])
+def test_csv_roundtrip(
+    tmp_path: Path, rows: list[dict[str, Any]], fmt: str, delimiter: str
+) -> None:
+    path = tmp_path / f"in.{fmt}"
+    fields = ["id", "lang", "published", "text"]
+    with open(path, "w", encoding="utf-8-sig", newline="") as f:  # BOM, as Excel writes
+        w = csv.writer(f, delimiter=delimiter)
+        w.writerow(fields)
+        for r in rows:
+            w.writerow([r[k] for k in fields])  # texts hold newlines, quotes, commas
+    source = nio.detect(str(path))
+    docs = _docs(source)
+    assert [d.text for d in docs] == [r["text"] for r in rows]
+    assert [d.id for d in docs] == [r["id"] for r in rows]
+    keep = np.arange(len(rows)) % 2 == 1
+    out = tmp_path / f"out.{fmt}.gz"
+    with nio.KeptWriter(nio.output_source(str(out), [source])) as w:
+        w.write(source, keep)
+    with gzip.open(out, "rt", encoding="utf-8", newline="") as f:
+        back = list(csv.reader(f, delimiter=delimiter))
+    assert back[0] == fields
+    assert back[1:] == [[r[k] for k in fields] for r, k in zip(rows, keep) if k]
+
+
+def test_csv_errors(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_bytes(b'id,text\n1,"ok"\n2,too,many\n3,"\xff bad"\n4,fine\n')
+    out = _docs(nio.detect(str(path)))
+    assert out[0].text == "ok"
+    assert str(out[1]) == f"{path}:3: has 3 fields, the header has 2"
+    assert str(out[2]) == f"{path}:4: field 'text' is not valid UTF-8"
+    assert out[3].text == "fine"
+    headless = tmp_path / "nohead.csv"
+    headless.write_text("id,body\n1,x\n")
+    (err,) = _docs(nio.detect(str(headless)))
+    assert str(err) == f"{headless}:1: no column 'text' in the header (columns: id, body)"
+
+
+# ---------------------------------------------------------------------------------------------
+# text lines, Parquet, directories
+
+
+def test_text_lines(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_bytes("第一行\r\n\n  \nsecond line\nthird\n".encode())
+    docs = _docs(nio.detect(str(path)))
+    assert [(d.text, d.line, d.slot) for d in docs] == [
+        ("第一行", 1, 0),
+        ("second line", 4, 1),
+        ("third", 5, 2),
+    ]
+    keep = np.array([True, False, True])
+    out = tmp_path / "out.txt.xz"
+    with nio.KeptWriter(nio.output_source(str(out), [nio.detect(str(path))])) as w:
+        w.write(nio.detect(str(path)), keep)
+    assert [d.text for d in _docs(nio.detect(str(out)))] == ["第一行", "third"]
+
+
+def test_parquet_roundtrip(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    table = pa.table(
+        {
+            "id": [r["id"] for r in rows],
+            "n": list(range(len(rows))),
+            "text": [r["text"] for r in rows],
+        }
+    )
+    path = tmp_path / "in.parquet"
+    pq.write_table(table, path, row_group_size=64)
+    source = nio.detect(str(path))
+    assert [d.text for d in _docs(source)] == table.column("text").to_pylist()
+    keep = np.arange(len(rows)) % 5 == 0
+    out = tmp_path / "out.parquet"
+    with nio.KeptWriter(nio.output_source(str(out), [source])) as w:
+        w.write(source, keep)
+    back = pq.read_table(out)
+    assert back.schema == table.schema
+    assert back.column("n").to_pylist() == [i for i in range(len(rows)) if keep[i]]
+    # a null text is a bad row, a missing column a bad file
+    nulls = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"text": ["a", None, "c"]}), nulls)
+    out_nulls = _docs(nio.detect(str(nulls)))
+    assert str(out_nulls[1]) == f"{nulls}:2: field 'text' is null, expected a string"
+    (err,) = _docs(nio.detect(str(nulls)), nio.FieldSpec(text_field="body"))
+    assert str(err) == f"{nulls}: no column 'body' (columns: text)"
+
+
+def test_directory_of_text_and_html(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    root = tmp_path / "site"
+    (root / "b").mkdir(parents=True)
+    (root / "a.txt").write_text(rows[0]["text"], encoding="utf-8")
+    page = (
+        "<!DOCTYPE html><html><head><title>T</title></head><body>"
+        f"<p>{rows[1]['text'][:60]}</p></body></html>"
+    )
+    (root / "b" / "page.html").write_text(page, encoding="utf-8")
+    (root / "b" / "part.htm").write_text("<p>just a fragment</p>", encoding="utf-8")
+    (root / "b" / "ignored.png").write_bytes(b"\x89PNG")
+    (root / "c.txt").write_bytes(b"caf\xe9\nbad latin-1")
+    docs = _docs(nio.detect(str(root)))
+    assert [getattr(d, "id", None) for d in docs] == ["a.txt", "b/page.html", "b/part.htm", None]
+    assert docs[0].text == rows[0]["text"]
+    # markup is kept for the dedup policy (main text); a fragment becomes a page
+    assert docs[1].text == page
+    assert docs[2].text == "<html><body><p>just a fragment</p></body></html>"
+    assert str(docs[3]) == f"{root / 'c.txt'}:1: not valid UTF-8 (byte 3 of the file)"
+    out = tmp_path / "out"
+    with nio.KeptWriter(nio.output_source(str(out), [nio.detect(str(root))])) as w:
+        w.write(nio.detect(str(root)), np.array([False, True, False, False]))
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        "b/page.html"
+    ]
+    assert (out / "b" / "page.html").read_text(encoding="utf-8") == page
+
+
+def test_parse_time() -> None:
+    assert nio.parse_time(1700000000) == 1700000000.0
+    assert nio.parse_time("1700000000.5") == 1700000000.5
+    assert nio.parse_time("2025-01-01T00:00:00Z") == 1735689600.0
+    assert nio.parse_time("2025-01-01T08:00:00+08:00") == 1735689600.0
+    assert nio.parse_time("2025-01-01") == 1735689600.0  # naive: UTC
+    for bad in ("soon", None, True, float("nan")):
+        with pytest.raises(ValueError, match="time"):
+            nio.parse_time(bad)
+
+
+def test_readers_report_progress_in_bytes(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    path = tmp_path / "in.jsonl.gz"
+    _write_jsonl(path, rows * 20, "gz")
+    seen: list[int] = []
+    n = sum(1 for _ in nio.read_docs(nio.detect(str(path)), progress=seen.append))
+    assert n == len(rows) * 20
+    assert sum(seen) == os.path.getsize(path)
