@@ -34,7 +34,7 @@ from typing import (
 import numpy as np
 import numpy.typing as npt
 
-from neardup._core import Fingerprinter, Index
+from neardup._core import Fingerprinter, Index, hamming
 from neardup.htmltext import looks_like_html, main_text
 from neardup.textstore import Id, MemoryTextStore, SqliteTextStore, TextStore, check_id
 from neardup.verify import (
@@ -273,6 +273,11 @@ class DedupBackend(Protocol):
     def __len__(self) -> int: ...
 
 
+def _match_order(m: Match) -> tuple[float, int]:
+    # Best first: highest similarity, then smallest distance.
+    return (-(m.similarity if m.similarity is not None else 1.0), m.distance)
+
+
 def _check_text(text: object, name: str = "text") -> str:
     if not isinstance(text, str):
         raise TypeError(f"{name} must be str, got {type(text).__name__}")
@@ -339,6 +344,7 @@ class Deduplicator:
         # them (4 bytes per shingle each): a miss re-reads the text from the store.
         self._sketches: OrderedDict[Id, Any] = OrderedDict()
         self._retention: float | None = None
+        self._last_expire = 0.0
         self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
         self._closed = False
 
@@ -481,7 +487,7 @@ class Deduplicator:
                 continue
             if sim is None or sim >= self.policy.threshold:
                 out.append(Match(cid, int(dist), sim))
-        out.sort(key=lambda m: (-(m.similarity if m.similarity is not None else 1.0), m.distance))
+        out.sort(key=_match_order)
         self._counters["matches"] += len(out)
         return out
 
@@ -508,8 +514,13 @@ class Deduplicator:
         self._maybe_expire()
 
     def _maybe_expire(self) -> None:
-        if self._retention is not None and self._counters["added"] % 256 == 0:
-            self.expire(time.time() - self._retention)
+        # Retention is applied at most once a second, so that it costs nothing per add.
+        if self._retention is None:
+            return
+        now = time.time()
+        if now - self._last_expire >= 1.0:
+            self._last_expire = now
+            self.expire(now - self._retention)
 
     def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
         """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint."""
@@ -572,10 +583,38 @@ class Deduplicator:
         norms, fps = self._prepare(texts)
         with self._lock:
             self._ensure_open()
-            for i, t, n, f, ts in zip(ids, texts, norms, fps, tss):
-                self._counters["adds"] += 1
-                self._add_norm(i, t, n, f, ts)
+            self._add_batch(list(zip(ids, texts, norms, fps, tss)))
         return fps
+
+    def _add_batch(self, items: list[tuple[Id, str, str, int, float | None]]) -> None:
+        """Store a batch with one store transaction (one fsync) and one index call."""
+        if not items:
+            return
+        now = time.time()
+        rows = [(i, t, now if ts is None else float(ts)) for i, t, _, _, ts in items]
+        put_many = getattr(self.store, "put_many", None)
+        if put_many is not None:
+            put_many(rows)
+        else:
+            for i, t, ts in rows:
+                self.store.put(i, t, ts)
+        for i, _, n, _, _ in items:
+            self._sketches.pop(i, None)
+            if self.policy.verifier == "jaccard":
+                self._cache_sketch(i, sketch(n, self.policy.shingle).hashes)
+        add_many = getattr(self.index, "add_many", None)
+        if add_many is not None:
+            add_many(
+                [i for i, _, _, _, _ in items],
+                [f for _, _, _, f, _ in items],
+                [ts for _, _, ts in rows],
+            )
+        else:
+            for (i, _, ts), (_, _, _, f, _) in zip(rows, items):
+                self.index.add(i, f, ts)
+        self._counters["adds"] += len(items)
+        self._counters["added"] += len(items)
+        self._maybe_expire()
 
     def check_and_add_many(
         self,
@@ -594,15 +633,38 @@ class Deduplicator:
         out: list[tuple[bool, list[Match]]] = []
         with self._lock:
             self._ensure_open()
+            # The texts to add are written together at the end (one fsync for the batch); until
+            # then later items are also checked against the pending ones.
+            pending: list[tuple[Id, str, str, int, float | None]] = []
+            pending_sketches: list[Any] = []
             for i, t, n, f, ts in zip(ids, texts, norms, fps, tss):
                 matches = self._check_norm(n, f, None)
+                qs = sketch(n, self.policy.shingle).hashes
+                radius = self.policy.radius(len(n))
+                for (pi, _, pn, pf, _), ps in zip(pending, pending_sketches):
+                    dist = hamming(f, pf)
+                    if dist > radius:
+                        continue
+                    sim = self._score_pair(n, qs, pn, ps)
+                    if sim is None or sim >= self.policy.threshold:
+                        matches.append(Match(pi, dist, sim))
                 if matches:
+                    matches.sort(key=_match_order)
                     out.append((False, matches))
                     continue
-                self._counters["adds"] += 1
-                self._add_norm(i, t, n, f, ts)
+                pending.append((i, t, n, f, ts))
+                pending_sketches.append(qs)
                 out.append((True, []))
+            self._add_batch(pending)
         return out
+
+    def _score_pair(self, norm: str, qs: Any, other_norm: str, other_sketch: Any) -> float | None:
+        kind = self.policy.verifier
+        if kind == "none":
+            return None
+        if kind == "jaccard":
+            return jaccard_sketch(qs, other_sketch)
+        return levenshtein(norm, other_norm) if kind == "levenshtein" else cosine(norm, other_norm)
 
     def remove(self, id: Id) -> None:
         """Forget ``id``; ``KeyError`` if unknown."""
