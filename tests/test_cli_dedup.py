@@ -120,6 +120,12 @@ def test_jsonl_kept_rows_and_clusters(
         else:
             assert seen[-1] == c["cluster"]
     assert "kept" in r.stderr and f"removed {removed:,}" in r.stderr
+    # the output was staged aside and renamed whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "clusters.jsonl",
+        "in.jsonl",
+        "kept.jsonl",
+    ]
 
 
 def test_summary_and_quiet(tmp_path: Path, rows: list[dict[str, Any]]) -> None:

@@ -420,8 +420,15 @@ def run(args: argparse.Namespace) -> int:
     texts: dict[int, str] = {}
     progress = Progress(input_bytes(sources), "pass 2/2: writing", args.quiet)
     row_offset = 0
+    # a file output appears whole or not at all: written aside, renamed at the end
+    staged = output
+    if output.format != "dir":
+        head, tail = os.path.split(output.path)
+        staged = nio.Source(
+            os.path.join(head, f".{tail}.neardup-partial"), output.format, output.compression
+        )
     try:
-        with nio.KeptWriter(output, n_inputs=len(sources)) as writer:
+        with nio.KeptWriter(staged, n_inputs=len(sources)) as writer:
             for slots in files:
                 good = np.ones(slots.n_slots, dtype=bool)
                 good[slots.bad] = False
@@ -441,16 +448,16 @@ def run(args: argparse.Namespace) -> int:
 
                 writer.write(slots.source, keep_slots, need_slots, on_need, spec, progress.advance)
                 row_offset += int(good.sum())
-    except nio.InputError as e:
+        if staged is not output:
+            os.replace(staged.path, output.path)
+    except (nio.InputError, OSError) as e:
         progress.close()
         eprint(f"neardup dedup: {e}")
         return EXIT_INPUT
-    except OSError as e:
-        progress.close()
-        eprint(f"neardup dedup: cannot write {args.output}: {e}")
-        return EXIT_INPUT
     finally:
         progress.close()
+        if staged is not output and os.path.exists(staged.path):
+            os.remove(staged.path)
 
     if args.clusters:
         _write_clusters(args.clusters, rep, in_cluster, result.distance, ids)
