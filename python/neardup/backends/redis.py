@@ -92,10 +92,10 @@ def default_blocks(k: int) -> int:
 class BlockLayout:
     """``blocks`` runs of bits of a 64-bit fingerprint, most significant first.
 
-    Widths are ``64 // blocks``, the first ``64 % blocks`` blocks one bit wider. Pigeonhole:
-    if ``hamming(a, b) <= k`` then in some block ``a`` and ``b`` differ in at most
-    ``k // blocks`` bits, so probing every value within that radius of each block of ``a``
-    finds every such ``b``.
+    Widths are ``64 // blocks``, the first ``64 % blocks`` blocks one bit wider (the core
+    index's layout). Pigeonhole: if ``hamming(a, b) <= k`` then in some block ``a`` and ``b``
+    differ in at most ``radii(k)[block]`` bits, so probing every value within that radius of
+    each block of ``a`` finds every such ``b``.
     """
 
     def __init__(self, blocks: int) -> None:
@@ -116,8 +116,18 @@ class BlockLayout:
         return [(fp >> s) & ((1 << w) - 1) for s, w in zip(self.shifts, self.widths)]
 
     def radius(self, k: int) -> int:
-        """Per-block probe radius that makes a query at ``k`` exact."""
+        """The largest per-block probe radius of a query at ``k`` (see :meth:`radii`)."""
         return k // self.blocks
+
+    def radii(self, k: int) -> list[int]:
+        """Per-block probe radius that makes a query at ``k`` exact (-1: block not probed).
+
+        With ``k = blocks * r + a`` (``a < blocks``), one of the first ``a + 1`` blocks differs
+        in at most ``r`` bits or one of the others in at most ``r - 1`` (else the distance would
+        be at least ``k + 1``): the core index's rule, so both probe the same buckets.
+        """
+        r, a = divmod(k, self.blocks)
+        return [r if i <= a else r - 1 for i in range(self.blocks)]
 
     def _flip_masks(self, width: int, r: int) -> list[int]:
         key = (width, r)
@@ -130,12 +140,16 @@ class BlockLayout:
             self._flips[key] = masks
         return masks
 
+    def probes_of_block(self, block: int, value: int, r: int) -> list[tuple[int, int]]:
+        """``(block, v)`` for every ``v`` within ``r`` bits of ``value`` (itself first)."""
+        return [(block, value ^ m) for m in self._flip_masks(self.widths[block], r)]
+
     def probes(self, fp: int, k: int) -> list[tuple[int, int]]:
         """``(block, value)`` of every bucket a query at radius ``k`` reads."""
-        r = self.radius(k)
         out: list[tuple[int, int]] = []
-        for i, v in enumerate(self.values(fp)):
-            out.extend((i, v ^ m) for m in self._flip_masks(self.widths[i], r))
+        for i, (v, r) in enumerate(zip(self.values(fp), self.radii(k))):
+            if r >= 0:
+                out.extend(self.probes_of_block(i, v, r))
         return out
 
 
