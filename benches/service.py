@@ -82,19 +82,20 @@ def request_bodies(n: int, stored: int, vocab: list[str], tag: str, seed: int) -
     return out
 
 
-def preload(path: Path, n: int, sync: str) -> float:
+def preload(path: Path, n: int, k: int | None) -> float:
     """Build a store of ``n`` texts under ``path`` in-process (once; reused when present)."""
     marker = path / f"preloaded-{n}"
     if marker.exists():
         return 0.0
-    from neardup.dedup import Deduplicator
+    from neardup.dedup import Deduplicator, Policy
 
     if path.exists():
         shutil.rmtree(path)
     vocab = vocabulary()
     t0 = time.perf_counter()
     # sync="off" only while building the fixture; the server reopens it with its own setting
-    d = Deduplicator.open(path, sync="off")
+    policy = None if k is None else Policy.default().replace(k_short=k, k_long=k)
+    d = Deduplicator.open(path, sync="off", policy=policy)
     chunk = 20_000
     for start in range(0, n, chunk):
         ids = list(range(start, min(n, start + chunk)))
@@ -534,12 +535,19 @@ def main() -> None:
         action="store_true",
         help="also measure the service with --no-fast-path",
     )
+    parser.add_argument(
+        "--k",
+        default="3",
+        help="candidate radius of the store: bits, or 'policy' for the default "
+        "policy's (default 3, the seed's and the issue's)",
+    )
     parser.add_argument("--data", type=Path, help="store directory (default .bench-data/)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     items = args.items if args.items is not None else (20_000 if args.quick else 1_000_000)
     args.duration = args.duration or (5.0 if args.quick else 10.0)
-    data = args.data or ROOT / ".bench-data" / f"service-{items}"
+    k = None if args.k == "policy" else int(args.k)
+    data = args.data or ROOT / ".bench-data" / f"service-{items}-k{args.k}"
     work = Path(tempfile.mkdtemp(prefix="neardup-bench-service-"))
     print(
         f"neardup service benchmark: {items:,} stored short texts, {args.connections} "
@@ -547,12 +555,12 @@ def main() -> None:
         f"load avg {os.getloadavg()[0]:.2f}"
     )
 
-    built = preload(data / "store", items, "off")
+    built = preload(data / "store", items, k)
     if built:
         print(f"  built the store in {built:.0f} s ({items / built:,.0f} texts/s in-process)")
     vocab = vocabulary()
     n_single = max(50_000, int(args.duration * 20_000))
-    results: dict[str, Any] = {"items": items, "connections": args.connections}
+    results: dict[str, Any] = {"items": items, "k": args.k, "connections": args.connections}
     bare_file = work / "bare.jsonl"
     bare_file.write_bytes(b"\n".join(request_bodies(20_000, 0, vocab, "bare", 1)))
 
