@@ -467,7 +467,7 @@ def test_many_bad_requests_leave_the_server_serving(url: str, srv: ServerProcess
 
 def test_no_fast_path_flag_is_the_only_difference(tmp_path: Path) -> None:
     """Both paths give byte-identical bodies for the same request sequence."""
-    answers = []
+    answers: list[list[tuple[int, bytes]]] = []
     for extra in ([], ["--no-fast-path"]):
         with ServerProcess(tmp_path / f"s{len(answers)}", "--retention", "none", *extra) as s:
             seq = []

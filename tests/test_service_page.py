@@ -103,7 +103,7 @@ def test_page_checks_adds_and_shows_a_diff(browser: webdriver.Chrome, tmp_path: 
         paste(browser, "   ")
         browser.find_element(By.ID, "check").click()
         wait_text(browser, "status", "empty_text")
-        assert "error" in browser.find_element(By.ID, "status").get_attribute("class")
+        assert browser.find_element(By.ID, "status").get_attribute("class") == "error"
 
         # an unrelated text has no near-duplicates
         paste(browser, words(5000))
