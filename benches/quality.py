@@ -23,6 +23,7 @@ Run: ``python benches/quality.py`` (2 000 documents per set) or ``--quick`` (600
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -30,9 +31,15 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import corpus  # noqa: E402
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# benches/ holds modules named like packages (benches/redis.py): keep it off sys.path so that
+# the peers' own imports (datasketch imports redis) find the real packages.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+_spec = importlib.util.spec_from_file_location("corpus", os.path.join(_HERE, "corpus.py"))
+assert _spec is not None and _spec.loader is not None
+corpus = importlib.util.module_from_spec(_spec)
+sys.modules["corpus"] = corpus
+_spec.loader.exec_module(corpus)
 from neardup.dedup import CorpusDeduper, Policy  # noqa: E402
 from neardup.htmltext import visible_text  # noqa: E402
 from neardup.verify import normalise  # noqa: E402
