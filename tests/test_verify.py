@@ -171,3 +171,13 @@ def test_fast_nfkc_on_real_text() -> None:
     for t in sample_texts(2000):
         for v in (t, t.replace(",", "，").replace("a", "ａ")):
             assert verify._nfkc(v) == unicodedata.normalize("NFKC", v)
+
+
+def test_sketch_many_sub_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = [verify.normalise(t) for t in sample_texts(120)] + ["", "ab", "abcdefgh"]
+    whole = verify.sketch_many(texts)
+    monkeypatch.setattr(verify, "_SUB_BATCH_CHARS", 300)
+    offsets, hashes = verify.sketch_many(texts)
+    assert np.array_equal(offsets, whole[0]) and np.array_equal(hashes, whole[1])
+    for i, t in enumerate(texts):
+        assert np.array_equal(hashes[offsets[i] : offsets[i + 1]], verify.sketch(t).hashes)

@@ -195,9 +195,32 @@ def sketch_many(
     """
     _check_n(n)
     count = len(norms)
-    lengths = np.fromiter((len(s) for s in norms), dtype=np.int64, count=count)
     if count == 0:
         return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint32)
+    # Sub-batches of ~100 k characters keep the arrays in cache: 2-3x faster than one pass.
+    offs: list[npt.NDArray[np.int64]] = []
+    parts: list[npt.NDArray[np.uint32]] = []
+    start, size, base = 0, 0, 0
+    for i, s in enumerate(norms):
+        size += len(s)
+        if size >= _SUB_BATCH_CHARS or i == count - 1:
+            o, h = _sketch_batch(norms[start : i + 1], n)
+            offs.append(o[:-1] + base)
+            parts.append(h)
+            base += h.size
+            start, size = i + 1, 0
+    offs.append(np.array([base], dtype=np.int64))
+    return np.concatenate(offs), np.concatenate(parts)
+
+
+_SUB_BATCH_CHARS = 100_000
+
+
+def _sketch_batch(
+    norms: Sequence[str], n: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32]]:
+    count = len(norms)
+    lengths = np.fromiter((len(s) for s in norms), dtype=np.int64, count=count)
     cp = _codepoints("".join(norms))
     starts = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
