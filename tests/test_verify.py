@@ -181,3 +181,14 @@ def test_sketch_many_sub_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     assert np.array_equal(offsets, whole[0]) and np.array_equal(hashes, whole[1])
     for i, t in enumerate(texts):
         assert np.array_equal(hashes[offsets[i] : offsets[i + 1]], verify.sketch(t).hashes)
+
+
+def test_main_text_tolerates_messy_markup() -> None:
+    html = (
+        "<!-- c --><HTML><Body><div class=\"x\" data-x='a>b'>Fish &amp; chips<p>one<p>two"
+        "<script>if (a < b) { document.write('</div>') }</script><br/>three &lt;ok&gt;"
+        "<nav class=menu><a href=/>Home</a></nav><style>p { color: red }</style><unknown>tail"
+    )
+    assert main_text(html) == "Fish & chips\none\ntwo\nthree <ok>tail"  # <unknown> is inline
+    assert visible_text("<html><head><title>T</title></head><body>b</body></html>") == "b"
+    assert main_text("") == "" and main_text("<p>unterminated <b>bold") == "unterminated bold"
