@@ -13,9 +13,9 @@ Layout (all keys start with the namespace ``ns``, default ``"neardup"``):
   pigeonhole principle two fingerprints within ``k`` bits agree exactly on at least one block;
   for wider ``k`` fewer, larger blocks probed within radius ``k // B``). Block ``i`` is a run of
   bits taken from the most significant end; the first ``64 % B`` blocks are one bit wider.
-- ``ns:b:<period>:<block>:<value hex>``: a list (the bucket) of entries
-  ``<uid>|<fingerprint hex>|<id>``. A query reads the buckets of its probe values in every live
-  period, in one pipelined round trip per node, then checks the distances exactly.
+- ``ns:b:<period>:<block>:<value hex>``: a list (the bucket) of entries: the fingerprint
+  (8 bytes, big-endian), then ``<uid>|<id>``. A query reads the buckets of its probe values in
+  every live period, in one pipelined round trip per node, then checks the distances exactly.
 - ``ns:r:<id>``: a hash per item: fingerprint, timestamp, period, uid (and the text, for
   :class:`RedisDeduplicator`).
 - ``{ns}:config`` (the settings, checked on open), ``{ns}:seq`` (the sequence of tickets),
@@ -50,6 +50,9 @@ from types import TracebackType
 from typing import Any, Union
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import numpy as np
+import numpy.typing as npt
+
 try:
     import redis as redis_py
     from redis.cluster import RedisCluster
@@ -68,6 +71,8 @@ __all__ = ["BlockLayout", "RedisDeduplicator", "RedisIndex", "default_blocks"]
 
 FORMAT_VERSION = 1
 _U64 = (1 << 64) - 1
+# Up to this many probe buckets are read inside the write script (see RedisIndex._write).
+_INLINE_READ_KEYS = 16
 # Without retention every item lives in one period (period 0 for the next ~35 000 years).
 _NO_RETENTION_PERIOD = float(1 << 40)
 
@@ -183,6 +188,14 @@ def _check_k(k: object, name: str = "k") -> int:
     return k
 
 
+def _popcount(a: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    """Set bits of each element."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2
+        return np.asarray(np.bitwise_count(a), dtype=np.int64)
+    bits = np.unpackbits(np.ascontiguousarray(a).view(np.uint8).reshape(-1, 8), axis=1)
+    return np.asarray(bits.sum(axis=1), dtype=np.int64)
+
+
 def _s(b: bytes | str) -> str:
     return b.decode() if isinstance(b, bytes) else b
 
@@ -205,15 +218,16 @@ def _order_key(uid: str) -> tuple[int, int, str]:
 
 # -- Lua --------------------------------------------------------------------------------------
 
-# One Redis server: take a ticket, read the probe buckets, append the entry to its own buckets
-# and write the item record, all in one atomic step. KEYS: seq, count, record, horizon,
-# probes..., own buckets... ARGV: nprobes, entry suffix, expireat (0: none), record fields...
+# One Redis server: take a ticket, read the (few) probe buckets passed, append the entry to its
+# own buckets and write the item record, all in one atomic step. KEYS: seq, count, record, horizon,
+# probes..., own buckets... ARGV: nprobes, fingerprint (8 bytes), expireat (0: none), id,
+# record fields...
 _WRITE_LUA = """
 local t = redis.call('INCR', KEYS[1])
 local np = tonumber(ARGV[1])
 local exp = tonumber(ARGV[3])
 local uid = 't' .. t
-local entry = uid .. '|' .. ARGV[2]
+local entry = ARGV[2] .. uid .. '|' .. ARGV[4]
 local out = {t, redis.call('HGETALL', KEYS[3]), redis.call('GET', KEYS[4]) or false}
 for i = 5, 4 + np do
   out[#out + 1] = redis.call('LRANGE', KEYS[i], 0, -1)
@@ -223,7 +237,7 @@ for i = 5 + np, #KEYS do
   if exp > 0 then redis.call('EXPIREAT', KEYS[i], exp) end
 end
 redis.call('DEL', KEYS[3])
-redis.call('HSET', KEYS[3], 'u', uid, unpack(ARGV, 4))
+redis.call('HSET', KEYS[3], 'u', uid, unpack(ARGV, 5))
 redis.call('INCR', KEYS[2])
 if exp > 0 then
   redis.call('EXPIREAT', KEYS[3], exp)
@@ -421,25 +435,36 @@ class RedisIndex:
         exclude: str | None = None,
     ) -> dict[str, _Entry]:
         """Entries within ``k`` of ``fp`` from ``(period, members)`` lists, one per id."""
-        found: dict[str, _Entry] = {}
+        raws: list[bytes] = []
+        periods: list[int] = []
         for p, members in lists:
-            if p < horizon:
+            if p >= horizon and members:
+                raws += members
+                periods += [p] * len(members)
+        found: dict[str, _Entry] = {}
+        if not raws:
+            return found
+        # Distances of all entries at once from their 8-byte fingerprint prefix; only the near
+        # ones are decoded.
+        others = np.frombuffer(b"".join(r[:8] for r in raws), dtype=">u8").astype(np.uint64)
+        dist = _popcount(others ^ np.uint64(fp))
+        for j in np.flatnonzero(dist <= k).tolist():
+            uid, idenc = raws[j][8:].decode().split("|", 1)
+            if idenc == exclude or idenc in found:
                 continue
-            for raw in members:
-                uid, fphex, idenc = _s(raw).split("|", 2)
-                if idenc == exclude or idenc in found:
-                    continue
-                other = int(fphex, 16)
-                d = (fp ^ other).bit_count()
-                if d <= k:
-                    found[idenc] = _Entry(uid, other, idenc, p, d)
+            found[idenc] = _Entry(uid, int(others[j]), idenc, periods[j], int(dist[j]))
         return found
 
     def _read(self, fp: int, k: int, exclude: str | None = None) -> dict[str, _Entry]:
         probes = self.layout.probes(fp, k)
-        keys: list[tuple[int, str]] = [
-            (p, self._bucket(p, b, v)) for p in self._live_periods() for b, v in probes
-        ]
+        keys = [(p, self._bucket(p, b, v)) for p in self._live_periods() for b, v in probes]
+        return self._read_keys(fp, k, keys, exclude)
+
+    def _read_keys(
+        self, fp: int, k: int, keys: Sequence[tuple[int, str]], exclude: str | None
+    ) -> dict[str, _Entry]:
+        """Entries within ``k`` of ``fp`` in buckets ``(period, key)``: one pipelined round
+        trip per node (the horizon comes with it)."""
         pipe = self.client.pipeline(transaction=False)
         pipe.get(self._k_horizon)
         for _, key in keys:
@@ -482,7 +507,7 @@ class RedisIndex:
         p = self._store_period(ts)
         exp = self._expire_at(p)
         own = [self._bucket(p, b, v) for b, v in enumerate(self.layout.values(fp))]
-        suffix = f"{fp:016x}|{idenc}"
+        fpbytes = fp.to_bytes(8, "big")
         record = self._record(idenc)
         flat: list[bytes | str] = ["f", f"{fp:016x}", "t", repr(ts), "p", str(p)]
         for name, value in fields.items():
@@ -494,23 +519,30 @@ class RedisIndex:
                 (q, self._bucket(q, b, v)) for q in self._live_periods() for b, v in probes
             ]
         if not self.cluster:
+            # One server: a script takes the ticket and appends atomically. Few probe buckets
+            # are read inside it too (one round trip, and every entry it sees precedes ours);
+            # many are read after it with plain LRANGEs (cheaper for Redis than a Lua reply
+            # of thousands of entries), keeping those with a smaller ticket.
+            inline = probe_keys if len(probe_keys) <= _INLINE_READ_KEYS else []
             keys = [self._k_seq, self._k_count + str(p), record, self._k_horizon]
-            keys += [key for _, key in probe_keys] + own
-            out = self._write_script(keys=keys, args=[len(probe_keys), suffix, exp, *flat])
+            keys += [key for _, key in inline] + own
+            out = self._write_script(keys=keys, args=[len(inline), fpbytes, exp, idenc, *flat])
             ticket, old = int(out[0]), out[1]
             uid = f"t{ticket}"
-            horizon = int(out[2]) if out[2] else -(1 << 62)
             self._drop_old(idenc, old, uid)
             if probe_k is None:
                 return _Written(ticket, uid, p, [])
-            found = self._parse(
-                fp, probe_k, zip((q for q, _ in probe_keys), out[3:]), horizon, idenc
-            )
-            # Everything the script read was appended by an earlier script: all precede us.
-            return _Written(ticket, uid, p, list(found.values()))
+            if inline:
+                horizon = int(out[2]) if out[2] else -(1 << 62)
+                found = self._parse(
+                    fp, probe_k, zip((q for q, _ in inline), out[3:]), horizon, idenc
+                )
+                return _Written(ticket, uid, p, list(found.values()))
+            found = self._read_keys(fp, probe_k, probe_keys, idenc)
+            return _Written(ticket, uid, p, self._earlier(found.values(), ticket))
         # Redis Cluster: append first, then take the ticket, then read (see module docstring).
         uid = f"n{time.time_ns():016x}{secrets.token_hex(4)}"
-        entry = f"{uid}|{suffix}"
+        entry = fpbytes + f"{uid}|{idenc}".encode()
         pipe = self.client.pipeline(transaction=False)
         pipe.hgetall(record)
         pipe.delete(record)
@@ -530,12 +562,7 @@ class RedisIndex:
         ticket = int(tk[0])
         if probe_k is None:
             return _Written(ticket, uid, p, [])
-        horizon = int(tk[1]) if tk[1] else -(1 << 62)
-        pipe = self.client.pipeline(transaction=False)
-        for _, key in probe_keys:
-            pipe.lrange(key, 0, -1)
-        lists = pipe.execute()
-        found = self._parse(fp, probe_k, zip((q for q, _ in probe_keys), lists), horizon, idenc)
+        found = self._read_keys(fp, probe_k, probe_keys, idenc)
         return _Written(ticket, uid, p, self._earlier(found.values(), ticket))
 
     def _earlier(self, entries: Iterable[_Entry], ticket: int) -> list[_Entry]:
@@ -568,7 +595,7 @@ class RedisIndex:
         self._remove_entries(idenc, int(rec["f"], 16), int(rec["p"]), rec["u"])
 
     def _remove_entries(self, idenc: str, fp: int, p: int, uid: str) -> None:
-        entry = f"{uid}|{fp:016x}|{idenc}"
+        entry = fp.to_bytes(8, "big") + f"{uid}|{idenc}".encode()
         pipe = self.client.pipeline(transaction=False)
         for b, v in enumerate(self.layout.values(fp)):
             pipe.lrem(self._bucket(p, b, v), 0, entry)
