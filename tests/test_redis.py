@@ -520,3 +520,27 @@ def test_redis_deduplicator_policy_is_stored(redis_url: str) -> None:
     d = RedisDeduplicator.from_url(redis_url, namespace=ns, policy=Policy.default().to_dict())
     assert d.policy == Policy.default()
     d.index.clear()
+
+
+def test_check_and_add_many_equals_one_by_one(any_url: str) -> None:
+    """A pipelined batch gives what one call per item gives, including a chain a~b~c where
+    b is rejected (c is then checked against a only, like a sequential run)."""
+    rng = random.Random(41)
+    fps = clustered_fps(rng, 30, 4, 3)
+    fps += [0, 0b11, 0b1111]  # chain: 2 bits, then 2 more (4 from the first)
+    ids = list(range(len(fps)))
+    batch = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
+    single = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
+    got = batch.check_and_add_many(ids, fps)
+    want = [single.check_and_add(i, f) for i, f in zip(ids, fps)]
+    assert got == want
+    assert [ok for ok, _ in got[-3:]] == [True, False, True]
+    # and the reference: a sequential loop over brute force
+    kept: dict[int, int] = {}
+    for i, f in zip(ids, fps):
+        if not brute(kept, f, 3):
+            kept[i] = f
+    assert {i for i, (ok, _) in zip(ids, got) if ok} == set(kept)
+    assert len(batch) == len(kept)
+    batch.clear()
+    single.clear()
