@@ -224,28 +224,50 @@ def _sketch_batch(
     cp = _codepoints("".join(norms))
     starts = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    if cp.size >= n:
-        h = _window_hash(cp, n)
-        doc = np.repeat(np.arange(count, dtype=np.uint64), lengths)[: h.size]
+    # Long documents: one small sort each (cache-resident, ~3x faster than the batched sort);
+    # short ones: one sort of (document, hash) keys for all, which saves the per-call overhead.
+    is_long = lengths >= _PER_DOC_SORT
+    h = _window_hash(cp, n) if cp.size >= n else np.empty(0, dtype=np.uint32)
+    if h.size:
+        doc = np.repeat(np.arange(count, dtype=np.int64), lengths)[: h.size]
         # Windows that cross into the next document: the last n-1 starts of each document.
         cross = (starts[1:, None] - np.arange(1, n, dtype=np.int64)[None, :]).ravel()
         cross = cross[(cross >= 0) & (cross < h.size)]
-        ok = np.ones(h.size, dtype=bool)
+        ok = ~is_long[doc]
         ok[cross] = False
-        keys = (doc[ok] << np.uint64(32)) | h[ok]
+        keys = (doc[ok].astype(np.uint64) << np.uint64(32)) | h[ok]
     else:
         keys = np.empty(0, dtype=np.uint64)
-    short = np.flatnonzero((lengths > 0) & (lengths < n))
-    if short.size:
-        extra = np.array([_hash_short(norms[int(i)]) for i in short], dtype=np.uint64)
-        keys = np.concatenate([keys, (short.astype(np.uint64) << np.uint64(32)) | extra])
+    tiny = np.flatnonzero((lengths > 0) & (lengths < n))
+    if tiny.size:
+        extra = np.array([_hash_short(norms[int(i)]) for i in tiny], dtype=np.uint64)
+        keys = np.concatenate([keys, (tiny.astype(np.uint64) << np.uint64(32)) | extra])
     # Keys are already grouped by document, so the stable (merge) sort is cheaper than quicksort.
     keys.sort(kind="stable")
     if keys.size > 1:
         keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
     kdoc = (keys >> np.uint64(32)).astype(np.int64)
-    offsets = np.searchsorted(kdoc, np.arange(count + 1, dtype=np.int64), side="left")
-    return offsets.astype(np.int64), (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    counts = np.bincount(kdoc, minlength=count).astype(np.int64)
+    long_sets = {}
+    for i in np.flatnonzero(is_long).tolist():
+        one = np.sort(h[starts[i] : starts[i + 1] - n + 1])
+        if one.size > 1:
+            one = one[np.concatenate(([True], one[1:] != one[:-1]))]
+        long_sets[i] = one
+        counts[i] = one.size
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), dtype=np.uint32)
+    if keys.size:
+        first = np.searchsorted(kdoc, np.arange(count, dtype=np.int64), side="left")
+        pos = np.arange(keys.size, dtype=np.int64) - first[kdoc] + offsets[kdoc]
+        out[pos] = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    for i, one in long_sets.items():
+        out[offsets[i] : offsets[i + 1]] = one
+    return offsets, out
+
+
+_PER_DOC_SORT = 256
 
 
 def jaccard_sketch(a: npt.NDArray[np.uint32], b: npt.NDArray[np.uint32]) -> float:
