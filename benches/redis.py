@@ -2,8 +2,10 @@
 Redis-backed MinHashLSH, driven the same way, with 1, 2 and 4 client processes.
 
 Each client process takes its share of the documents and, for each one, does one
-check-and-add: neardup ``RedisDeduplicator.check_and_add(id, text)`` (fingerprint, the atomic
-ticketed write + candidate read, the Jaccard verifier of the default policy) and
+check-and-add (one call per document, and neardup's pipelined ``check_and_add_many`` on
+batches of 100, as the service's batch endpoint does): neardup
+``RedisDeduplicator.check_and_add(id, text)`` (fingerprint, the atomic ticketed write +
+candidate read, the Jaccard verifier of the default policy) and
 ``RedisIndex.check_and_add(id, fp)`` (fingerprints computed beforehand: the index alone);
 datasketch: ``MinHash(128)`` of the 5-gram shingles, ``lsh.query(m)``, ``lsh.insert(id, m)``
 when nothing was found (not atomic: racing copies can both be inserted). The processes start
@@ -98,6 +100,9 @@ class Server:
 # -- workers (one per client process) --------------------------------------------------------
 
 
+BATCH = 100
+
+
 def _neardup_text_worker(url: str, ns: str, jobs: list[tuple[int, str]], start: Any, out: Any):
     from neardup.backends.redis import RedisDeduplicator
 
@@ -108,6 +113,22 @@ def _neardup_text_worker(url: str, ns: str, jobs: list[tuple[int, str]], start: 
     out.put((time.perf_counter() - t0, added))
 
 
+def _neardup_text_batch_worker(
+    url: str, ns: str, jobs: list[tuple[int, str]], start: Any, out: Any
+):
+    from neardup.backends.redis import RedisDeduplicator
+
+    d = RedisDeduplicator.from_url(url, namespace=ns)
+    start.wait()
+    t0 = time.perf_counter()
+    added = 0
+    for j in range(0, len(jobs), BATCH):
+        chunk = jobs[j : j + BATCH]
+        res = d.check_and_add_many([i for i, _ in chunk], [t for _, t in chunk])
+        added += sum(ok for ok, _ in res)
+    out.put((time.perf_counter() - t0, added))
+
+
 def _neardup_index_worker(url: str, ns: str, jobs: list[tuple[int, int]], start: Any, out: Any):
     from neardup.backends.redis import RedisIndex
 
@@ -115,6 +136,22 @@ def _neardup_index_worker(url: str, ns: str, jobs: list[tuple[int, int]], start:
     start.wait()
     t0 = time.perf_counter()
     added = sum(idx.check_and_add(i, fp)[0] for i, fp in jobs)
+    out.put((time.perf_counter() - t0, added))
+
+
+def _neardup_index_batch_worker(
+    url: str, ns: str, jobs: list[tuple[int, int]], start: Any, out: Any
+):
+    from neardup.backends.redis import RedisIndex
+
+    idx = RedisIndex.from_url(url, k=3, namespace=ns)
+    start.wait()
+    t0 = time.perf_counter()
+    added = 0
+    for j in range(0, len(jobs), BATCH):
+        chunk = jobs[j : j + BATCH]
+        res = idx.check_and_add_many([i for i, _ in chunk], [f for _, f in chunk])
+        added += sum(ok for ok, _ in res)
     out.put((time.perf_counter() - t0, added))
 
 
@@ -192,15 +229,25 @@ def main() -> None:
     url = args.url or server.url  # type: ignore[union-attr]
     try:
         print(f"# {n} documents ({peer_n} for datasketch), redis at {url}, {os.cpu_count()} CPUs")
-        print(f"{'client processes':>16} | {'neardup text':>13} | {'neardup index':>13} | "
-              f"{'datasketch':>11} | text/datasketch")  # fmt: skip
+        runs = [
+            ("text", _neardup_text_worker, docs),
+            (f"text, batches of {BATCH}", _neardup_text_batch_worker, docs),
+            ("index k=3", _neardup_index_worker, fps),
+            (f"index k=3, batches of {BATCH}", _neardup_index_batch_worker, fps),
+            ("datasketch MinHashLSH", _datasketch_worker, docs[:peer_n]),
+        ]
+        rates: dict[tuple[str, int], float] = {}
         for p in procs:
-            text_rate, text_added = run(_neardup_text_worker, url, list(enumerate(docs)), p)
-            index_rate, _ = run(_neardup_index_worker, url, list(enumerate(fps)), p)
-            ds_rate, ds_added = run(_datasketch_worker, url, list(enumerate(docs[:peer_n])), p)
-            print(f"{p:>16} | {text_rate:>9,.0f} /s | {index_rate:>9,.0f} /s | "
-                  f"{ds_rate:>7,.0f} /s | {text_rate / ds_rate:>6.1f}x "
-                  f"(added: neardup {text_added}, datasketch {ds_added})", flush=True)  # fmt: skip
+            for name, target, data in runs:
+                rate, added = run(target, url, list(enumerate(data)), p)
+                rates[(name, p)] = rate
+                print(f"{p} process(es) | {name:<30} | {rate:>8,.0f} check-and-add/s | "
+                      f"added {added}", flush=True)  # fmt: skip
+        print("\nratios to datasketch MinHashLSH (same processes):")
+        for p in procs:
+            ds = rates[("datasketch MinHashLSH", p)]
+            cells = ", ".join(f"{name}: {rates[(name, p)] / ds:.1f}x" for name, _, _ in runs[:-1])
+            print(f"  {p} process(es): {cells}")
     finally:
         if server is not None:
             server.stop()

@@ -544,3 +544,30 @@ def test_check_and_add_many_equals_one_by_one(any_url: str) -> None:
     assert len(batch) == len(kept)
     batch.clear()
     single.clear()
+
+
+def test_wait_replicas_with_a_real_replica(redis_server: RedisServer, tmp_path: Path) -> None:
+    """wait_replicas=1 succeeds with a real replica attached, and a write that no replica
+    acknowledges raises TimeoutError instead of returning as if it were safe."""
+    replica = RedisServer(tmp_path, "--replicaof", "127.0.0.1", str(redis_server.port))
+    try:
+        ns = fresh_ns()
+        base = f"redis://127.0.0.1:{redis_server.port}/0?namespace={ns}"
+        deadline = time.time() + 30
+        primary = redis.Redis(port=redis_server.port)
+        while time.time() < deadline and primary.info("replication")["connected_slaves"] < 1:
+            time.sleep(0.1)
+        d = RedisDeduplicator.from_url(base + "&wait_replicas=1&wait_timeout=5000")
+        assert d.check_and_add(1, "a text that must reach the replica before the reply") == (
+            True,
+            [],
+        )
+        copy = redis.Redis(port=replica.port)
+        assert copy.exists(d.index._record("i1"))
+        strict = RedisIndex.from_url(
+            base.replace(ns, fresh_ns()) + "&wait_replicas=2&wait_timeout=100"
+        )
+        with pytest.raises(TimeoutError, match="wait_replicas=2"):
+            strict.add(5, 123)
+    finally:
+        replica.stop()

@@ -324,6 +324,10 @@ class RedisIndex:
     ``retention`` (seconds, ``None`` = keep forever): items live until the end of their time
     period plus ``retention``; Redis deletes them itself. ``period`` defaults to
     ``retention / 4``. ``blocks`` defaults to :func:`default_blocks` of ``k``.
+
+    ``wait_replicas`` (one server with replicas): after each write, ``WAIT`` until that many
+    replicas acknowledged it (``wait_timeout`` ms); fewer raises ``TimeoutError`` and the
+    write must be treated as not acknowledged (see docs/scale-out.md, durability).
     """
 
     def __init__(
@@ -336,8 +340,15 @@ class RedisIndex:
         retention: float | None = None,
         period: float | None = None,
         meta: Mapping[str, Any] | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: int = 1000,
     ) -> None:
         self.k = _check_k(k)
+        for name, value in (("wait_replicas", wait_replicas), ("wait_timeout", wait_timeout)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        self.wait_replicas = wait_replicas
+        self.wait_timeout = wait_timeout
         if not isinstance(namespace, str) or not namespace or any(c in namespace for c in "{}|"):
             raise ValueError(
                 f"namespace must be a non-empty str without '{{', '}}' or '|', got {namespace!r}"
@@ -361,6 +372,8 @@ class RedisIndex:
         self.namespace = namespace
         self.client = client
         self.cluster = isinstance(client, RedisCluster)
+        if self.cluster and wait_replicas:
+            raise ValueError("wait_replicas is for one server with replicas, not Redis Cluster")
         tag = "{" + namespace + "}"
         self._k_config = f"{tag}:config"
         self._k_seq = f"{tag}:seq"
@@ -381,7 +394,7 @@ class RedisIndex:
         arguments or as query parameters of the URL; other query parameters go to redis-py.
         """
         client, options = connect(url)
-        for name in ("namespace", "blocks", "retention", "period"):
+        for name in _OUR_OPTIONS:
             if name in options and name not in kwargs:
                 kwargs[name] = options[name]
         return cls(client, k, **kwargs)
@@ -579,7 +592,16 @@ class RedisIndex:
             keys += [key for _, key in inline_keys] + x.own
             args = [len(inline_keys), x.fp.to_bytes(8, "big"), x.expire_at, x.idenc, *x.fields]
             self._write_script(keys=keys, args=args, client=pipe)
+        if self.wait_replicas:
+            pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout)
         outs = pipe.execute()
+        if self.wait_replicas:
+            acked = int(outs.pop())
+            if acked < self.wait_replicas:
+                raise TimeoutError(
+                    f"only {acked} of wait_replicas={self.wait_replicas} replicas acknowledged "
+                    f"the write within {self.wait_timeout} ms"
+                )
         written: list[_Written] = []
         for x, out in zip(batch, outs):
             ticket = int(out[0])
@@ -880,7 +902,14 @@ def _flatten(d: Mapping[bytes, bytes] | Sequence[bytes]) -> list[bytes]:
 
 # -- connecting ------------------------------------------------------------------------------
 
-_OUR_OPTIONS = {"namespace": str, "blocks": int, "retention": float, "period": float}
+_OUR_OPTIONS = {
+    "namespace": str,
+    "blocks": int,
+    "retention": float,
+    "period": float,
+    "wait_replicas": int,
+    "wait_timeout": int,
+}
 
 
 def connect(url: str, **client_kwargs: Any) -> tuple[Client, dict[str, Any]]:
@@ -893,8 +922,9 @@ def connect(url: str, **client_kwargs: Any) -> tuple[Client, dict[str, Any]]:
       Cluster reached through any of its nodes;
     - ``unix:///path/to/socket?db=0``.
 
-    Query parameters ``namespace``, ``blocks``, ``retention``, ``period`` are neardup's; the
-    others are passed to redis-py (e.g. ``socket_timeout``, ``health_check_interval``).
+    Query parameters ``namespace``, ``blocks``, ``retention``, ``period``, ``wait_replicas``,
+    ``wait_timeout`` are neardup's; the others are passed to redis-py (e.g. ``socket_timeout``,
+    ``health_check_interval``).
     """
     if not isinstance(url, str):
         raise TypeError(f"url must be str, got {type(url).__name__}")
@@ -970,6 +1000,8 @@ class RedisDeduplicator:
         blocks: int | None = None,
         fingerprinter: Fingerprinter | None = None,
         url: str | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: int = 1000,
     ) -> None:
         self.policy = _policy_from(policy, None, None)
         self.fingerprinter = (
@@ -983,6 +1015,8 @@ class RedisDeduplicator:
             retention=retention,
             period=period,
             meta={"policy": self.policy.to_dict()},
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
         )
         self.url = _redact(url) if url else None
         self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
@@ -1005,7 +1039,8 @@ class RedisDeduplicator:
         """Open the deduplicator at ``url`` (``redis://``, ``rediss://``, ``redis+cluster://``,
         ``unix://``; see :func:`connect`). ``k`` and ``preset`` override the policy's radius and
         fingerprint preset; URL query options ``namespace``, ``retention``, ``period``,
-        ``blocks`` apply when the keyword is not given."""
+        ``blocks`` apply when the keyword is not given; ``wait_replicas``, ``wait_timeout``
+        come from the URL only (see :class:`RedisIndex`)."""
         client, options = connect(url, **client_kwargs)
         return cls(
             client,
@@ -1015,6 +1050,8 @@ class RedisDeduplicator:
             period=period if period is not None else options.get("period"),
             blocks=blocks if blocks is not None else options.get("blocks"),
             url=url,
+            wait_replicas=options.get("wait_replicas", 0),
+            wait_timeout=options.get("wait_timeout", 1000),
         )
 
     # -- verification ------------------------------------------------------------------------
