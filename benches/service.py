@@ -308,7 +308,8 @@ def load_main(args: argparse.Namespace) -> None:
         reqs = [_request_bytes(args.path, b) for b in bodies]
     result = asyncio.run(_load(args.host, args.port, reqs, args.connections, args.duration))
     lat = result["latencies"]
-    print(
+    # to a file, not stdout: the event loop may leave stdout non-blocking (a pipe fills at 64 KiB)
+    Path(args.out).write_text(
         json.dumps(
             {
                 "latencies_us": [int(x * 1e6) for x in lat],
@@ -331,6 +332,7 @@ def python_load(
 ) -> dict[str, Any]:
     """Run ``procs`` load processes (2-core load), merge their latencies."""
     per = max(1, connections // procs)
+    outs = [requests_file.with_suffix(f".out{i}.json") for i in range(procs)]
     children = [
         subprocess.Popen(
             [
@@ -355,18 +357,20 @@ def python_load(
                 str(duration),
                 "--batch-size",
                 str(batch_size),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
+                "--out",
+                str(outs[i]),
+            ]
         )
         for i in range(procs)
     ]
     lat: list[int] = []
     statuses: dict[str, int] = {}
     elapsed = 0.0
-    for child in children:
-        out, _ = child.communicate()
-        data = json.loads(out)
+    for child, out in zip(children, outs):
+        if child.wait() != 0:
+            raise RuntimeError(f"load generator exited with {child.returncode}")
+        data = json.loads(out.read_text())
+        out.unlink()
         lat.extend(data["latencies_us"])
         for k, v in data["statuses"].items():
             statuses[k] = statuses.get(k, 0) + v
@@ -700,7 +704,7 @@ def _sub_main() -> None:
         return
     if len(sys.argv) > 1 and sys.argv[1] == "_load":
         p = argparse.ArgumentParser()
-        for name in ("--host", "--requests", "--path"):
+        for name in ("--host", "--requests", "--path", "--out"):
             p.add_argument(name)
         for name in ("--port", "--offset", "--stride", "--connections", "--batch-size"):
             p.add_argument(name, type=int)
