@@ -234,13 +234,15 @@ class NullBackend:
         pass
 
 
-def null_service_main() -> None:
+def null_service_main(fast_path: bool) -> None:
     """The real service (routes, validation, serialized writer) over :class:`NullBackend`."""
     from neardup.service.app import create_app
     from neardup.service.runner import serve
     from neardup.service.settings import Settings
 
-    settings = Settings(data_dir="unused", port=0, retention=None, max_batch=100_000)
+    settings = Settings(
+        data_dir="unused", port=0, retention=None, max_batch=100_000, fast_path=fast_path
+    )
     serve(settings, app=create_app(settings, backend=NullBackend()))
 
 
@@ -588,6 +590,14 @@ def main() -> None:
         )
     finally:
         null.stop()
+    if args.compare_fastapi:
+        null = Server([sys.executable, __file__, "_null", "--no-fast-path"]).start()
+        try:
+            results["null-backend fastapi-only"] = single_load(
+                args, null.host, null.port, bare_file
+            )
+        finally:
+            null.stop()
 
     syncs = ["full", "normal"] if args.sync == "both" else [args.sync]
     modes = [(s, False) for s in syncs] + ([(syncs[-1], True)] if args.compare_fastapi else [])
@@ -664,6 +674,8 @@ def main() -> None:
     bare_r = results["bare-asgi"]
     print(fmt_row("bare ASGI app (HTTP ceiling)", bare_r))
     print(fmt_row("service, null backend", results["null-backend"]))
+    if "null-backend fastapi-only" in results:
+        print(fmt_row("service, null backend, FastAPI only", results["null-backend fastapi-only"]))
     for key, r in results.items():
         if key.endswith(" single"):
             print(fmt_row(key[:-7], r))
@@ -700,7 +712,7 @@ def _sub_main() -> None:
         bare_app_main(0)
         return
     if len(sys.argv) > 1 and sys.argv[1] == "_null":
-        null_service_main()
+        null_service_main(fast_path="--no-fast-path" not in sys.argv)
         return
     if len(sys.argv) > 1 and sys.argv[1] == "_load":
         p = argparse.ArgumentParser()
