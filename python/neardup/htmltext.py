@@ -72,10 +72,11 @@ class _Extractor:
         self.block_in_main = False
 
     def _flush(self) -> None:
-        text = _WS.sub(" ", "".join(self.parts)).strip()
-        if text:
-            self.blocks.append((text, self.link_chars, self.block_in_main))
-        self.parts = []
+        if self.parts:
+            text = " ".join("".join(self.parts).split())
+            if text:
+                self.blocks.append((text, self.link_chars, self.block_in_main))
+            self.parts = []
         self.link_chars = 0
         self.block_in_main = self.main_depth > 0
 
@@ -103,8 +104,8 @@ class _Extractor:
         if tag in _VOID:
             return
         boiler = self._is_boiler(tag, attrs)
-        is_main = tag in _MAIN_TAGS or any(
-            n == "role" and (v or "").lower() == "main" for n, v in attrs
+        is_main = tag in _MAIN_TAGS or (
+            bool(attrs) and any(n == "role" and (v or "").lower() == "main" for n, v in attrs)
         )
         self.stack.append((tag, boiler, is_main))
         if boiler:
@@ -124,6 +125,19 @@ class _Extractor:
         if tag in _VOID:
             if tag in _BLOCK:
                 self._flush()
+            return
+        stack = self.stack
+        if stack and stack[-1][0] == tag:  # the common, well-nested case
+            _, boiler, is_main = stack.pop()
+            if tag in _BLOCK:
+                self._flush()
+            if boiler:
+                self.hidden_depth -= 1
+            if is_main:
+                self.main_depth -= 1
+            if tag == "a":
+                self.link_depth -= 1
+            self.block_in_main = self.main_depth > 0
             return
         # Close up to the matching open tag (tolerates unclosed <p>, <li>, ...).
         for i in range(len(self.stack) - 1, -1, -1):
@@ -198,15 +212,14 @@ def _scan(markup: str, p: _Extractor) -> None:
             text = markup[pos : m.start()]
             p.handle_data(html.unescape(text) if "&" in text else text)
         pos = m.end()
-        tag = m.group(2)
+        closing, tag, raw = m.groups()
         if tag is None:  # comment, doctype, processing instruction
             continue
         tag = tag.lower()
-        if m.group(1):
+        if closing:
             p.handle_endtag(tag)
             continue
-        raw = m.group(3)
-        attrs = _attrs(raw)
+        attrs = _attrs(raw) if raw else []
         if raw.endswith("/"):
             p.handle_startendtag(tag, attrs)
             continue
