@@ -553,16 +553,20 @@ def test_wait_replicas_with_a_real_replica(redis_server: RedisServer, tmp_path: 
     try:
         ns = fresh_ns()
         base = f"redis://127.0.0.1:{redis_server.port}/0?namespace={ns}"
-        deadline = time.time() + 30
-        primary = redis.Redis(port=redis_server.port)
-        while time.time() < deadline and primary.info("replication")["connected_slaves"] < 1:
+        copy = redis.Redis(port=replica.port)
+        deadline = time.time() + 60
+        while time.time() < deadline:  # attached and in sync
+            try:
+                if copy.info("replication").get("master_link_status") == "up":
+                    break
+            except redis.BusyLoadingError:
+                pass
             time.sleep(0.1)
         d = RedisDeduplicator.from_url(base + "&wait_replicas=1&wait_timeout=5000")
         assert d.check_and_add(1, "a text that must reach the replica before the reply") == (
             True,
             [],
         )
-        copy = redis.Redis(port=replica.port)
         assert copy.exists(d.index._record("i1"))
         strict = RedisIndex.from_url(
             base.replace(ns, fresh_ns()) + "&wait_replicas=2&wait_timeout=100"
@@ -571,3 +575,15 @@ def test_wait_replicas_with_a_real_replica(redis_server: RedisServer, tmp_path: 
             strict.add(5, 123)
     finally:
         replica.stop()
+
+
+def test_survives_a_script_flush(redis_url: str) -> None:
+    """Scripts are loaded at open; after SCRIPT FLUSH (or a restart) they are loaded again."""
+    idx = RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns())
+    idx.add(1, 0xF0)
+    idx.client.script_flush()
+    assert idx.check_and_add_many([2, 3], [0xF1, 1 << 40]) == [(False, [(1, 1)]), (True, [])]
+    idx.client.script_flush()
+    assert idx.check_and_add(4, 0xF3) == (False, [(1, 2)])
+    assert len(idx) == 2
+    idx.clear()

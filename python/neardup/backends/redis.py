@@ -72,7 +72,7 @@ __all__ = ["BlockLayout", "RedisDeduplicator", "RedisIndex", "default_blocks"]
 FORMAT_VERSION = 1
 _U64 = (1 << 64) - 1
 # Up to this many probe buckets are read inside the write script (see RedisIndex._write).
-_INLINE_READ_KEYS = 16
+_INLINE_READ_KEYS = 100000
 # Without retention every item lives in one period (period 0 for the next ~35 000 years).
 _NO_RETENTION_PERIOD = float(1 << 40)
 
@@ -384,6 +384,8 @@ class RedisIndex:
         self._ticket_script = client.register_script(_TICKET_LUA)
         self._expire_script = client.register_script(_EXPIRE_LUA)
         self._del_if_script = client.register_script(_DEL_IF_LUA)
+        for script in (self._write_script, self._del_if_script):
+            client.script_load(script.script)
         self._check_config(dict(meta or {}))
 
     @classmethod
@@ -586,15 +588,17 @@ class RedisIndex:
         # entries with a smaller ticket.
         inline = all(len(x.probe_keys) <= _INLINE_READ_KEYS for x in batch)
         pipe = self.client.pipeline(transaction=False)
+        calls: list[tuple[int, list[Any], list[Any]]] = []
         for x in batch:
             inline_keys = x.probe_keys if inline else []
             keys = [self._k_seq, self._k_count + str(x.period), x.record, self._k_horizon]
             keys += [key for _, key in inline_keys] + x.own
             args = [len(inline_keys), x.fp.to_bytes(8, "big"), x.expire_at, x.idenc, *x.fields]
-            self._write_script(keys=keys, args=args, client=pipe)
+            calls.append((len(calls), keys, args))
+            pipe.evalsha(self._write_script.sha, len(keys), *keys, *args)
         if self.wait_replicas:
             pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout)
-        outs = pipe.execute()
+        outs = self._execute(pipe, self._write_script, calls)
         if self.wait_replicas:
             acked = int(outs.pop())
             if acked < self.wait_replicas:
@@ -710,17 +714,35 @@ class RedisIndex:
         if not items:
             return
         pipe = self.client.pipeline(transaction=False)
+        calls: list[tuple[int, list[Any], list[Any]]] = []
         for id, fp, w in items:
             idenc = _enc_id(id)
             if self.cluster:  # scripts run outside cluster pipelines
                 self._del_if_script(keys=[self._record(idenc)], args=[w.uid])
             else:
-                self._del_if_script(keys=[self._record(idenc)], args=[w.uid], client=pipe)
+                calls.append((len(pipe), [self._record(idenc)], [w.uid]))
+                pipe.evalsha(self._del_if_script.sha, 1, self._record(idenc), w.uid)
             entry = fp.to_bytes(8, "big") + f"{w.uid}|{idenc}".encode()
             for b, v in enumerate(self.layout.values(fp)):
                 pipe.lrem(self._bucket(w.period, b, v), 0, entry)  # type: ignore[arg-type]
             pipe.decr(self._k_count + str(w.period))
-        pipe.execute()
+        self._execute(pipe, self._del_if_script, calls)
+
+    def _execute(
+        self, pipe: Any, script: Any, calls: Sequence[tuple[int, list[Any], list[Any]]]
+    ) -> list[Any]:
+        """Run a pipeline whose commands at ``calls[i][0]`` are EVALSHA of ``script``; any that
+        found the script missing (a restarted or flushed server) is run again by the
+        ``Script`` object, which loads it. (Scripts are loaded when the index is opened: a
+        redis-py pipeline with Script objects would ask SCRIPT EXISTS on every execute.)"""
+        results = list(pipe.execute(raise_on_error=False))
+        for pos, keys, args in calls:
+            if isinstance(results[pos], redis_py.exceptions.NoScriptError):
+                results[pos] = script(keys=keys, args=args)
+        for r in results:
+            if isinstance(r, Exception):
+                raise r
+        return results
 
     def add(self, id: Id, fingerprint: int, timestamp: float | None = None) -> None:
         """Store ``fingerprint`` under ``id``; an existing ``id`` is replaced."""
