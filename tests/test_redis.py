@@ -587,3 +587,24 @@ def test_survives_a_script_flush(redis_url: str) -> None:
     assert idx.check_and_add(4, 0xF3) == (False, [(1, 2)])
     assert len(idx) == 2
     idx.clear()
+
+
+def test_reads_after_the_write_when_too_many_probes(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path for very wide radii (buckets read after the atomic append, predecessors by
+    ticket) gives the same answers as the inline one."""
+    import neardup.backends.redis as backend
+
+    monkeypatch.setattr(backend, "_INLINE_READ_KEYS", 0)
+    rng = random.Random(43)
+    fps = clustered_fps(rng, 25, 4, 3)
+    idx = RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns())
+    got = idx.check_and_add_many(list(range(len(fps))), fps)
+    kept: dict[int, int] = {}
+    for i, f in enumerate(fps):
+        if not brute(kept, f, 3):
+            kept[i] = f
+    assert {i for i, (ok, _) in enumerate(got) if ok} == set(kept)
+    assert [idx.check_and_add(1000 + i, f)[0] for i, f in enumerate(fps[:5])] == [False] * 5
+    idx.clear()

@@ -71,8 +71,9 @@ __all__ = ["BlockLayout", "RedisDeduplicator", "RedisIndex", "default_blocks"]
 
 FORMAT_VERSION = 1
 _U64 = (1 << 64) - 1
-# Up to this many probe buckets are read inside the write script (see RedisIndex._write).
-_INLINE_READ_KEYS = 100000
+# Up to this many probe buckets are read inside the write script (see RedisIndex._write_many);
+# more (very wide radii) are read afterwards with pipelined LRANGEs.
+_INLINE_READ_KEYS = 1024
 # Without retention every item lives in one period (period 0 for the next ~35 000 years).
 _NO_RETENTION_PERIOD = float(1 << 40)
 
