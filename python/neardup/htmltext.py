@@ -198,6 +198,36 @@ def _attrs(raw: str) -> list[tuple[str, str | None]]:
     return out
 
 
+_SAME_TAG: dict[str, re.Pattern[str]] = {}
+
+
+def _skip_element(markup: str, pos: int, tag: str) -> int:
+    """The position after the end tag that closes the ``tag`` element opened before ``pos``."""
+    if tag in _RAW_TEXT:
+        close = _RAW_END[tag].search(markup, pos)
+        return close.end() if close else len(markup)
+    pat = _SAME_TAG.get(tag)
+    if pat is None:
+        pat = _SAME_TAG[tag] = re.compile(
+            rf"<!--.*?(?:-->|\Z)|<(/?){re.escape(tag)}(?=[\s/>])(?:[^>\"']|\"[^\"]*\"|'[^']*')*>",
+            re.I | re.S,
+        )
+    depth = 1
+    while True:
+        m = pat.search(markup, pos)
+        if m is None:
+            return len(markup)
+        pos = m.end()
+        if m.group(1) is None:  # a comment
+            continue
+        if m.group(1):
+            depth -= 1
+            if depth == 0:
+                return pos
+        elif not m.group(0).endswith("/>"):
+            depth += 1
+
+
 def _scan(markup: str, p: _Extractor) -> None:
     # A tokenizer for the tags the extractor needs: one regex finds the next tag, comment or
     # declaration; the text between is data. 1.6x faster than html.parser on the benchmark pages.
@@ -224,6 +254,12 @@ def _scan(markup: str, p: _Extractor) -> None:
             p.handle_startendtag(tag, attrs)
             continue
         p.handle_starttag(tag, attrs)
+        if p.stack and p.stack[-1][0] == tag and p.stack[-1][1]:
+            # A hidden or boilerplate element: its content is dropped whole, so jump to its
+            # end tag instead of reading every link of a menu.
+            pos = _skip_element(markup, pos, tag)
+            p.handle_endtag(tag)
+            continue
         if tag in _RAW_TEXT:
             close = _RAW_END[tag].search(markup, pos)
             stop = close.start() if close else end
