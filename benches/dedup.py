@@ -207,13 +207,18 @@ def main() -> None:
     p.add_argument("--cache", default="/tmp/neardup-bench-dedup", help="where corpora are kept")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--run-peer", help=argparse.SUPPRESS)
+    p.add_argument("--make", choices=("short", "long"), help=argparse.SUPPRESS)
+    p.add_argument("--n", type=int, help=argparse.SUPPRESS)
     p.add_argument("--input", help=argparse.SUPPRESS)
     p.add_argument("--output", help=argparse.SUPPRESS)
     p.add_argument("--k", type=int, default=3, help=argparse.SUPPRESS)
     args = p.parse_args()
 
-    if args.run_peer:  # child process mode
+    if args.run_peer:  # child process modes
         peer_simhash(args.input, args.output, args.k)
+        return
+    if args.make:
+        (make_short if args.make == "short" else make_long)(args.output, args.n, args.seed)
         return
 
     n_short = args.short or (100_000 if args.quick else 1_000_000)
@@ -227,14 +232,20 @@ def main() -> None:
         sys.exit("the neardup command is not installed (pip install .)")
 
     rows = []
-    for name, n, maker in (("short", n_short, make_short), ("long", n_long, make_long)):
+    for name, n in (("short", n_short), ("long", n_long)):
         if n <= 0:
             continue
         path = os.path.join(args.cache, f"{name}-{n}-{args.seed}-v2.jsonl")
         if not os.path.exists(path):
             t = time.perf_counter()
             print(f"making {path} ...", file=sys.stderr, flush=True)
-            maker(path, n, args.seed)
+            # in a child: a child's peak RSS starts at its parent's at fork, so this process
+            # must stay small for the figures of the processes it measures
+            subprocess.run(
+                [sys.executable, __file__, "--make", name, "--n", str(n), "--seed",
+                 str(args.seed), "--output", path],
+                check=True,
+            )  # fmt: skip
             print(f"  {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
         size = os.path.getsize(path)
         out = os.path.join(args.cache, f"{name}-out.jsonl")
