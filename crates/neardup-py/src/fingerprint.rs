@@ -34,6 +34,13 @@ fn extract_text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<TextBuf> {
     }
 }
 
+/// The common case of [`extract_text`] without building an argument name.
+#[inline]
+fn extract_text_fast(obj: &Bound<'_, PyAny>) -> Option<TextBuf> {
+    let s = obj.cast::<PyString>().ok()?;
+    s.to_cow().ok().map(|c| TextBuf::Str(c.into_owned()))
+}
+
 fn extract_texts(texts: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<TextBuf>> {
     if texts.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err(format!(
@@ -50,7 +57,12 @@ fn extract_texts(texts: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<TextBuf>>
     })?;
     let mut out = Vec::with_capacity(texts.len().unwrap_or(0));
     for (i, item) in iter.enumerate() {
-        out.push(extract_text(&item?, &format!("{name}[{i}]"))?);
+        let item = item?;
+        // The argument name is only formatted for an error.
+        match extract_text_fast(&item) {
+            Some(t) => out.push(t),
+            None => out.push(extract_text(&item, &format!("{name}[{i}]"))?),
+        }
     }
     Ok(out)
 }
