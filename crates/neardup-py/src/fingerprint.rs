@@ -160,7 +160,7 @@ impl Fingerprinter {
 #[pymethods]
 impl Fingerprinter {
     #[new]
-    #[pyo3(signature = (preset = None, **options))]
+    #[pyo3(signature = (preset = None, **options), text_signature = "(preset='default', **options)")]
     fn new(
         preset: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
