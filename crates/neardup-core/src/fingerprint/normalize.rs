@@ -163,17 +163,35 @@ pub fn is_cjk(c: char) -> bool {
         | 0x20000..=0x3134F)
 }
 
-#[inline]
-pub fn classify(c: char) -> Class {
-    if c.is_ascii() {
-        return if c.is_ascii_alphanumeric() || c == '_' {
+const fn ascii_classes() -> [Class; 128] {
+    let mut t = [Class::Other; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        t[b] = if c.is_ascii_alphanumeric() || c == b'_' {
             Class::Word
         } else if c.is_ascii_whitespace() {
             Class::Space
         } else {
             Class::Other
         };
+        b += 1;
     }
+    t
+}
+
+static ASCII_CLASS: [Class; 128] = ascii_classes();
+
+#[inline(always)]
+pub fn classify(c: char) -> Class {
+    if (c as u32) < 128 {
+        return ASCII_CLASS[c as usize];
+    }
+    classify_non_ascii(c)
+}
+
+#[inline(never)]
+fn classify_non_ascii(c: char) -> Class {
     if is_cjk(c) {
         return Class::Cjk;
     }
@@ -196,6 +214,25 @@ pub fn classify(c: char) -> Class {
         _ => Class::Other,
     }
 }
+
+const fn keep_table(strip: bool) -> [bool; 128] {
+    let mut t = [false; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        t[b] = if strip {
+            c.is_ascii_alphanumeric() || c == b'_'
+        } else {
+            !c.is_ascii_whitespace()
+        };
+        b += 1;
+    }
+    t
+}
+
+/// ASCII bytes written through unchanged (up to case) with and without punctuation removal.
+static KEEP_STRIP: [bool; 128] = keep_table(true);
+static KEEP_ALL: [bool; 128] = keep_table(false);
 
 /// Applies the configured normalisation steps (HTML first, then NFKC, case, punctuation,
 /// whitespace). Returns the text unchanged (borrowed) when no step is on.
@@ -222,8 +259,28 @@ pub fn normalize<'a>(text: &'a str, config: &Config) -> std::borrow::Cow<'a, str
     let b = cur.as_bytes();
     let mut i = 0usize;
     let mut buf = [0u8; 4];
+    let keep: &[bool; 128] = if strip { &KEEP_STRIP } else { &KEEP_ALL };
     while i < b.len() {
         let x = b[i];
+        if x < 0x80 && keep[x as usize] {
+            // A run of kept ASCII bytes is copied in one go (lowercased when folding).
+            let start = i;
+            while i < b.len() && b[i] < 0x80 && keep[b[i] as usize] {
+                i += 1;
+            }
+            if pending {
+                if !out.is_empty() {
+                    out.push(b' ');
+                }
+                pending = false;
+            }
+            if fold {
+                out.extend(b[start..i].iter().map(u8::to_ascii_lowercase));
+            } else {
+                out.extend_from_slice(&b[start..i]);
+            }
+            continue;
+        }
         if x < 0x80 {
             i += 1;
             let space_like =
