@@ -31,6 +31,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +39,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 import corpus  # noqa: E402
-
 from neardup import Fingerprinter, hamming  # noqa: E402
 
 
@@ -125,32 +125,62 @@ def throughput(args: argparse.Namespace) -> None:
         # PyPI simhash: pure Python, so a slice of the docs (its rate is per doc).
         part = docs[: max(50, len(docs) // (40 if zh else 20))]
         part_mb = sum(len(d.encode()) for d in part) / 1e6
-        t = timed(lambda part=part: [simhash.Simhash(d).value for d in part], 0.5)
+
+        def run_simhash(part: list[str] = part) -> list[int]:
+            return [simhash.Simhash(d).value for d in part]
+
+        t = timed(run_simhash, 0.5)
         simhash_rate = part_mb / t
         rows.append(("simhash (PyPI), its own 4-grams", t * len(docs) / len(part)))
 
         if zh:
-            g = gaoya.simhash.SimHashStringIndex(analyzer="char", ngram_range=(3, 3), lowercase=True)
-            equal = Fingerprinter(tokenizer="chars", ngram=3, nfkc=False, strip_punctuation=False,
-                                  collapse_whitespace=False)
+            g = gaoya.simhash.SimHashStringIndex(
+                analyzer="char", ngram_range=(3, 3), lowercase=True
+            )
+            equal = Fingerprinter(
+                tokenizer="chars",
+                ngram=3,
+                nfkc=False,
+                strip_punctuation=False,
+                collapse_whitespace=False,
+            )
             gname = "gaoya par_bulk, char 3-grams"
         else:
             g = gaoya.simhash.SimHashStringIndex(analyzer="word", lowercase=True)
-            equal = Fingerprinter("words", nfkc=False, strip_punctuation=False, collapse_whitespace=False)
+            equal = Fingerprinter(
+                "words", nfkc=False, strip_punctuation=False, collapse_whitespace=False
+            )
             gname = "gaoya par_bulk, word unigrams"
-        tg = timed(lambda g=g: g.index.par_bulk_doc2signatures(docs), 1.0)
+        tg = timed(partial(g.index.par_bulk_doc2signatures, docs), 1.0)
         rows.append((gname, tg))
-        rows.append(("neardup, equal tokenising (fingerprint_many)", timed(lambda: equal.fingerprint_many(docs), 1.0)))
-        rows.append(("neardup default (fingerprint_many)", timed(lambda: default.fingerprint_many(docs), 1.0)))
+        rows.append(
+            (
+                "neardup, equal tokenising (fingerprint_many)",
+                timed(partial(equal.fingerprint_many, docs), 1.0),
+            )
+        )
+        rows.append(
+            (
+                "neardup default (fingerprint_many)",
+                timed(partial(default.fingerprint_many, docs), 1.0),
+            )
+        )
         if not args.quick:
             for preset in ("seed000", "jieba" if zh else "words"):
                 f = Fingerprinter(preset)
-                rows.append((f"neardup {preset} (fingerprint_many)", timed(lambda f=f: f.fingerprint_many(docs), 1.0)))
+                rows.append(
+                    (
+                        f"neardup {preset} (fingerprint_many)",
+                        timed(partial(f.fingerprint_many, docs), 1.0),
+                    )
+                )
         gaoya_rate = mb / tg
         for label, t in rows:
             rate = mb / t
-            print(f"{name:9} {label:44} {len(docs) / t:11,.0f} {rate:8.1f} {rate / simhash_rate:10.1f} "
-                  f"{rate / gaoya_rate:8.2f}")
+            print(
+                f"{name:9} {label:44} {len(docs) / t:11,.0f} {rate:8.1f} "
+                f"{rate / simhash_rate:10.1f} {rate / gaoya_rate:8.2f}"
+            )
         print()
 
 
@@ -175,8 +205,10 @@ def quality(args: argparse.Namespace) -> None:
     n = 600 if args.quick else 2000
     rng = np.random.default_rng(0)
     print("# near-duplicate pairs vs random pairs (benches/corpus.py labelled sets)")
-    print(f"{'set':9} {'config':32} {'dup mean':>8} {'rand mean':>9} {'rand sd':>7} "
-          f"{'R@3':>5} {'R@6':>5} {'R@10':>5} {'FP@6':>7} {'FP@10':>7}")
+    print(
+        f"{'set':9} {'config':32} {'dup mean':>8} {'rand mean':>9} {'rand sd':>7} "
+        f"{'R@3':>5} {'R@6':>5} {'R@10':>5} {'FP@6':>7} {'FP@10':>7}"
+    )
     for name in ("zh-short", "en-long", "zh-long"):
         s = corpus.build_set(name, n=n, seed=1)
         pairs = np.array(sorted(s.truth_pairs), dtype=np.int64)
@@ -191,9 +223,11 @@ def quality(args: argparse.Namespace) -> None:
             fps = f.fingerprint_many(s.texts)
             dup = np.array([hamming(int(fps[a]), int(fps[b])) for a, b in pairs])
             rnd = np.array([hamming(int(fps[a]), int(fps[b])) for a, b in zip(ra, rb)])
-            print(f"{name:9} {label:32} {dup.mean():8.2f} {rnd.mean():9.2f} {rnd.std():7.2f} "
-                  f"{(dup <= 3).mean():5.2f} {(dup <= 6).mean():5.2f} {(dup <= 10).mean():5.2f} "
-                  f"{(rnd <= 6).mean():7.4f} {(rnd <= 10).mean():7.4f}")
+            print(
+                f"{name:9} {label:32} {dup.mean():8.2f} {rnd.mean():9.2f} {rnd.std():7.2f} "
+                f"{(dup <= 3).mean():5.2f} {(dup <= 6).mean():5.2f} {(dup <= 10).mean():5.2f} "
+                f"{(rnd <= 6).mean():7.4f} {(rnd <= 10).mean():7.4f}"
+            )
         print()
     pair = ("你妈妈喊你回家吃饭哦，回家罗回家罗", "你妈妈叫你回家吃饭啦，回家罗回家罗")
     print("# seed 003 pair:", pair)
@@ -205,7 +239,9 @@ def quality(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="small sizes (a couple of minutes)")
     p.add_argument("--quality", action="store_true", help="distances of near-dups vs random pairs")
     args = p.parse_args()

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from neardup import Fingerprinter
 
 SEEDS = Path(__file__).parent / "seeds"
@@ -23,21 +22,82 @@ SEPARATORS = (
     "= . 。 ， \" ' [ ] ！ ! ? / \n \r   <html /html <h1 </h1> <h2 /h2 <h3 /h3 <ul /ul <br /br "
     "<head /head <li /li <div /div <a /a <p /p <body /body -_- ) ( , { } ; : -- < > <script "
     "/scirpt <title /title <pre </pre> <meta </meta> <header </header> <span /span _ # & % -"
-).split(" ") + ["\n", "\r", " ", "\t", "<html>", "</div>", "<script>", "</script>", "<header>",
-                "<abbr>", "<pre>", "-_-_-", "---", "/h1", "<H1>", "\r\n", "\u3000", "\xa0"]
+).split(" ") + [
+    "\n",
+    "\r",
+    " ",
+    "\t",
+    "<html>",
+    "</div>",
+    "<script>",
+    "</script>",
+    "<header>",
+    "<abbr>",
+    "<pre>",
+    "-_-_-",
+    "---",
+    "/h1",
+    "<H1>",
+    "\r\n",
+    "\u3000",
+    "\xa0",
+]
 WORDS = (
     "the quick brown fox jumps over lazy dog SimHash Charikar near duplicate detection text "
     "Hello WORLD iPhone 2024 3.14 e-mail foo_bar x y z a I data science café naïve Straße ΣΊΣΥΦΟΣ"
 ).split()
 PHRASES = [
-    "你妈妈喊你回家吃饭哦，回家罗回家罗", "你妈妈叫你回家吃饭啦，回家罗回家罗", "美国“51区”雇员称内部有9架飞碟",
-    "曾看见灰色外星人", "网页查重", "海量数据相似度计算", "局部敏感哈希", "中文和英文混杂的分词",
+    "你妈妈喊你回家吃饭哦，回家罗回家罗",
+    "你妈妈叫你回家吃饭啦，回家罗回家罗",
+    "美国“51区”雇员称内部有9架飞碟",
+    "曾看见灰色外星人",
+    "网页查重",
+    "海量数据相似度计算",
+    "局部敏感哈希",
+    "中文和英文混杂的分词",
 ]
 SPECIAL = [
-    "😀", "👍🏽", "𠀀", "𪚥", "\ud800", "\udfff", "\udc00x", "x\ud83d", "\x00", "\x00\x00", "\t",
-    "ＡＢＣ", "\uff00", "\uffef", "\u9fa5", "\u9fa6", "\u9fcc", "\u9fcd", "\u4e00", "\u4dff",
-    "\u2e80", "\u2eff", "\u3000", "\u303f", "\u31c0", "\u31ef", "\u3040", "e\u0301", "İ", "ß",
-    "\u212a", "ǅ", "\u200b", "\ufeff", "ﬁ", "①", "㎏", "\U0001d400", "\x7f", "\u0085", "\u2028",
+    "😀",
+    "👍🏽",
+    "𠀀",
+    "𪚥",
+    "\ud800",
+    "\udfff",
+    "\udc00x",
+    "x\ud83d",
+    "\x00",
+    "\x00\x00",
+    "\t",
+    "ＡＢＣ",
+    "\uff00",
+    "\uffef",
+    "\u9fa5",
+    "\u9fa6",
+    "\u9fcc",
+    "\u9fcd",
+    "\u4e00",
+    "\u4dff",
+    "\u2e80",
+    "\u2eff",
+    "\u3000",
+    "\u303f",
+    "\u31c0",
+    "\u31ef",
+    "\u3040",
+    "e\u0301",
+    "İ",
+    "ß",
+    "\u212a",
+    "ǅ",
+    "\u200b",
+    "\ufeff",
+    "ﬁ",
+    "①",
+    "㎏",
+    "\U0001d400",
+    "\x7f",
+    "\u0085",
+    "\u2028",
 ]
 
 
@@ -84,9 +144,18 @@ def java_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert javac is not None, "javac is required for the seed 000 tests (scripts/setup-test.sh)"
     out = tmp_path_factory.mktemp("seed000")
     subprocess.run(
-        [javac, "-nowarn", "-encoding", "UTF-8", "-d", str(out),
-         str(SEEDS / "seed000" / "test" / "mysimhash.java"), str(SEEDS / "seed000" / "Seed000Harness.java")],
-        check=True, capture_output=True,
+        [
+            javac,
+            "-nowarn",
+            "-encoding",
+            "UTF-8",
+            "-d",
+            str(out),
+            str(SEEDS / "seed000" / "test" / "mysimhash.java"),
+            str(SEEDS / "seed000" / "Seed000Harness.java"),
+        ],
+        check=True,
+        capture_output=True,
     )
     return out
 
@@ -97,7 +166,8 @@ def _java_bitstrings(classes: Path, docs: list[str], bits: int) -> list[str]:
     proc = subprocess.run(
         [java, "-Xss16m", "-cp", str(classes), "Seed000Harness", str(bits)],
         input="".join(_utf16_hex(d) + "\n" for d in docs).encode("ascii"),
-        capture_output=True, check=True,
+        capture_output=True,
+        check=True,
     )
     lines = proc.stdout.decode("ascii").splitlines()
     assert len(lines) == len(docs)
@@ -116,7 +186,9 @@ def test_seed000_matches_java_64(java_classes: Path) -> None:
         assert int(batch[i]) == got
         if f.to_bitstring(got) != want:
             mismatches.append((i, doc[:60]))
-    assert mismatches == [], f"{len(mismatches)} of {len(docs)} differ from Java, e.g. {mismatches[:3]}"
+    assert mismatches == [], (
+        f"{len(mismatches)} of {len(docs)} differ from Java, e.g. {mismatches[:3]}"
+    )
     # The corpus reaches the interesting cases.
     assert any("\ud800" in d for d in docs) and any("😀" in d for d in docs) and "" in docs
     assert len(set(expected)) > len(docs) * 0.7
@@ -138,11 +210,15 @@ def test_seed000_matches_java_128(java_classes: Path) -> None:
 def test_seed000_bitstring_of_seed_pair(java_classes: Path) -> None:
     a, b = PHRASES[0], PHRASES[1]
     f = Fingerprinter(preset="seed000")
-    assert [f.to_bitstring(f.fingerprint(t)) for t in (a, b)] == _java_bitstrings(java_classes, [a, b], 64)
+    assert [f.to_bitstring(f.fingerprint(t)) for t in (a, b)] == _java_bitstrings(
+        java_classes, [a, b], 64
+    )
 
 
 def _reference():
-    spec = importlib.util.spec_from_file_location("seed002_reference", SEEDS / "seed002_reference.py")
+    spec = importlib.util.spec_from_file_location(
+        "seed002_reference", SEEDS / "seed002_reference.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["seed002_reference"] = module
@@ -174,4 +250,6 @@ def test_seed002_reference_reads_java_byte_arrays() -> None:
 def test_seed_presets_batch_equals_single() -> None:
     docs = corpus(400, seed=3)
     for f in (Fingerprinter("seed000"), Fingerprinter("seed002", weighting="suf")):
-        assert np.array_equal(f.fingerprint_many(docs), np.array([f.fingerprint(d) for d in docs], dtype=np.uint64))
+        assert np.array_equal(
+            f.fingerprint_many(docs), np.array([f.fingerprint(d) for d in docs], dtype=np.uint64)
+        )

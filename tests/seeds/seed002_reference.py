@@ -26,7 +26,9 @@ WIDTH = 4
 def tokenize(text: str) -> list[str]:
     """Seed 002's ``tokenlize`` + ``slide``."""
     kept = "".join(
-        c for c in text.lower() if (c.isascii() and (c.isalnum() or c == "_")) or "\u4e00" <= c <= "\u9fcc"
+        c
+        for c in text.lower()
+        if (c.isascii() and (c.isalnum() or c == "_")) or "\u4e00" <= c <= "\u9fcc"
     )
     if len(kept) < WIDTH:
         return [kept]
@@ -58,7 +60,7 @@ def hash_bits(feature: str) -> list[bool]:
 
 
 def simhash(text: str, weight_type: str) -> int:
-    """The fingerprint seed 002 computes for ``text`` (``pre``, ``suf`` or anything else = uniform)."""
+    """Seed 002's fingerprint of ``text`` (``pre``, ``suf``, anything else is uniform)."""
     slices = tokenize(text)
     ws = weights(weight_type, len(slices))
     v = [0] * 64

@@ -1,6 +1,6 @@
 //! Binding of `neardup_core::fingerprint`: converts arguments, releases the GIL, maps errors.
 
-use neardup_core::fingerprint::{self as core, Config, Feature, TextBuf};
+use neardup_core::fingerprint::{self as core, Config, Feature, Text, TextBuf};
 use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -34,6 +34,50 @@ fn extract_text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<TextBuf> {
     }
 }
 
+/// The common case of [`extract_text`] without building an argument name.
+#[inline]
+fn extract_text_fast(obj: &Bound<'_, PyAny>) -> Option<TextBuf> {
+    let s = obj.cast::<PyString>().ok()?;
+    s.to_cow().ok().map(|c| TextBuf::Str(c.into_owned()))
+}
+
+/// A text kept as Python made it: its UTF-8 encoding (no further copy), or UTF-16 units.
+enum Held<'py> {
+    Utf8(Bound<'py, PyBytes>),
+    Utf16(Vec<u16>),
+}
+
+fn hold_texts<'py>(texts: &Bound<'py, PyAny>, name: &str) -> PyResult<Vec<Held<'py>>> {
+    if texts.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be an iterable of str, not a single str"
+        )));
+    }
+    let iter = texts.try_iter().map_err(|_| {
+        let ty = texts
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        PyTypeError::new_err(format!("{name} must be an iterable of str, not {ty}"))
+    })?;
+    let mut out = Vec::with_capacity(texts.len().unwrap_or(0));
+    for (i, item) in iter.enumerate() {
+        let item = item?;
+        if let Ok(s) = item.cast::<PyString>() {
+            if let Ok(b) = s.encode_utf8() {
+                out.push(Held::Utf8(b));
+                continue;
+            }
+        }
+        match extract_text(&item, &format!("{name}[{i}]"))? {
+            TextBuf::Utf16(u) => out.push(Held::Utf16(u)),
+            TextBuf::Str(s) => out.push(Held::Utf8(PyBytes::new(texts.py(), s.as_bytes()))),
+        }
+    }
+    Ok(out)
+}
+
 fn extract_texts(texts: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<TextBuf>> {
     if texts.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err(format!(
@@ -50,7 +94,12 @@ fn extract_texts(texts: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<TextBuf>>
     })?;
     let mut out = Vec::with_capacity(texts.len().unwrap_or(0));
     for (i, item) in iter.enumerate() {
-        out.push(extract_text(&item?, &format!("{name}[{i}]"))?);
+        let item = item?;
+        // The argument name is only formatted for an error.
+        match extract_text_fast(&item) {
+            Some(t) => out.push(t),
+            None => out.push(extract_text(&item, &format!("{name}[{i}]"))?),
+        }
     }
     Ok(out)
 }
@@ -148,7 +197,7 @@ impl Fingerprinter {
 #[pymethods]
 impl Fingerprinter {
     #[new]
-    #[pyo3(signature = (preset = None, **options))]
+    #[pyo3(signature = (preset = None, **options), text_signature = "(preset='default', **options)")]
     fn new(
         preset: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
@@ -256,7 +305,7 @@ impl Fingerprinter {
     fn fingerprint(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<u128> {
         let t = extract_text(text, "text")?;
         let inner = &self.inner;
-        Ok(if t.byte_len_hint() > 65536 {
+        Ok(if t.byte_len() > 65536 {
             py.detach(|| inner.fingerprint(t.as_text()))
         } else {
             inner.fingerprint(t.as_text())
@@ -270,9 +319,18 @@ impl Fingerprinter {
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let bufs = extract_texts(texts, "texts")?;
+        let held = hold_texts(texts, "texts")?;
+        let mut views: Vec<Text<'_>> = Vec::with_capacity(held.len());
+        for h in &held {
+            views.push(match h {
+                Held::Utf8(b) => Text::Str(std::str::from_utf8(b.as_bytes()).map_err(|e| {
+                    PyValueError::new_err(format!("texts: invalid UTF-8 from Python: {e}"))
+                })?),
+                Held::Utf16(u) => Text::Utf16(u),
+            });
+        }
         let inner = &self.inner;
-        let fps = py.detach(|| inner.fingerprint_many(&bufs));
+        let fps = py.detach(|| inner.fingerprint_many_texts(&views));
         self.many_to_py(py, fps)
     }
 
@@ -346,19 +404,6 @@ fn xxhash_rust_hash(s: &str) -> u64 {
         h = (h ^ b as u64).wrapping_mul(0x100000001b3);
     }
     h >> 1
-}
-
-trait ByteLenHint {
-    fn byte_len_hint(&self) -> usize;
-}
-
-impl ByteLenHint for TextBuf {
-    fn byte_len_hint(&self) -> usize {
-        match self {
-            TextBuf::Str(s) => s.len(),
-            TextBuf::Utf16(u) => 2 * u.len(),
-        }
-    }
 }
 
 #[pyfunction]

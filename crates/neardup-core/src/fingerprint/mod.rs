@@ -52,7 +52,8 @@ impl TextBuf {
         }
     }
 
-    fn byte_len(&self) -> usize {
+    /// Size in bytes (UTF-8, or 2 per UTF-16 unit).
+    pub fn byte_len(&self) -> usize {
         match self {
             TextBuf::Str(s) => s.len(),
             TextBuf::Utf16(u) => 2 * u.len(),
@@ -140,25 +141,31 @@ impl Fingerprinter {
     /// Fingerprints of many texts, in order; parallel (rayon) for large batches, sequential when
     /// `NEARDUP_NUM_THREADS=1` or in a forked child whose parent had started the pool.
     pub fn fingerprint_many(&self, texts: &[TextBuf]) -> Vec<u128> {
-        let bytes: usize = texts.iter().map(TextBuf::byte_len).sum();
+        let views: Vec<Text<'_>> = texts.iter().map(TextBuf::as_text).collect();
+        self.fingerprint_many_texts(&views)
+    }
+
+    /// [`Fingerprinter::fingerprint_many`] over borrowed texts.
+    pub fn fingerprint_many_texts(&self, texts: &[Text<'_>]) -> Vec<u128> {
+        let bytes: usize = texts
+            .iter()
+            .map(|t| match t {
+                Text::Str(s) => s.len(),
+                Text::Utf16(u) => 2 * u.len(),
+            })
+            .sum();
         if texts.len() < 2 || bytes < PARALLEL_MIN_BYTES {
-            return texts
-                .iter()
-                .map(|t| self.fingerprint(t.as_text()))
-                .collect();
+            return texts.iter().map(|t| self.fingerprint(*t)).collect();
         }
         pool::run(|pool| match pool {
             Some(p) => p.install(|| {
                 texts
                     .par_iter()
                     .with_min_len(8)
-                    .map(|t| self.fingerprint(t.as_text()))
+                    .map(|t| self.fingerprint(*t))
                     .collect()
             }),
-            None => texts
-                .iter()
-                .map(|t| self.fingerprint(t.as_text()))
-                .collect(),
+            None => texts.iter().map(|t| self.fingerprint(*t)).collect(),
         })
     }
 

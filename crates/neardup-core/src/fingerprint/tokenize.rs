@@ -17,9 +17,20 @@ pub fn jieba() -> &'static Jieba {
 
 /// Unicode words as byte ranges: runs of word characters; each CJK char on its own.
 pub fn for_each_word(text: &str, mut emit: impl FnMut(usize, usize)) {
+    let b = text.as_bytes();
     let mut start: Option<usize> = None;
-    for (i, c) in text.char_indices() {
-        match classify(c) {
+    let mut i = 0usize;
+    while i < b.len() {
+        let x = b[i];
+        let (class, len) = if x < 0x80 {
+            (classify(x as char), 1)
+        } else {
+            match text[i..].chars().next() {
+                Some(c) => (classify(c), c.len_utf8()),
+                None => break,
+            }
+        };
+        match class {
             Class::Word => {
                 if start.is_none() {
                     start = Some(i);
@@ -29,7 +40,7 @@ pub fn for_each_word(text: &str, mut emit: impl FnMut(usize, usize)) {
                 if let Some(s) = start.take() {
                     emit(s, i);
                 }
-                emit(i, i + c.len_utf8());
+                emit(i, i + len);
             }
             Class::Space | Class::Other => {
                 if let Some(s) = start.take() {
@@ -37,6 +48,7 @@ pub fn for_each_word(text: &str, mut emit: impl FnMut(usize, usize)) {
                 }
             }
         }
+        i += len;
     }
     if let Some(s) = start {
         emit(s, text.len());
