@@ -369,6 +369,7 @@ def main() -> None:
     ap.add_argument("--simhash-seconds", type=float, default=20.0)
     ap.add_argument("--gaoya-max", type=int, default=1_000_000)
     ap.add_argument("--numpy-pairs-max", type=int, default=2_000_000)
+    ap.add_argument("--no-persist", dest="persist", action="store_false", help="skip reopen")
     ap.add_argument("--skip", nargs="*", default=[], choices=["faiss", "gaoya", "simhash", "numpy"])
     args = ap.parse_args()
     sizes = args.sizes or ([1_000_000] if args.quick else [1_000_000, 10_000_000])
