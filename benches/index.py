@@ -32,6 +32,15 @@ U64 = npt.NDArray[np.uint64]
 
 
 def rss_bytes() -> int:
+    """Resident memory, after handing freed heap back to the OS (so one engine's freed memory
+    is not counted as, or reused by, the next)."""
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
