@@ -330,12 +330,16 @@ impl Index {
         .ok_or_else(closed)
     }
 
-    /// Like `write`, but without releasing the GIL for a lock that is free (single adds).
+    /// Like `write`, but without releasing the GIL for a lock that is free (single adds in
+    /// memory). A durable index always releases it: the write waits for an fsync.
     fn write_fast<R: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut CoreIndex) -> R + Send,
     ) -> PyResult<R> {
+        if self.path.is_some() {
+            return self.write(py, f);
+        }
         match self.inner.try_write() {
             Ok(mut g) => g.as_mut().map(f).ok_or_else(closed),
             Err(std::sync::TryLockError::Poisoned(_)) => Err(poisoned()),

@@ -120,6 +120,12 @@ impl IdColumn {
         }
     }
 
+    pub fn reserve(&mut self, n: usize) {
+        self.vals.reserve_exact(n);
+        self.is_str.reserve_exact(n / 64 + 1);
+        super::table::advise_huge(&self.vals);
+    }
+
     pub fn has_str(&self) -> bool {
         !self.arena.is_empty() || self.is_str.iter().any(|&w| w != 0)
     }
@@ -202,7 +208,10 @@ impl IdMap {
         while (self.len + extra) * 8 > cap * 5 {
             cap *= 2;
         }
-        let old = std::mem::replace(&mut self.slots, vec![EMPTY; cap]);
+        let mut fresh: Vec<u64> = Vec::with_capacity(cap);
+        super::table::advise_huge(&fresh);
+        fresh.resize(cap, EMPTY);
+        let old = std::mem::replace(&mut self.slots, fresh);
         self.gone = 0;
         let mask = cap - 1;
         for s in old {

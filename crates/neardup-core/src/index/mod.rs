@@ -316,7 +316,10 @@ impl Index {
     }
 
     fn slot_for(&mut self, ts: f64) -> u32 {
-        let key = (ts / self.span).floor() as i64;
+        self.slot_for_key((ts / self.span).floor() as i64)
+    }
+
+    fn slot_for_key(&mut self, key: i64) -> u32 {
         if let Some(&slot) = self.by_key.get(&key) {
             return slot;
         }
@@ -430,6 +433,19 @@ impl Index {
 
     fn apply_add(&mut self, ids: Ids<'_>, fps: &[u64], ts: &[f64]) {
         self.reserve_ids(ids.len());
+        if fps.len() >= 1 << 16 {
+            // Size each segment once: no regrowth, no slack, huge pages for the big arrays.
+            let mut per_key: BTreeMap<i64, usize> = BTreeMap::new();
+            for &t in ts {
+                *per_key.entry((t / self.span).floor() as i64).or_default() += 1;
+            }
+            for (key, n) in per_key {
+                let slot = self.slot_for_key(key);
+                if let Some(seg) = self.segs[slot as usize].as_mut() {
+                    seg.reserve(n);
+                }
+            }
+        }
         let mut touched: Vec<u32> = Vec::new();
         for i in 0..fps.len() {
             self.put(ids.get(i), fps[i], ts[i]);

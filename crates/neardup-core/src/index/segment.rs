@@ -7,7 +7,27 @@
 
 use super::ids::{IdColumn, IdRef};
 use super::layout::{for_each_within, Layout, PROBE_COST};
-use super::table::Run;
+use super::table::{advise_huge, prefetch, Run, Search};
+
+/// One bucket search of a query: which run and table, the probed block value, the search.
+struct Probe {
+    run: u32,
+    table: u32,
+    value: u32,
+    search: Search,
+}
+
+/// Per-thread buffers of a query, reused so a query allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    probes: Vec<Probe>,
+    cands: Vec<(u32, u32)>,
+    plan: Vec<Search>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
 
 /// Rows kept unindexed before they are built into a run (scanned by every query meanwhile).
 pub const TAIL_MAX: usize = 512;
@@ -55,9 +75,14 @@ impl Segment {
         row as u32
     }
 
+    /// Room for `n` more rows (big batches: backed by huge pages, see `advise_huge`).
     pub fn reserve(&mut self, n: usize) {
-        self.fps.reserve(n);
-        self.ts.reserve(n);
+        self.fps.reserve_exact(n);
+        self.ts.reserve_exact(n);
+        self.ids.reserve(n);
+        self.live.reserve_exact(n / 64 + 1);
+        advise_huge(&self.fps);
+        advise_huge(&self.ts);
     }
 
     #[inline]
@@ -128,37 +153,74 @@ impl Segment {
             self.scan(0, self.rows(), q, k, out);
             return;
         }
-        for run in &self.runs {
-            for (t, (block, radius)) in layout.blocks.iter().zip(radii).enumerate() {
-                let Some(r) = *radius else { continue };
-                let table = &run.tables[t];
-                if table.is_empty() {
-                    continue;
-                }
-                let qkey = block.key(q);
-                for_each_within(block.value(q), block.bits, r, |v| {
-                    table.probe(*block, v, qkey, k, &mut |row| {
-                        let fp = self.fps[row as usize];
-                        if block.value(fp) != v {
-                            return;
+        SCRATCH.with(|cell| {
+            let mut scratch = cell.borrow_mut();
+            let Scratch {
+                probes,
+                cands,
+                plan,
+            } = &mut *scratch;
+            probes.clear();
+            cands.clear();
+            // 1. Every bucket search of every run and table, with their directory loads started.
+            for (ri, run) in self.runs.iter().enumerate() {
+                for (t, (block, radius)) in layout.blocks.iter().zip(radii).enumerate() {
+                    let Some(r) = *radius else { continue };
+                    let table = &run.tables[t];
+                    if table.is_empty() {
+                        continue;
+                    }
+                    for_each_within(block.value(q), block.bits, r, |v| {
+                        plan.clear();
+                        table.plan(*block, v, plan);
+                        for s in plan.iter() {
+                            table.prefetch_dir(s);
+                            probes.push(Probe {
+                                run: ri as u32,
+                                table: t as u32,
+                                value: v,
+                                search: *s,
+                            });
                         }
-                        let d = (fp ^ q).count_ones();
-                        if d > k || !self.is_live(row) {
-                            return;
-                        }
-                        // Reported by the first table whose probe reaches it, so exactly once.
-                        for (b2, r2) in layout.blocks[..t].iter().zip(radii) {
-                            if let Some(r2) = *r2 {
-                                if b2.distance(fp, q) <= r2 {
-                                    return;
-                                }
-                            }
-                        }
-                        out.push((d, row));
                     });
+                }
+            }
+            // 2. The first entries of every bucket.
+            for p in probes.iter() {
+                self.runs[p.run as usize].tables[p.table as usize].prefetch_bucket(&p.search);
+            }
+            // 3. Entries that pass the key filter, with their fingerprints' loads started.
+            for (pi, p) in probes.iter().enumerate() {
+                let table = &self.runs[p.run as usize].tables[p.table as usize];
+                let qkey = layout.blocks[p.table as usize].key(q);
+                table.run_search(&p.search, qkey, k, &mut |row| {
+                    prefetch(self.fps.as_ptr().wrapping_add(row as usize));
+                    cands.push((pi as u32, row));
                 });
             }
-        }
+            // 4. Exact check of each candidate.
+            for &(pi, row) in cands.iter() {
+                let p = &probes[pi as usize];
+                let t = p.table as usize;
+                let block = layout.blocks[t];
+                let fp = self.fps[row as usize];
+                if block.value(fp) != p.value {
+                    continue;
+                }
+                let d = (fp ^ q).count_ones();
+                if d > k || !self.is_live(row) {
+                    continue;
+                }
+                // Reported by the first table whose probe reaches it, so exactly once.
+                let earlier = layout.blocks[..t]
+                    .iter()
+                    .zip(radii)
+                    .any(|(b2, r2)| r2.is_some_and(|r2| b2.distance(fp, q) <= r2));
+                if !earlier {
+                    out.push((d, row));
+                }
+            }
+        });
         self.scan(self.indexed, self.rows(), q, k, out);
     }
 

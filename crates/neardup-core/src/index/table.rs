@@ -11,6 +11,54 @@ fn dir_bits_for(n: usize) -> u32 {
     (usize::BITS - n.leading_zeros()).saturating_sub(3).min(16)
 }
 
+/// One bucket search of a probe (see [`Table::plan`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Search {
+    pub bucket: u32,
+    pub pre: u32,
+    pub sub: u32,
+}
+
+/// Starts loading the cache line at `p` (no effect on other targets; never faults).
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint: it never faults and does not dereference in the language sense.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Asks Linux to back the buffer of `v` (from its start to its capacity) with huge pages: a
+/// query touches a few random entries of arrays of hundreds of megabytes, and with 4 KiB pages
+/// each touch also misses the TLB. Only worth it for big buffers; a hint, errors ignored.
+pub fn advise_huge<T>(v: &Vec<T>) {
+    let bytes = v.capacity() * std::mem::size_of::<T>();
+    if bytes < 8 << 20 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let start = v.as_ptr() as usize;
+        let aligned = (start + PAGE - 1) & !(PAGE - 1);
+        let end = (start + bytes) & !(PAGE - 1);
+        if end > aligned {
+            // SAFETY: the range lies inside the allocation owned by `v`; MADV_HUGEPAGE only
+            // changes how the kernel backs it, never its contents.
+            unsafe {
+                libc::madvise(
+                    aligned as *mut libc::c_void,
+                    end - aligned,
+                    libc::MADV_HUGEPAGE,
+                );
+            }
+        }
+    }
+}
+
 /// A bucket with more entries than this is searched by enumerating the nearby key slices
 /// (when that is cheaper) instead of scanned: a hot bucket costs a logarithm, not its size.
 const HOT_MIN: usize = 256;
@@ -37,6 +85,8 @@ impl Table {
         let mut dir = Vec::with_capacity((1usize << d) + 1);
         let mut mid = Vec::with_capacity(keyed.len());
         let mut out_rows = Vec::with_capacity(keyed.len());
+        advise_huge(&mid);
+        advise_huge(&out_rows);
         for (i, &e) in keyed.iter().enumerate() {
             let key = e >> 32;
             let bucket = (key >> (32 - d)) as usize;
@@ -69,25 +119,53 @@ impl Table {
         self.dir.capacity() * 4 + self.mid.capacity() * 2 + self.rows.capacity() * 4
     }
 
-    /// Calls `f(row)` for every entry whose block value is `v` (a `block.bits`-bit value) and
-    /// whose known key bits are within `k` of the query key `qkey`. May pass entries whose block
-    /// only starts with `v` when the block is wider than the known bits: callers check.
-    pub fn probe(&self, block: Block, v: u32, qkey: u32, k: u32, f: &mut impl FnMut(u32)) {
+    /// The bucket searches that find every entry whose block value is `v` (a `block.bits`-bit
+    /// value): pushed to `out` as `(bucket, prefix bits, prefix)`. Reads nothing, so a query can
+    /// collect the searches of every table first and overlap their memory accesses.
+    pub fn plan(&self, block: Block, v: u32, out: &mut Vec<Search>) {
         let d = self.dir_bits;
         let b = block.bits;
         if b <= d {
-            let first = (v as usize) << (d - b);
-            let last = ((v as usize) + 1) << (d - b);
+            let first = v << (d - b);
+            let last = (v + 1) << (d - b);
             for j in first..last {
-                self.search_bucket(j, 0, 0, qkey, k, f);
+                out.push(Search {
+                    bucket: j,
+                    pre: 0,
+                    sub: 0,
+                });
             }
         } else {
             let extra = b - d;
-            let j = (v >> extra) as usize;
             let pre = extra.min(16);
             let sub = (v & ((1u32 << extra) - 1)) >> (extra - pre);
-            self.search_bucket(j, pre, sub, qkey, k, f);
+            out.push(Search {
+                bucket: v >> extra,
+                pre,
+                sub,
+            });
         }
+    }
+
+    /// Asks the CPU to start loading the directory entry of a search.
+    #[inline]
+    pub fn prefetch_dir(&self, s: &Search) {
+        prefetch(self.dir.as_ptr().wrapping_add(s.bucket as usize));
+    }
+
+    /// Asks the CPU to start loading the first entries of a search's bucket.
+    #[inline]
+    pub fn prefetch_bucket(&self, s: &Search) {
+        let lo = self.dir[s.bucket as usize] as usize;
+        prefetch(self.mid.as_ptr().wrapping_add(lo));
+    }
+
+    /// Calls `f(row)` for every entry found by search `s` whose known key bits are within `k`
+    /// of the query key `qkey`. May pass entries whose block only starts with the probed value
+    /// when the block is wider than the known bits: callers check.
+    #[inline]
+    pub fn run_search(&self, s: &Search, qkey: u32, k: u32, f: &mut impl FnMut(u32)) {
+        self.search_bucket(s.bucket as usize, s.pre, s.sub, qkey, k, f);
     }
 
     /// Entries of bucket `j` whose mid starts with the `pre`-bit value `sub`, filtered by the

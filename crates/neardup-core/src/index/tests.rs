@@ -428,3 +428,34 @@ fn bad_arguments_are_rejected() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// Timing of the big operations (run by hand: cargo test --release -- --ignored --nocapture).
+#[test]
+#[ignore]
+fn timing_10m() {
+    let n: usize = std::env::var("N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
+    let mut rng = Rng(77);
+    let fps: Vec<u64> = (0..n).map(|_| rng.next()).collect();
+    let ids: Vec<i64> = (0..n as i64).collect();
+    let t = std::time::Instant::now();
+    let mut idx = Index::new(Options {
+        k: 3,
+        capacity: Some(n),
+        ..Options::default()
+    })
+    .unwrap();
+    idx.add_many(Ids::Int(&ids), &fps, &vec![1.0; n]).unwrap();
+    println!("build {:?} {:?}", t.elapsed(), idx.stats());
+    let t = std::time::Instant::now();
+    let mut hits = 0;
+    for &fp in fps.iter().take(200_000) {
+        hits += idx.query_locs(fp ^ 0b1011, 3).len();
+    }
+    println!("query {:?} per query, hits {hits}", t.elapsed() / 200_000);
+    let t = std::time::Instant::now();
+    let p = idx.near_pairs_locs(Some(3)).unwrap();
+    println!("near_pairs {:?} pairs {}", t.elapsed(), p.len());
+}
