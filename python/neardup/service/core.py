@@ -115,21 +115,41 @@ class DedupService:
 
     # -- the backend calls made by the writer thread ------------------------------------------
 
+    def _chunks(self, items: list[AddItem]) -> list[list[AddItem]]:
+        size = self.settings.writer_max_batch
+        return [items[i : i + size] for i in range(0, len(items), size)]
+
     def _check_and_add_group(self, items: list[AddItem]) -> list[Any]:
-        ids = [it.id for it in items]
-        texts = [it.text for it in items]
-        stamps = [it.timestamp for it in items]
+        # Consecutive calls on this one thread: a later chunk sees the adds of earlier ones, so
+        # the answers are those of one call (which costs O(n^2) in-batch comparisons today).
         if len(items) == 1:
-            return [self.backend.check_and_add(ids[0], texts[0], timestamp=stamps[0])]
-        return list(self.backend.check_and_add_many(ids, texts, timestamps=stamps))
+            it = items[0]
+            return [self.backend.check_and_add(it.id, it.text, timestamp=it.timestamp)]
+        out: list[Any] = []
+        for chunk in self._chunks(items):
+            out.extend(
+                self.backend.check_and_add_many(
+                    [it.id for it in chunk],
+                    [it.text for it in chunk],
+                    timestamps=[it.timestamp for it in chunk],
+                )
+            )
+        return out
 
     def _add_group(self, items: list[AddItem]) -> list[Any]:
-        ids = [it.id for it in items]
-        texts = [it.text for it in items]
-        stamps = [it.timestamp for it in items]
         if len(items) == 1:
-            return [self.backend.add(ids[0], texts[0], timestamp=stamps[0])]
-        return list(self.backend.add_many(ids, texts, timestamps=stamps))
+            it = items[0]
+            return [self.backend.add(it.id, it.text, timestamp=it.timestamp)]
+        out: list[Any] = []
+        for chunk in self._chunks(items):
+            out.extend(
+                self.backend.add_many(
+                    [it.id for it in chunk],
+                    [it.text for it in chunk],
+                    timestamps=[it.timestamp for it in chunk],
+                )
+            )
+        return out
 
     # -- handlers -----------------------------------------------------------------------------
 

@@ -85,6 +85,7 @@ class Settings:
     ``NEARDUP_SYNC``, ``NEARDUP_PORT``, ``NEARDUP_K``, ``NEARDUP_RETENTION``, ``NEARDUP_PRESET``,
     ``NEARDUP_POLICY``, ``NEARDUP_TOKEN``, ``NEARDUP_MAX_BODY_BYTES``, ``NEARDUP_MAX_TEXT_BYTES``,
     ``NEARDUP_MAX_BATCH``, ``NEARDUP_EXPIRE_INTERVAL``, ``NEARDUP_READ_THREADS``,
+    ``NEARDUP_WRITER_MAX_BATCH``,
     ``NEARDUP_FAST_PATH``, ``NEARDUP_LOG_LEVEL``.
     """
 
@@ -120,8 +121,10 @@ class Settings:
     """Seconds between retention sweeps (``None``: retention / 100, between 1 s and 60 s)."""
     read_threads: int = 4
     """Threads that run checks (fingerprint + query) off the event loop."""
-    writer_max_batch: int = 4096
-    """Most queued single writes the serialized writer applies in one backend call."""
+    writer_max_batch: int = 256
+    """Most documents per backend call: queued single writes are grouped up to this many, and a
+    larger batch request is applied in consecutive calls of this many (same answers; one
+    durable commit per call)."""
     fast_path: bool = True
     """Serve the POST /v1 routes by a lean ASGI dispatcher in front of FastAPI (same handlers)."""
     log_level: str = "warning"
@@ -151,7 +154,7 @@ class Settings:
             raw = get("DATA" if attr == "data_dir" else attr.upper())
             if raw is not None:
                 values[attr] = raw
-        for attr in ("port", "k", "max_batch", "read_threads"):
+        for attr in ("port", "k", "max_batch", "read_threads", "writer_max_batch"):
             raw = get(attr.upper())
             if raw is not None:
                 values[attr] = as_int(attr.upper(), raw)
