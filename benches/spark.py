@@ -24,6 +24,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# benches/redis.py would shadow redis-py (imported by neardup's Redis backend) if this folder
+# stayed on sys.path.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 SAMPLE = os.path.join(HERE, "..", "examples", "news-sample.jsonl")
 
 
@@ -73,9 +76,8 @@ def main() -> None:
         local_s = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        from pyspark.sql import SparkSession
-
         from neardup import spark as nspark
+        from pyspark.sql import SparkSession
 
         session = (
             SparkSession.builder.master(args.master)

@@ -13,7 +13,7 @@ The job, stage by stage:
    64-bit SimHash, its length and, for the Jaccard verifier, its sorted 5-gram hashes
    (``mapInPandas``, Arrow batches).
 2. Each fingerprint is exploded into its block keys: the ``B`` blocks of
-   :class:`neardup.backends.redis.BlockLayout` (the layout of the core index and the Redis
+   :class:`neardup.backends.layout.BlockLayout` (the layout of the core index and the Redis
    backend), plus, when the policy's radius needs it, every value within the block's probe
    radius (``BlockLayout.radii``: "probe" keys). Two fingerprints within ``k`` share a key
    (pigeonhole), so grouping by key and comparing within groups finds every candidate pair,
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup.backends.redis import BlockLayout, default_blocks
+from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.dedup import Policy
 from neardup.verify import jaccard_sketch, normalise, sketch_many
 
