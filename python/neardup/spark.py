@@ -18,9 +18,10 @@ The job, stage by stage:
    radius (``BlockLayout.radii``: "probe" keys). Two fingerprints within ``k`` share a key
    (pigeonhole), so grouping by key and comparing within groups finds every candidate pair,
    exactly.
-3. Per group, pairs are compared exactly (Hamming distance within the length-aware radius of
-   the policy), deduplicated across groups, then verified by the policy's verifier on the
-   two rows' sketches.
+3. Rows sharing a key are compared exactly by a self-join on the key in Spark SQL
+   (``bit_count(fa ^ fb)`` within the policy's length-aware radius: no Python per group),
+   pairs are deduplicated across keys, then verified by the policy's verifier on the two
+   rows' sketches.
 4. The verified pairs (a few per duplicate: small next to the corpus) are collected on the
    driver, where the keep rule runs in one pass. It is not plain connected components: a row
    is dropped only for a *kept* earlier partner (a chain a~b~c with a, c far apart keeps c),
@@ -83,13 +84,6 @@ def _prepare(policy: Policy, text: Any) -> str:
 
 def _to_signed(a: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     return a.view(np.int64)
-
-
-def _popcount(a: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-    if hasattr(np, "bitwise_count"):  # numpy >= 2
-        return np.asarray(np.bitwise_count(a), dtype=np.int64)
-    bits = np.unpackbits(np.ascontiguousarray(a).view(np.uint8).reshape(-1, 8), axis=1)
-    return bits.sum(axis=1).astype(np.int64)
 
 
 def _policy_for(policy: Policy | Mapping[str, Any] | None, k: int | None) -> Policy:
@@ -263,39 +257,32 @@ def _candidate_pairs(docs: DataFrame, pol: Policy) -> DataFrame:
 
     keyed = docs.select(_ROW, "fp").mapInPandas(explode, f"key long, {_ROW} long, exact boolean")
     keyed = keyed.join(docs.select(_ROW, "fp", "len"), _ROW)
-    k_short, k_long, short_chars = pol.k_short, pol.k_long, pol.short_chars
+    # Every exact member of a key against every member of it, in Spark SQL (no Python per
+    # group): the distance is bit_count(fa ^ fb), the radius the policy's length-aware one.
+    exact = keyed.where(F.col("exact")).select(
+        "key",
+        F.col(_ROW).alias("ra"),
+        F.col("fp").alias("fa"),
+        F.col("len").alias("la"),
+    )
+    every = keyed.select(
+        "key", F.col(_ROW).alias("rb"), F.col("fp").alias("fb"), F.col("len").alias("lb")
+    )
 
-    def compare(group: pd.DataFrame) -> pd.DataFrame:
-        ex = group[group["exact"]]
-        if len(ex) == 0:
-            return pd.DataFrame({"a": [], "b": [], "d": []})
-        ex_rows = ex[_ROW].to_numpy(np.int64)
-        ex_fps = ex["fp"].to_numpy(np.int64).view(np.uint64)
-        ex_len = ex["len"].to_numpy(np.int64)
-        all_rows = group[_ROW].to_numpy(np.int64)
-        all_fps = group["fp"].to_numpy(np.int64).view(np.uint64)
-        all_len = group["len"].to_numpy(np.int64)
-        out_a, out_b, out_d = [], [], []
-        # Every exact member against every member (exact or probe) of the key.
-        for j in range(ex_rows.size):
-            d = _popcount(all_fps ^ ex_fps[j])
-            radius = np.maximum(
-                np.where(all_len <= short_chars, k_short, k_long),
-                k_short if ex_len[j] <= short_chars else k_long,
-            )
-            hit = (d <= radius) & (all_rows != ex_rows[j])
-            if hit.any():
-                others = all_rows[hit]
-                out_a.append(np.minimum(others, ex_rows[j]))
-                out_b.append(np.maximum(others, ex_rows[j]))
-                out_d.append(d[hit])
-        if not out_a:
-            return pd.DataFrame({"a": [], "b": [], "d": []})
-        return pd.DataFrame(
-            {"a": np.concatenate(out_a), "b": np.concatenate(out_b), "d": np.concatenate(out_d)}
-        ).drop_duplicates(["a", "b"])
+    def radius(length: Any) -> Any:
+        return F.when(length <= pol.short_chars, pol.k_short).otherwise(pol.k_long)
 
-    pairs = keyed.groupBy("key").applyInPandas(compare, "a long, b long, d long")
+    d = F.expr("bit_count(fa ^ fb)")
+    pairs = (
+        exact.join(every, "key")
+        .where(F.col("ra") != F.col("rb"))
+        .where(d <= F.greatest(radius(F.col("la")), radius(F.col("lb"))))
+        .select(
+            F.least("ra", "rb").alias("a"),
+            F.greatest("ra", "rb").alias("b"),
+            d.cast("long").alias("d"),
+        )
+    )
     return pairs.dropDuplicates(["a", "b"])
 
 
