@@ -561,114 +561,116 @@ def main() -> None:
         f"load avg {os.getloadavg()[0]:.2f}"
     )
 
-    built = preload(data / "store", items, k)
-    if built:
-        print(f"  built the store in {built:.0f} s ({items / built:,.0f} texts/s in-process)")
-    vocab = vocabulary()
-    n_single = max(50_000, int(args.duration * 20_000))
-    results: dict[str, Any] = {"items": items, "k": args.k, "connections": args.connections}
-    bare_file = work / "bare.jsonl"
-    bare_file.write_bytes(b"\n".join(request_bodies(20_000, 0, vocab, "bare", 1)))
+    try:
+        built = preload(data / "store", items, k)
+        if built:
+            print(f"  built the store in {built:.0f} s ({items / built:,.0f} texts/s in-process)")
+        vocab = vocabulary()
+        n_single = max(50_000, int(args.duration * 20_000))
+        results: dict[str, Any] = {"items": items, "k": args.k, "connections": args.connections}
+        bare_file = work / "bare.jsonl"
+        bare_file.write_bytes(b"\n".join(request_bodies(20_000, 0, vocab, "bare", 1)))
 
-    # peers: a do-nothing app on the same HTTP stack; the service over a do-nothing backend
-    bare = Server([sys.executable, __file__, "_bare"]).start()
-    try:
-        results["bare-asgi"] = single_load(args, bare.host, bare.port, bare_file)
-    finally:
-        bare.stop()
-    null = Server([sys.executable, __file__, "_null"]).start()
-    try:
-        results["null-backend"] = single_load(args, null.host, null.port, bare_file)
-        results["null-backend batch"] = python_load(
-            null.host,
-            null.port,
-            bare_file,
-            "/v1/check-and-add/batch",
-            connections=2,
-            duration=args.duration,
-            batch_size=args.batch_size,
-        )
-    finally:
-        null.stop()
-    if args.compare_fastapi:
-        null = Server([sys.executable, __file__, "_null", "--no-fast-path"]).start()
+        # peers: a do-nothing app on the same HTTP stack; the service over a do-nothing backend
+        bare = Server([sys.executable, __file__, "_bare"]).start()
         try:
-            results["null-backend fastapi-only"] = single_load(
-                args, null.host, null.port, bare_file
+            results["bare-asgi"] = single_load(args, bare.host, bare.port, bare_file)
+        finally:
+            bare.stop()
+        null = Server([sys.executable, __file__, "_null"]).start()
+        try:
+            results["null-backend"] = single_load(args, null.host, null.port, bare_file)
+            results["null-backend batch"] = python_load(
+                null.host,
+                null.port,
+                bare_file,
+                "/v1/check-and-add/batch",
+                connections=2,
+                duration=args.duration,
+                batch_size=args.batch_size,
             )
         finally:
             null.stop()
+        if args.compare_fastapi:
+            null = Server([sys.executable, __file__, "_null", "--no-fast-path"]).start()
+            try:
+                results["null-backend fastapi-only"] = single_load(
+                    args, null.host, null.port, bare_file
+                )
+            finally:
+                null.stop()
 
-    syncs = ["full", "normal"] if args.sync == "both" else [args.sync]
-    modes = [(s, False) for s in syncs] + ([(syncs[-1], True)] if args.compare_fastapi else [])
-    for run_no, (sync, fastapi_only) in enumerate(modes):
-        # each run works on its own copy of the store, so every run starts from N items
-        store = work / f"store-{run_no}"
-        shutil.copytree(data / "store", store)
-        name = f"service sync={sync}" + (" fastapi-only" if fastapi_only else "")
-        cmd = [
-            sys.executable,
-            "-m",
-            "neardup",
-            "serve",
-            "--data",
-            str(store),
-            "--port",
-            "0",
-            "--retention",
-            "none",
-            "--sync",
-            sync,
-            "--max-batch",
-            str(max(10_000, args.batch_size)),
-        ]
-        if fastapi_only:
-            cmd.append("--no-fast-path")
-        t0 = time.perf_counter()
-        srv = Server(cmd).start()
-        startup = time.perf_counter() - t0
-        try:
-            count = httpx.get(srv.url + "/v1/stats", timeout=600).json()["count"]
-            assert count == items, (count, items)
-            single_file = work / f"single-{run_no}.jsonl"
-            single_file.write_bytes(
-                b"\n".join(request_bodies(n_single, items, vocab, f"s{run_no}", 2 + run_no))
-            )
-            busy0, done0, calls0 = writer_stats(srv.url)
-            single = single_load(args, srv.host, srv.port, single_file)
-            busy1, done1, calls1 = writer_stats(srv.url)
-            single["backend_us_per_doc"] = (busy1 - busy0) / max(1, done1 - done0) * 1e6
-            single["writes_per_group"] = (done1 - done0) / max(1, calls1 - calls0)
-            results[name + " single"] = single
+        syncs = ["full", "normal"] if args.sync == "both" else [args.sync]
+        modes = [(s, False) for s in syncs] + ([(syncs[-1], True)] if args.compare_fastapi else [])
+        for run_no, (sync, fastapi_only) in enumerate(modes):
+            # each run works on its own copy of the store, so every run starts from N items
+            store = work / f"store-{run_no}"
+            shutil.copytree(data / "store", store)
+            name = f"service sync={sync}" + (" fastapi-only" if fastapi_only else "")
+            cmd = [
+                sys.executable,
+                "-m",
+                "neardup",
+                "serve",
+                "--data",
+                str(store),
+                "--port",
+                "0",
+                "--retention",
+                "none",
+                "--sync",
+                sync,
+                "--max-batch",
+                str(max(10_000, args.batch_size)),
+            ]
+            if fastapi_only:
+                cmd.append("--no-fast-path")
+            t0 = time.perf_counter()
+            srv = Server(cmd).start()
+            startup = time.perf_counter() - t0
+            try:
+                count = httpx.get(srv.url + "/v1/stats", timeout=600).json()["count"]
+                assert count == items, (count, items)
+                single_file = work / f"single-{run_no}.jsonl"
+                single_file.write_bytes(
+                    b"\n".join(request_bodies(n_single, items, vocab, f"s{run_no}", 2 + run_no))
+                )
+                busy0, done0, calls0 = writer_stats(srv.url)
+                single = single_load(args, srv.host, srv.port, single_file)
+                busy1, done1, calls1 = writer_stats(srv.url)
+                single["backend_us_per_doc"] = (busy1 - busy0) / max(1, done1 - done0) * 1e6
+                single["writes_per_group"] = (done1 - done0) / max(1, calls1 - calls0)
+                results[name + " single"] = single
 
-            if not fastapi_only:
-                batch_file = work / f"batch-{run_no}.jsonl"
-                n_batch = max(200_000, int(args.duration * 60_000))
-                batch_file.write_bytes(
-                    b"\n".join(request_bodies(n_batch, items, vocab, f"b{run_no}", 99 + run_no))
-                )
-                busy0, done0, _ = writer_stats(srv.url)
-                batch = python_load(
-                    srv.host,
-                    srv.port,
-                    batch_file,
-                    "/v1/check-and-add/batch",
-                    connections=2,
-                    duration=args.duration,
-                    batch_size=args.batch_size,
-                )
-                busy1, done1, _ = writer_stats(srv.url)
-                batch["docs"] = batch["requests"] * args.batch_size
-                batch["dps"] = (
-                    batch["docs"] / (batch["requests"] / batch["rps"]) if batch["rps"] else 0.0
-                )
-                batch["backend_us_per_doc"] = (busy1 - busy0) / max(1, done1 - done0) * 1e6
-                results[name + " batch"] = batch
-            results[name + " startup_s"] = startup
-        finally:
-            srv.stop()
-            shutil.rmtree(store, ignore_errors=True)
-    shutil.rmtree(work, ignore_errors=True)
+                if not fastapi_only:
+                    batch_file = work / f"batch-{run_no}.jsonl"
+                    n_batch = max(200_000, int(args.duration * 60_000))
+                    batch_file.write_bytes(
+                        b"\n".join(request_bodies(n_batch, items, vocab, f"b{run_no}", 99 + run_no))
+                    )
+                    busy0, done0, _ = writer_stats(srv.url)
+                    batch = python_load(
+                        srv.host,
+                        srv.port,
+                        batch_file,
+                        "/v1/check-and-add/batch",
+                        connections=2,
+                        duration=args.duration,
+                        batch_size=args.batch_size,
+                    )
+                    busy1, done1, _ = writer_stats(srv.url)
+                    batch["docs"] = batch["requests"] * args.batch_size
+                    batch["dps"] = (
+                        batch["docs"] / (batch["requests"] / batch["rps"]) if batch["rps"] else 0.0
+                    )
+                    batch["backend_us_per_doc"] = (busy1 - busy0) / max(1, done1 - done0) * 1e6
+                    results[name + " batch"] = batch
+                results[name + " startup_s"] = startup
+            finally:
+                srv.stop()
+                shutil.rmtree(store, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
     print("\nsingle-document POST /v1/check-and-add (closed loop):")
     bare_r = results["bare-asgi"]
