@@ -396,3 +396,21 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, rows: list[dict[str, Any]]) 
     assert re.search(r"[\d.]+ ?[kMG]?B/s", shown) and re.search(r"[\d,]+ docs/s", shown)
     assert re.search(r"\d\d:\d\d<(\d\d:\d\d|\?)", shown)  # elapsed<remaining (ETA)
     assert f"read {len(rows) * 30:,} documents" in shown
+
+
+@pytest.mark.spark
+def test_engine_spark_agrees_with_local(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, rows[:150] + rows[N_ROWS : N_ROWS + 10])
+    local, remote = tmp_path / "local.jsonl", tmp_path / "spark.jsonl"
+    r = neardup("dedup", str(src), "-o", str(local), "--clusters", str(tmp_path / "cl.jsonl"))
+    assert r.returncode == 0, r.stderr
+    r = neardup(
+        "dedup", str(src), "-o", str(remote), "--engine", "spark",
+        "--clusters", str(tmp_path / "cs.jsonl"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "neardup dedup (spark)" in r.stderr
+    assert read_ids(remote) == read_ids(local)
+    clustered = {json.loads(x)["id"] for x in (tmp_path / "cs.jsonl").read_text().splitlines()}
+    assert {f"copy{i:02d}" for i in range(10)} <= clustered

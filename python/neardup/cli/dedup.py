@@ -555,17 +555,21 @@ def _run_spark(args: argparse.Namespace) -> int:
     try:
         from neardup import spark
     except ImportError as e:
-        eprint(f"neardup dedup: --engine spark needs neardup[spark] ({e})")
+        eprint(f"neardup dedup: --engine spark needs pip install 'neardup[spark]' ({e})")
         return EXIT_USAGE
-    summary = spark.run_dedup_cli(
-        list(args.inputs),
-        args.output,
-        text_field=args.text_field,
-        id_field=args.id_field,
-        k=args.k,
-        keep=args.keep,
-        clusters=args.clusters,
-    )
+    try:
+        summary = spark.run_dedup_cli(
+            list(args.inputs),
+            args.output,
+            text_field=args.text_field,
+            id_field=args.id_field,
+            k=args.k,
+            keep=args.keep,
+            clusters=args.clusters,
+        )
+    except (ValueError, OSError) as e:
+        eprint(f"neardup dedup (spark): {e}")
+        return EXIT_INPUT
     if not args.quiet:
         eprint("neardup dedup (spark): " + json.dumps(summary, default=str))
     return EXIT_OK
