@@ -23,6 +23,7 @@ near-copies of them (a few characters changed), shuffled, 20 % copies.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import multiprocessing as mp
 import os
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,13 +79,13 @@ class Server:
              "--appendonly", "no", "--dir", self.dir],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        import redis
-
+        # Through importlib: type checkers would take this file (redis.py) for redis-py.
+        redis_py: Any = importlib.import_module("redis")
         for _ in range(200):
             try:
-                if redis.Redis(port=self.port).ping():
+                if redis_py.Redis(port=self.port).ping():
                     return
-            except redis.ConnectionError:
+            except redis_py.ConnectionError:
                 time.sleep(0.05)
         raise RuntimeError("redis-server did not start")
 
@@ -229,7 +231,7 @@ def main() -> None:
     url = args.url or server.url  # type: ignore[union-attr]
     try:
         print(f"# {n} documents ({peer_n} for datasketch), redis at {url}, {os.cpu_count()} CPUs")
-        runs = [
+        runs: list[tuple[str, Any, Sequence[Any]]] = [
             ("text", _neardup_text_worker, docs),
             (f"text, batches of {BATCH}", _neardup_text_batch_worker, docs),
             ("index k=3", _neardup_index_worker, fps),

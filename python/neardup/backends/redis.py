@@ -9,13 +9,13 @@ uses it).
 
 Layout (all keys start with the namespace ``ns``, default ``"neardup"``):
 
-- The 64-bit fingerprint is cut into ``B`` blocks (``B = k + 1`` for ``k <= 5``: by the
-  pigeonhole principle two fingerprints within ``k`` bits agree exactly on at least one block;
-  for wider ``k`` fewer, larger blocks probed within radius ``k // B``). Block ``i`` is a run of
-  bits taken from the most significant end; the first ``64 % B`` blocks are one bit wider.
+- The 64-bit fingerprint is cut into ``B`` blocks (:class:`neardup.backends.layout.BlockLayout`,
+  the core index's cut; ``B = k + 1`` for ``k <= 5``: by the pigeonhole principle two
+  fingerprints within ``k`` bits agree exactly on at least one block; for wider ``k`` fewer,
+  larger blocks probed within a radius, :meth:`~neardup.backends.layout.BlockLayout.radii`).
 - ``ns:b:<period>:<block>:<value hex>``: a list (the bucket) of entries: the fingerprint
   (8 bytes, big-endian), then ``<uid>|<id>``. A query reads the buckets of its probe values in
-  every live period, in one pipelined round trip per node, then checks the distances exactly.
+  every live period (one round trip per node), then checks the distances exactly.
 - ``ns:r:<id>``: a hash per item: fingerprint, timestamp, period, uid (and the text, for
   :class:`RedisDeduplicator`).
 - ``{ns}:config`` (the settings, checked on open), ``{ns}:seq`` (the sequence of tickets),
