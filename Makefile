@@ -30,8 +30,8 @@ fmt:  ## format Rust and Python
 	cargo fmt --all
 	$(PY) -m ruff format python tests benches
 
-bench-deps:  ## install the peers the benchmarks compare against
-	$(PY) -m pip install -q -r requirements-bench.txt
+bench-deps:  ## install the peers and the real-text corpora (Debian packages) the benchmarks use
+	bash scripts/setup-bench.sh
 
 bench: bench-deps  ## run every benchmark (prints ratios to peers)
 	for b in benches/*.py; do case $$b in */corpus.py|*/_*) ;; *) $(PY) $$b || exit 1;; esac; done

@@ -22,17 +22,21 @@ from neardup._core import (
 _LAZY = {
     "Deduplicator": "neardup.dedup",
     "Match": "neardup.dedup",
+    "Policy": "neardup.dedup",
+    "CorpusDeduper": "neardup.dedup",
     "Client": "neardup.client",
 }
 
 __all__ = [
     "Client",
+    "CorpusDeduper",
     "CorruptIndexError",
     "Deduplicator",
     "Fingerprinter",
     "IncompatibleIndexError",
     "Index",
     "Match",
+    "Policy",
     "__version__",
     "hamming",
 ]
