@@ -1,0 +1,70 @@
+//! The rayon pool for batch calls, safe after `fork()`.
+//!
+//! A forked child has none of its parent's threads, so the parent's pool would wait forever.
+//! The pool remembers the process id it was made in; a child that finds another id makes its
+//! own pool (the inherited one is leaked, never joined). If the pool's lock was held at the
+//! fork (or is busy), the call runs sequentially instead of waiting.
+//! `NEARDUP_NUM_THREADS` sets the number of threads (read when a pool is made; `1` means
+//! sequential).
+
+use std::sync::{Arc, Mutex, TryLockError};
+
+use rayon::ThreadPool;
+
+struct Pool {
+    pid: u32,
+    pool: Arc<ThreadPool>,
+}
+
+static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+
+/// Threads to use: `NEARDUP_NUM_THREADS` when set to a positive integer, else the CPUs.
+pub fn num_threads() -> usize {
+    std::env::var("NEARDUP_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+fn current() -> Option<Arc<ThreadPool>> {
+    let threads = num_threads();
+    if threads <= 1 {
+        return None;
+    }
+    let mut guard = match POOL.try_lock() {
+        Ok(g) => g,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => return None,
+    };
+    let pid = std::process::id();
+    if let Some(p) = guard.as_ref() {
+        if p.pid == pid && p.pool.current_num_threads() == threads {
+            return Some(Arc::clone(&p.pool));
+        }
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("neardup-{i}"))
+        .build()
+        .ok()?;
+    let pool = Arc::new(pool);
+    if let Some(old) = guard.replace(Pool {
+        pid,
+        pool: Arc::clone(&pool),
+    }) {
+        if old.pid != pid {
+            // Its threads live in another process: dropping it would wait on them.
+            std::mem::forget(old);
+        }
+    }
+    Some(pool)
+}
+
+/// Runs `f` with the pool, or with `None` when it should run sequentially.
+pub fn run<R>(f: impl FnOnce(Option<&ThreadPool>) -> R) -> R {
+    match current() {
+        Some(pool) => f(Some(&pool)),
+        None => f(None),
+    }
+}

@@ -1,0 +1,295 @@
+use super::config::*;
+use super::normalize::{html_visible_text, nfkc};
+use super::simhash::{Acc128, Acc64, AccF};
+use super::*;
+use unicode_normalization::UnicodeNormalization;
+
+fn naive(hashes: &[(u64, u32)], rule: BitRule) -> u64 {
+    let mut v = [0i64; 64];
+    for &(h, w) in hashes {
+        for (j, x) in v.iter_mut().enumerate() {
+            if (h >> j) & 1 == 1 {
+                *x += w as i64
+            } else {
+                *x -= w as i64
+            }
+        }
+    }
+    v.iter().enumerate().fold(0, |fp, (j, &x)| {
+        let on = match rule {
+            BitRule::Positive => x > 0,
+            BitRule::NonNegative => x >= 0,
+        };
+        fp | ((on as u64) << j)
+    })
+}
+
+fn lcg(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    xxhash_rust::xxh3::xxh3_64(&state.to_le_bytes())
+}
+
+#[test]
+fn byte_lane_accumulator_matches_naive_voting() {
+    let mut s = 1u64;
+    for n in [0usize, 1, 2, 3, 254, 255, 256, 257, 1000, 5000] {
+        for weights in [[1u32, 1], [3, 1], [200, 7], [1000, 1]] {
+            let hashes: Vec<(u64, u32)> = (0..n).map(|i| (lcg(&mut s), weights[i % 2])).collect();
+            for rule in [BitRule::Positive, BitRule::NonNegative] {
+                let mut acc = Acc64::default();
+                let mut acc128 = Acc128::default();
+                let mut accf = AccF::new(64);
+                for &(h, w) in &hashes {
+                    acc.add(h, w);
+                    acc128.add(h as u128 | ((h as u128) << 64), w);
+                    accf.add(h as u128, w as f64);
+                }
+                let want = naive(&hashes, rule);
+                assert_eq!(acc.finish(rule), want, "n={n} w={weights:?}");
+                let wide = acc128.finish(rule);
+                assert_eq!(wide as u64, want);
+                assert_eq!((wide >> 64) as u64, want);
+                assert_eq!(accf.finish(rule) as u64, want);
+            }
+        }
+    }
+}
+
+#[test]
+fn seed000_hash_is_the_java_polynomial() {
+    // Java: x = c0 << 7; x = (x * 1000003 ^ c) & mask; x ^= len.
+    let units: Vec<u16> = "ab".encode_utf16().collect();
+    let mut x: u128 = 97 << 7;
+    x = (x * 1_000_003) ^ 97;
+    x = ((x * 1_000_003) ^ 98) & u64::MAX as u128;
+    assert_eq!(hash::seed000_units(&units, 64), x ^ 2);
+    assert_eq!(hash::seed000_units64(&units) as u128, x ^ 2);
+    assert_eq!(hash::seed000_str64("ab") as u128, x ^ 2);
+    assert_eq!(hash::seed000_units(&[], 64), 0);
+    // A single char never sets bits above ~43: (c << 7) * 1000003 < 2**43 for c < 2**16.
+    for c in [1u16, 0x4e00, 0xffff] {
+        assert!(hash::seed000_units64(&[c]) < 1 << 44);
+    }
+}
+
+#[test]
+fn seed000_fingerprints_of_the_seed_pair_match_java() {
+    // Printed by the seed's Java class (tests/seeds/seed000) for the seed 003 pair.
+    let f = Fingerprinter::preset("seed000").unwrap();
+    let a = f.fingerprint_str("你妈妈喊你回家吃饭哦，回家罗回家罗");
+    let b = f.fingerprint_str("你妈妈叫你回家吃饭啦，回家罗回家罗");
+    assert_eq!(
+        to_bitstring(a, 64),
+        "1110101111011010011011111110110111011001010000000000000000000000"
+    );
+    assert_eq!(
+        to_bitstring(b, 64),
+        "1110111111011000011011111110110111011001010000000000000000000000"
+    );
+    assert_eq!(f.fingerprint_str(""), u64::MAX as u128);
+    assert_eq!(from_bitstring(&to_bitstring(a, 64)).unwrap(), a);
+}
+
+#[test]
+fn seed000_split_follows_java_alternation_order() {
+    let units: Vec<u16> = "x/htmly<scripts<header>z-_-w--v".encode_utf16().collect();
+    let mut got = Vec::new();
+    seed000::for_each_feature(&units, |u| got.push(String::from_utf16_lossy(u)));
+    // "/" wins over "/html", "<" over "<script", "<head" over "<header".
+    assert_eq!(got, ["x", "htmly", "scripts", "er", "z", "w", "v"]);
+    let units: Vec<u16> = "ab中😀".encode_utf16().collect();
+    let mut got = Vec::new();
+    seed000::for_each_feature(&units, |u| got.push(u.to_vec()));
+    assert_eq!(got.len(), 5); // a, b, 中, and the two surrogate halves of 😀
+}
+
+#[test]
+fn nfkc_fast_path_equals_full_nfkc() {
+    let samples = [
+        "plain ascii",
+        "你好，世界！",
+        "e\u{301}t\u{e9}",
+        "Ａｂｃ１２３",
+        "ﬁ①㎏",
+        "a\u{301}\u{302}中\u{301}",
+        "한국어 한",
+        "x\u{0307}İ",
+        "",
+        "\u{212b}\u{2126}",
+        "中文ﾃｽﾄ",
+    ];
+    for s in samples {
+        let want: String = s.nfkc().collect();
+        assert_eq!(nfkc(s), want, "{s:?}");
+    }
+}
+
+#[test]
+fn normalization_steps() {
+    let c = Config::preset("default").unwrap();
+    assert_eq!(
+        normalize::normalize("  Hello,\tWORLD!!  你好。 ", &c),
+        "hello world 你好"
+    );
+    assert_eq!(
+        normalize::normalize("ＨＥＬＬＯ　ｗｏｒｌｄ", &c),
+        "hello world"
+    );
+    assert_eq!(normalize::normalize("😀 a 😀", &c), "a");
+}
+
+#[test]
+fn html_visible_text_drops_script_style_and_markup() {
+    let t = html_visible_text(
+        "<html><head><title>T</title><style>p{}</style></head><body><p>One <b>two</b></p>\
+         <script>var x = 1;</script><div>three</div><!-- c --></body></html>",
+    );
+    let words: Vec<&str> = t.split_whitespace().collect();
+    assert_eq!(words, ["One", "two", "three"]);
+    let f = Fingerprinter::new(Config {
+        html: true,
+        ..Config::preset("default").unwrap()
+    })
+    .unwrap();
+    assert_eq!(
+        f.fingerprint_str("<p>hello world</p><script>noise()</script>"),
+        Fingerprinter::preset("default")
+            .unwrap()
+            .fingerprint_str("hello world")
+    );
+}
+
+#[test]
+fn features_reproduce_the_fingerprint() {
+    let texts = [
+        "",
+        "a",
+        "Hello, world! Hello again.",
+        "你妈妈喊你回家吃饭哦，回家罗回家罗",
+        "mixed 中文 text 123",
+    ];
+    for preset in PRESETS {
+        for w in [
+            Weighting::Tf,
+            Weighting::Binary,
+            Weighting::Pre,
+            Weighting::Suf,
+        ] {
+            let mut c = Config::preset(preset).unwrap();
+            if c.idf != Idf::None {
+                continue;
+            }
+            c.weighting = w;
+            let f = Fingerprinter::new(c).unwrap();
+            for t in texts {
+                let feats = f.features(Text::Str(t));
+                assert_eq!(
+                    f.fingerprint_features(&feats).unwrap(),
+                    f.fingerprint_str(t),
+                    "{preset} {w:?} {t:?}"
+                );
+            }
+        }
+    }
+    let f = Fingerprinter::preset("keywords").unwrap();
+    let t = "今天纽约的天气真好啊，京华大酒店的张尧经理吃了一只北京烤鸭。";
+    assert_eq!(
+        f.fingerprint_features(&f.features(Text::Str(t))).unwrap(),
+        f.fingerprint_str(t)
+    );
+}
+
+#[test]
+fn positional_weights_follow_seed002() {
+    let occ: Vec<Feature> = (0..5).map(|i| Feature::Str(i.to_string())).collect();
+    let w = |wt| {
+        positional(occ.clone(), wt)
+            .into_iter()
+            .map(|(_, w)| w as u32)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(w(Weighting::Pre), [3, 3, 3, 1, 1]);
+    assert_eq!(w(Weighting::Suf), [1, 1, 3, 3, 3]);
+    let one = vec![Feature::Str("x".into())];
+    assert_eq!(positional(one, Weighting::Suf)[0].1, 3.0);
+}
+
+#[test]
+fn config_options_and_errors() {
+    let mut m = serde_json::Map::new();
+    m.insert("weighting".into(), serde_json::json!("suf"));
+    let c = Config::with_options("seed002", &m).unwrap();
+    assert_eq!(c.weighting, Weighting::Suf);
+    assert_eq!(Config::from_json(&c.to_json()).unwrap(), c);
+    assert_eq!(
+        Config::from_json(r#"{"preset": "seed002", "weighting": "suf"}"#).unwrap(),
+        c
+    );
+    let e = Config::preset("nope").unwrap_err().to_string();
+    assert!(e.contains("seed000") && e.contains("default"), "{e}");
+    m.insert("colour".into(), serde_json::json!(1));
+    let e = Config::with_options("default", &m).unwrap_err().to_string();
+    assert!(e.contains("colour") && e.contains("tokenizer"), "{e}");
+    let mut m = serde_json::Map::new();
+    m.insert("weighting".into(), serde_json::json!("heavy"));
+    let e = Config::with_options("default", &m).unwrap_err().to_string();
+    assert!(e.contains("weighting") && e.contains("tfidf"), "{e}");
+    m.insert("weighting".into(), serde_json::json!("tfidf"));
+    assert!(Config::with_options("default", &m).is_err()); // no idf
+    let mut m = serde_json::Map::new();
+    m.insert("bits".into(), serde_json::json!(32));
+    assert!(Config::with_options("default", &m)
+        .unwrap_err()
+        .to_string()
+        .contains("bits"));
+}
+
+#[test]
+fn fitted_idf_downweights_common_terms() {
+    let base = Fingerprinter::preset("words").unwrap();
+    let docs: Vec<TextBuf> = (0..50)
+        .map(|i| TextBuf::Str(format!("common words here {i} rare{i}")))
+        .collect();
+    let f = base.fit_idf(&docs, 1).unwrap();
+    assert_eq!(f.config().weighting, Weighting::Tfidf);
+    let feats = f.features(Text::Str("common rare7 unseen"));
+    let w: std::collections::HashMap<String, f64> = feats
+        .into_iter()
+        .map(|(k, v)| (k.to_string_lossy().into_owned(), v))
+        .collect();
+    assert!(w["common"] < w["rare7"] && w["rare7"] < w["unseen"]);
+    let back = Fingerprinter::new(Config::from_json(&f.config().to_json()).unwrap()).unwrap();
+    assert_eq!(back, f);
+}
+
+#[test]
+fn batch_equals_single_and_handles_utf16() {
+    let f = Fingerprinter::preset("default").unwrap();
+    let texts: Vec<TextBuf> = (0..3000)
+        .map(|i| {
+            TextBuf::Str(format!(
+                "document number {i} 文档 {} with some words",
+                i * 7
+            ))
+        })
+        .chain([TextBuf::Utf16(vec![0xd800, 0x61, 0x62, 0x63, 0x64])])
+        .collect();
+    let many = f.fingerprint_many(&texts);
+    for (t, fp) in texts.iter().zip(&many) {
+        assert_eq!(f.fingerprint(t.as_text()), *fp);
+    }
+    assert_eq!(many[3000], f.fingerprint_str("\u{fffd}abcd"));
+}
+
+#[test]
+fn hamming_many_matches_pairwise() {
+    let fps: Vec<u64> = (0..100u64)
+        .map(|i| i.wrapping_mul(0x9e3779b97f4a7c15))
+        .collect();
+    let d = crate::hamming::hamming_many(fps[3], &fps);
+    for (i, &x) in fps.iter().enumerate() {
+        assert_eq!(d[i], crate::hamming::hamming(fps[3], x));
+    }
+}

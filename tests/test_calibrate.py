@@ -1,0 +1,133 @@
+"""neardup calibrate: the library functions and the CLI end to end on the real sample."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from neardup.calibrate import (
+    LabelledPair,
+    calibrate,
+    inject_edits,
+    pairs_from_corpus,
+    read_pairs,
+)
+from neardup.dedup import Policy
+from neardup.verify import normalise, shingles
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
+
+
+def sample_texts(limit: int = 400) -> list[str]:
+    with SAMPLE.open(encoding="utf-8") as f:
+        return [json.loads(line)["text"] for _, line in zip(range(limit), f)]
+
+
+def exact_jaccard(a: str, b: str) -> float:
+    sa, sb = shingles(normalise(a)), shingles(normalise(b))
+    return len(sa & sb) / len(sa | sb) if sa | sb else 1.0
+
+
+def neardup(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "neardup", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_pairs_from_corpus_labels_are_exact_jaccard() -> None:
+    texts = sample_texts()
+    pairs = pairs_from_corpus(texts, copies=120, seed=3)
+    assert len(pairs) == 240
+    for p in pairs:
+        assert p.label == (exact_jaccard(p.a, p.b) >= 0.8)
+    assert 10 < sum(p.label for p in pairs) < 230  # both classes present
+
+
+def test_inject_edits_changes_text_in_proportion() -> None:
+    rng = random.Random(1)
+    text = sample_texts(50)[-1] * 3
+    light = [exact_jaccard(text, inject_edits(text, rng, 0.05)) for _ in range(30)]
+    heavy = [exact_jaccard(text, inject_edits(text, rng, 1.0)) for _ in range(30)]
+    assert np.mean(light) > np.mean(heavy)
+    assert inject_edits("", rng, 1.0) == ""
+
+
+def test_calibration_scores_match_brute_force() -> None:
+    texts = sample_texts(300)
+    pairs = pairs_from_corpus(texts, copies=150, seed=5)
+    cal = calibrate(pairs, max_k=20)
+    labels = np.array([p.label for p in pairs])
+    # P/R/F1 of SimHash alone at k=6, recomputed by hand.
+    pred = cal.distances <= 6
+    tp = int(np.sum(pred & labels))
+    p, r, _ = cal.prf(pred)
+    assert p == pytest.approx(tp / pred.sum()) and r == pytest.approx(tp / labels.sum())
+    for i, pair in enumerate(pairs[:50]):
+        assert cal.scores["jaccard"][i] == pytest.approx(exact_jaccard(pair.a, pair.b))
+    rec = cal.recommendation
+    # Labels are 5-gram Jaccard >= 0.8, so the Jaccard verifier at 0.80 is the right answer.
+    assert rec["policy"]["verifier"] == "jaccard"
+    assert rec["policy"]["threshold"] == pytest.approx(0.80)
+    assert rec["f1"] >= 0.95
+    assert rec["f1"] > rec["simhash_alone"]["f1"]
+    assert Policy.from_dict(rec["policy"]).threshold == pytest.approx(0.8)
+
+
+def test_read_pairs_errors(tmp_path: Path) -> None:
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"a": "x", "b": "y", "label": true}\n{"a": "x", "b": 3, "label": 0}\n')
+    with pytest.raises(ValueError, match=r"p.jsonl:2: fields 'a' and 'b' must be strings"):
+        read_pairs(f)
+    f.write_text('{"a": "x", "b": "y", "label": "yes"}\n')
+    with pytest.raises(ValueError, match="field 'label' must be true/false or 0/1"):
+        read_pairs(f)
+    f.write_text('{"a": "x", "b": "y", "label": 1}\n\n')
+    assert read_pairs(f) == [LabelledPair("x", "y", True)]
+    with pytest.raises(ValueError, match="pairs is empty"):
+        calibrate([])
+
+
+def test_cli_corpus_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "cal"
+    proc = neardup("calibrate", "--corpus", str(SAMPLE), "--copies", "200", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "recommended: verifier=" in proc.stdout
+    png = (out / "calibrate.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    page = (out / "calibrate.html").read_text(encoding="utf-8")
+    assert "<h2>Recommendation</h2>" in page and "data:image/png;base64," in page
+    rec = json.loads((out / "recommendation.json").read_text())
+    Policy.from_dict(rec["policy"])  # a valid policy
+    assert rec["pairs"] == 400 and 0 < rec["positives"] < 400
+
+
+def test_cli_pairs_end_to_end(tmp_path: Path) -> None:
+    texts = sample_texts(200)
+    pairs = pairs_from_corpus(texts, copies=100, seed=9)
+    f = tmp_path / "pairs.jsonl"
+    f.write_text(
+        "".join(json.dumps({"a": p.a, "b": p.b, "label": p.label}) + "\n" for p in pairs),
+        encoding="utf-8",
+    )
+    proc = neardup("calibrate", "--pairs", str(f), "--out", str(tmp_path / "o"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(proc.stdout)
+    assert rec["policy"]["verifier"] == "jaccard" and rec["f1"] >= 0.95
+
+
+def test_cli_bad_input(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    proc = neardup("calibrate", "--pairs", str(bad), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 1 and "bad.jsonl:1: invalid JSON" in proc.stderr
+    proc = neardup("calibrate", "--pairs", str(bad), "--max-k", "99")
+    assert proc.returncode == 2 and "--max-k 99 is out of range" in proc.stderr
+    proc = neardup("calibrate")
+    assert proc.returncode == 2 and "one of the arguments --pairs --corpus is required" in (
+        proc.stderr
+    )
