@@ -170,8 +170,7 @@ impl IdMap {
         if self.slots.is_empty() {
             return None;
         }
-        let mask = self.slots.len() - 1;
-        let mut i = (h as usize) & mask;
+        let mut i = self.home(h);
         loop {
             let s = self.slots[i];
             if s == EMPTY {
@@ -180,7 +179,22 @@ impl IdMap {
             if s != GONE && is(s) {
                 return Some(i);
             }
-            i = (i + 1) & mask;
+            i = self.next(i);
+        }
+    }
+
+    /// First slot to look at for hash `h`: its high bits scaled to the table (multiply-shift).
+    #[inline]
+    fn home(&self, h: u64) -> usize {
+        ((u128::from(h) * self.slots.len() as u128) >> 64) as usize
+    }
+
+    #[inline]
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.slots.len() {
+            0
+        } else {
+            i + 1
         }
     }
 
@@ -204,21 +218,26 @@ impl IdMap {
         if !self.slots.is_empty() && need * 8 <= self.slots.len() * 7 {
             return;
         }
-        let mut cap = 16usize;
-        while (self.len + extra) * 8 > cap * 5 {
-            cap *= 2;
+        // Any size (slots are found by multiply-shift, not a mask): a bulk load is sized to 80%
+        // load, since it will not grow soon; growth by smaller batches leaves room for as much
+        // again.
+        let live = self.len + extra;
+        let cap = if extra >= self.len {
+            live + live / 4
+        } else {
+            live * 2
         }
+        .max(16);
         let mut fresh: Vec<u64> = Vec::with_capacity(cap);
         super::table::advise_huge(&fresh);
         fresh.resize(cap, EMPTY);
         let old = std::mem::replace(&mut self.slots, fresh);
         self.gone = 0;
-        let mask = cap - 1;
         for s in old {
             if s != EMPTY && s != GONE {
-                let mut i = (hash_of(s) as usize) & mask;
+                let mut i = self.home(hash_of(s));
                 while self.slots[i] != EMPTY {
-                    i = (i + 1) & mask;
+                    i = self.next(i);
                 }
                 self.slots[i] = s;
             }
@@ -227,10 +246,9 @@ impl IdMap {
 
     /// Inserts a location whose id is not in the map (callers `find` first, then `reserve`).
     pub fn insert_new(&mut self, h: u64, loc: u64) {
-        let mask = self.slots.len() - 1;
-        let mut i = (h as usize) & mask;
+        let mut i = self.home(h);
         while self.slots[i] != EMPTY && self.slots[i] != GONE {
-            i = (i + 1) & mask;
+            i = self.next(i);
         }
         if self.slots[i] == GONE {
             self.gone -= 1;

@@ -463,9 +463,37 @@ impl Index {
 
     /// Loads items into an empty index and builds one run per segment (used by open).
     fn bulk_load(&mut self, ids: Ids<'_>, fps: &[u64], ts: &[f64]) -> Result<()> {
+        // A snapshot holds each live id once (it is written from the id map), so rows go in
+        // without lookups, into segments sized once.
         self.reserve_ids(ids.len());
+        let mut per_key: BTreeMap<i64, usize> = BTreeMap::new();
+        for &t in ts {
+            *per_key.entry((t / self.span).floor() as i64).or_default() += 1;
+        }
+        for (key, n) in per_key {
+            let slot = self.slot_for_key(key);
+            if let Some(seg) = self.segs[slot as usize].as_mut() {
+                seg.reserve(n);
+            }
+        }
+        let mut last: Option<(i64, u32)> = None;
         for i in 0..fps.len() {
-            self.put(ids.get(i), fps[i], ts[i]);
+            let key = (ts[i] / self.span).floor() as i64;
+            let slot = match last {
+                Some((k, s)) if k == key => s,
+                _ => {
+                    let s = self.slot_for_key(key);
+                    last = Some((key, s));
+                    s
+                }
+            };
+            let id = ids.get(i);
+            let seg = match self.segs[slot as usize].as_mut() {
+                Some(s) => s,
+                None => unreachable_segment(),
+            };
+            let row = seg.push(id, fps[i], ts[i]);
+            self.map.insert_new(id.hash(), loc(slot, row));
         }
         let layout = &self.layout;
         let mut segs: Vec<&mut Segment> = self.segs.iter_mut().flatten().collect();
