@@ -65,8 +65,17 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]], compression: str | None 
             f.write(json.dumps(r, ensure_ascii=False).encode() + b"\n")
 
 
+def read_docs(path: Path, fmt: str | None = None) -> list[nio.Doc]:
+    """Every document of ``path``; fails on a bad one."""
+    docs = []
+    for d in nio.read_docs(nio.detect(str(path), fmt)):
+        assert isinstance(d, nio.Doc), str(d)
+        docs.append(d)
+    return docs
+
+
 def read_ids(path: Path, fmt: str | None = None) -> list[Any]:
-    return [d.id for d in nio.read_docs(nio.detect(str(path), fmt))]
+    return [d.id for d in read_docs(path, fmt)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,6 +120,12 @@ def test_jsonl_kept_rows_and_clusters(
         else:
             assert seen[-1] == c["cluster"]
     assert "kept" in r.stderr and f"removed {removed:,}" in r.stderr
+    # the output was staged aside and renamed whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "clusters.jsonl",
+        "in.jsonl",
+        "kept.jsonl",
+    ]
 
 
 def test_summary_and_quiet(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
@@ -178,7 +193,7 @@ def _make_input(tmp_path: Path, rows: list[dict[str, Any]], fmt: str) -> tuple[P
 def test_every_format(tmp_path: Path, rows: list[dict[str, Any]], fmt: str) -> None:
     sub = rows[:300] + rows[N_ROWS : N_ROWS + 20]
     src, out = _make_input(tmp_path, sub, fmt)
-    texts = [d.text for d in nio.read_docs(nio.detect(str(src)))]
+    texts = [d.text for d in read_docs(src)]
     assert len(texts) == len(sub)
     engine = CorpusDeduper()
     engine.feed(texts)
@@ -188,8 +203,7 @@ def test_every_format(tmp_path: Path, rows: list[dict[str, Any]], fmt: str) -> N
     r = neardup("dedup", str(src), "-o", str(out), "--clusters", str(tmp_path / "c.jsonl"))
     assert r.returncode == 0, r.stderr
     # the output re-reads in the same format and holds exactly the kept documents, in order
-    back = list(nio.read_docs(nio.detect(str(out))))
-    assert all(isinstance(d, nio.Doc) for d in back)
+    back = read_docs(out)
     assert [d.text for d in back] == [texts[i] for i in kept_rows]
     if fmt == "parquet":
         table = pq.read_table(out)
@@ -313,6 +327,7 @@ def test_non_string_text_in_csv_and_parquet(tmp_path: Path) -> None:
         (["in.jsonl", "-o", "in.jsonl"], 2, "in.jsonl is both an input and an output"),
         (["in.jsonl", "-o", "o.jsonl", "--keep", "oldest"], 2, "invalid choice: 'oldest'"),
         (["in.jsonl"], 2, "-o/--output"),
+        (["/dev/stdin", "--format", "jsonl", "-o", "o.jsonl"], 2, "is not a regular file"),
         (
             ["in.jsonl", "-o", "o.jsonl", "--keep", "newest", "--time-field", "when"],
             1,

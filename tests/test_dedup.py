@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -270,8 +270,9 @@ def test_acknowledged_adds_survive_kill_9(tmp_path: Path) -> None:
 
 def test_retention_expires_old_texts(tmp_path: Path) -> None:
     with Deduplicator.open(tmp_path / "r", retention=10.0) as d:
-        d.add(1, LONG, timestamp=0.0)
-        assert d.expire(os.path.getmtime(tmp_path / "r" / "texts.sqlite")) == 1
+        d.add(1, LONG, timestamp=0.0)  # older than the retention: expired as texts arrive
+        d.add(2, "a fresh text that is kept", timestamp=time.time())
+        assert 1 not in d and 2 in d and d.check(LONG) == []
     with pytest.raises(ValueError, match="retention must be a positive number"):
         Deduplicator.open(tmp_path / "x", retention=-1)
 
@@ -340,9 +341,11 @@ def test_corpus_pairs_equal_brute_force() -> None:
     assert fps == Fingerprinter().fingerprint_many([policy.prepare(t) for t in texts]).tolist()
     want = set()
     cands = set()
+    radius = [policy.radius(len(policy.prepare(t))) for t in texts]
+    assert len(set(radius)) == 2  # the sample has short and long texts: both radii are used
     for i in range(len(texts)):
         for j in range(i + 1, len(texts)):
-            if hamming(fps[i], fps[j]) <= policy.k_max:
+            if hamming(fps[i], fps[j]) <= max(radius[i], radius[j]):
                 cands.add((i, j))
                 if exact_jaccard(texts[i], texts[j]) >= policy.threshold:
                     want.add((i, j))
@@ -384,3 +387,28 @@ def test_corpus_memory_grows_with_shingles_not_text() -> None:
     shingle_count = sum(len(shingles(normalise(t))) for t in texts)
     assert c.memory_bytes() == 8 * len(texts) * 3 + 4 * shingle_count
     assert len(c) == 500
+
+
+def test_sketch_cache_is_bounded_and_misses_reread_the_store() -> None:
+    d = Deduplicator()
+    d.sketch_cache = 3
+    data = rows(30)
+    for r in data:
+        d.add(r["id"], r["text"])
+    assert len(d._sketches) == 3
+    for r in data:  # every stored text still found, through the store on a cache miss
+        assert r["id"] in {m.id for m in d.check(r["text"])}
+    assert len(d._sketches) == 3
+
+
+def test_check_and_add_many_checks_against_pending_items_of_the_batch(tmp_path: Path) -> None:
+    other = rows(40)[-1]["text"] * 2
+    with Deduplicator.open(tmp_path / "b") as d:
+        out = d.check_and_add_many(["x", "y", "z", "w"], [LONG, LONG + "!", other, other + "."])
+        assert [a for a, _ in out] == [True, False, True, False]
+        assert out[1][1][0].id == "x" and out[1][1][0].similarity is not None
+        assert out[3][1][0].id == "z"
+        assert len(d) == 2
+    with Deduplicator.open(tmp_path / "b") as d:  # the batch was written durably
+        assert sorted(map(str, ["x", "z"])) == sorted(i for i, _, _ in d.store.items())
+        assert d.check(LONG)[0].id == "x"

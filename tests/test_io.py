@@ -165,10 +165,10 @@ def test_csv_roundtrip(
     path = tmp_path / f"in.{fmt}"
     fields = ["id", "lang", "published", "text"]
     with open(path, "w", encoding="utf-8-sig", newline="") as f:  # BOM, as Excel writes
-        w = csv.writer(f, delimiter=delimiter)
-        w.writerow(fields)
+        cw = csv.writer(f, delimiter=delimiter)
+        cw.writerow(fields)
         for r in rows:
-            w.writerow([r[k] for k in fields])  # texts hold newlines, quotes, commas
+            cw.writerow([r[k] for k in fields])  # texts hold newlines, quotes, commas
     source = nio.detect(str(path))
     docs = _docs(source)
     assert [d.text for d in docs] == [r["text"] for r in rows]
@@ -291,3 +291,13 @@ def test_readers_report_progress_in_bytes(tmp_path: Path, rows: list[dict[str, A
     n = sum(1 for _ in nio.read_docs(nio.detect(str(path)), progress=seen.append))
     assert n == len(rows) * 20
     assert sum(seen) == os.path.getsize(path)
+
+
+def test_kept_writer_detects_an_input_that_changed(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("one\ntwo\n", encoding="utf-8")
+    source = nio.detect(str(path))
+    with nio.KeptWriter(nio.Source(str(tmp_path / "out.txt"), "txt")) as w:
+        # pass 1 saw three documents; the file now has two
+        with pytest.raises(nio.InputError, match="has 2 records now but had 3 when first read"):
+            w.write(source, np.array([True, True, True]))

@@ -467,7 +467,7 @@ def test_many_bad_requests_leave_the_server_serving(url: str, srv: ServerProcess
 
 def test_no_fast_path_flag_is_the_only_difference(tmp_path: Path) -> None:
     """Both paths give byte-identical bodies for the same request sequence."""
-    answers = []
+    answers: list[list[tuple[int, bytes]]] = []
     for extra in ([], ["--no-fast-path"]):
         with ServerProcess(tmp_path / f"s{len(answers)}", "--retention", "none", *extra) as s:
             seq = []
@@ -483,3 +483,52 @@ def test_no_fast_path_flag_is_the_only_difference(tmp_path: Path) -> None:
                 seq.append((resp.status_code, resp.content))
             answers.append(seq)
     assert answers[0] == answers[1]
+
+
+def test_batches_applied_in_chunks_give_the_same_answers(tmp_path: Path) -> None:
+    """With NEARDUP_WRITER_MAX_BATCH=3 a batch of 11 is applied in 4 store calls; near-copies
+    that straddle the chunk boundaries are still found, as in one local call."""
+    bases = [words(700 + i) for i in range(4)]
+    texts = [
+        bases[0],
+        bases[1],
+        bases[2],
+        near_copy(bases[0], 1),
+        near_copy(bases[2], 2),
+        bases[3],
+        near_copy(bases[1], 3),
+        near_copy(bases[3], 4),
+        words(800),
+        bases[0],
+        words(801),
+    ]
+    ids = [f"c{i}" for i in range(len(texts))]
+    expected = Deduplicator().check_and_add_many(ids, texts)
+    env = {"NEARDUP_WRITER_MAX_BATCH": "3"}
+    with ServerProcess(tmp_path / "s", "--retention", "none", env=env) as s:
+        items = [{"id": i, "text": t} for i, t in zip(ids, texts)]
+        got = post(s.url + "/v1/check-and-add/batch", {"items": items}).json()["results"]
+        assert [(r["added"], [d["id"] for d in r["duplicates"]]) for r in got] == [
+            (a, [m.id for m in ms]) for a, ms in expected
+        ]
+        assert [r["added"] for r in got] == [
+            True,
+            True,
+            True,
+            False,
+            False,
+            True,
+            False,
+            False,
+            True,
+            False,
+            True,
+        ]
+        added = post(
+            s.url + "/v1/add/batch",
+            {"items": [{"id": f"a{i}", "text": words(900 + i)} for i in range(7)]},
+        ).json()["results"]
+        assert [a["id"] for a in added] == [f"a{i}" for i in range(7)]
+        stats = httpx.get(s.url + "/v1/stats").json()
+        assert stats["count"] == 7 + sum(r["added"] for r in got)
+        assert stats["writer"]["calls"] >= 2

@@ -80,9 +80,9 @@ def test_fifty_simultaneous_near_copies_add_exactly_one(tmp_path: Path) -> None:
                     assert winner in [d["id"] for d in r["duplicates"]]
             stats = httpx.get(srv.url + "/v1/stats").json()
             assert stats["count"] == round_no + 1
-            for i in ids:
-                status = httpx.get(f"{srv.url}/v1/documents/{i}").status_code
-                assert status == (200 if i == winner else 404)
+            for doc_id in ids:
+                status = httpx.get(f"{srv.url}/v1/documents/{doc_id}").status_code
+                assert status == (200 if doc_id == winner else 404)
 
 
 @pytest.mark.slow

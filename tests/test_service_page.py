@@ -6,6 +6,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
@@ -103,7 +104,7 @@ def test_page_checks_adds_and_shows_a_diff(browser: webdriver.Chrome, tmp_path: 
         paste(browser, "   ")
         browser.find_element(By.ID, "check").click()
         wait_text(browser, "status", "empty_text")
-        assert "error" in browser.find_element(By.ID, "status").get_attribute("class")
+        assert browser.find_element(By.ID, "status").get_attribute("class") == "error"
 
         # an unrelated text has no near-duplicates
         paste(browser, words(5000))
@@ -111,6 +112,20 @@ def test_page_checks_adds_and_shows_a_diff(browser: webdriver.Chrome, tmp_path: 
         wait_text(browser, "status", "0 near-duplicate(s)")
         assert browser.find_element(By.ID, "empty").text == "No near-duplicate stored."
         wait_text(browser, "stat-added", "1")
+        # an integer id past 2^53 keeps all its digits on the page and its diff loads
+        big_id, big_text = 2**60 + 1, words(6000)
+        httpx.post(srv.url + "/v1/add", json={"id": big_id, "text": big_text}, timeout=30)
+        paste(browser, near_copy(big_text, 1))
+        browser.find_element(By.ID, "check").click()
+        wait_text(browser, "status", "1 near-duplicate(s)")
+        cell = browser.find_element(By.CSS_SELECTOR, "#results tbody tr td")
+        assert cell.text == str(big_id)
+        wait_text(browser, "diff-right-title", str(big_id))
+        WebDriverWait(browser, 20).until(
+            lambda b: b.find_element(By.ID, "diff-right").text.replace("\n", " ").strip() != ""
+        )
+        assert browser.find_elements(By.CSS_SELECTOR, "#diff-left del")
+
         # no script error (the 422 of the blank text is logged as a failed load: expected)
         errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
         assert [m for m in errors if "status of 422" not in m] == []

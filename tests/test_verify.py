@@ -135,3 +135,60 @@ def test_main_text_without_main_uses_link_density() -> None:
         "<div><p>Real paragraph with a <a href=4>link</a> inside it.</p></div></body></html>"
     )
     assert main_text(html) == "Real paragraph with a link inside it."
+
+
+def test_normalise_whitespace_is_regex_whitespace() -> None:
+    """normalise() splits on str.isspace(); the ground truth's definition is re's \\s+."""
+    import re
+    import sys
+
+    ws = re.compile(r"\s")
+    odd = [i for i in range(sys.maxunicode + 1) if bool(ws.match(chr(i))) != chr(i).isspace()]
+    assert odd == []
+    text = "a\u3000b\u2028c\x1cd \u00a0 e\u200bf"
+    assert verify.normalise(text) == re.sub(r"\s+", " ", text).strip()
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list("ab é한국어中文字，。！？（）ＡＢＣ１２３ ｶﾞ①㍿ﬁ\u0301\u0308\u1100\u1161\u11a8")
+        ),
+        max_size=40,
+    )
+)
+def test_fast_nfkc_equals_unicodedata(text: str) -> None:
+    import unicodedata
+
+    assert verify._nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert verify._nfkc("中" + text) == unicodedata.normalize("NFKC", "中" + text)
+
+
+def test_fast_nfkc_on_real_text() -> None:
+    import unicodedata
+
+    for t in sample_texts(2000):
+        for v in (t, t.replace(",", "，").replace("a", "ａ")):
+            assert verify._nfkc(v) == unicodedata.normalize("NFKC", v)
+
+
+def test_sketch_many_sub_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = [verify.normalise(t) for t in sample_texts(120)] + ["", "ab", "abcdefgh"]
+    whole = verify.sketch_many(texts)
+    monkeypatch.setattr(verify, "_SUB_BATCH_CHARS", 300)
+    offsets, hashes = verify.sketch_many(texts)
+    assert np.array_equal(offsets, whole[0]) and np.array_equal(hashes, whole[1])
+    for i, t in enumerate(texts):
+        assert np.array_equal(hashes[offsets[i] : offsets[i + 1]], verify.sketch(t).hashes)
+
+
+def test_main_text_tolerates_messy_markup() -> None:
+    html = (
+        "<!-- c --><HTML><Body><div class=\"x\" data-x='a>b'>Fish &amp; chips<p>one<p>two"
+        "<script>if (a < b) { document.write('</div>') }</script><br/>three &lt;ok&gt;"
+        "<nav class=menu><a href=/>Home</a></nav><style>p { color: red }</style><unknown>tail"
+    )
+    assert main_text(html) == "Fish & chips\none\ntwo\nthree <ok>tail"  # <unknown> is inline
+    assert visible_text("<html><head><title>T</title></head><body>b</body></html>") == "b"
+    assert main_text("") == "" and main_text("<p>unterminated <b>bold") == "unterminated bold"

@@ -21,7 +21,7 @@ import math
 import os
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -34,7 +34,7 @@ from typing import (
 import numpy as np
 import numpy.typing as npt
 
-from neardup._core import Fingerprinter, Index
+from neardup._core import Fingerprinter, Index, hamming
 from neardup.htmltext import looks_like_html, main_text
 from neardup.textstore import Id, MemoryTextStore, SqliteTextStore, TextStore, check_id
 from neardup.verify import (
@@ -92,8 +92,12 @@ class Policy:
     :meth:`prepare` of each text. Serialise with :meth:`to_dict` / :meth:`from_dict`.
     """
 
-    k_short: int = 12
-    k_long: int = 12
+    # Defaults measured by benches/quality.py (docs/quality.md): with the "default" fingerprint
+    # preset, radius 11 finds >= 99.5 % of the 5-gram-Jaccard >= 0.8 pairs of long texts and
+    # radius 13 >= 99.8 % of those of short (<= 140 chars) Chinese texts, whose few shingles
+    # make the fingerprints noisier; the verifier removes what the wider radius lets in.
+    k_short: int = 13
+    k_long: int = 11
     short_chars: int = 200
     verifier: str = "jaccard"
     threshold: float = 0.8
@@ -190,11 +194,9 @@ class Policy:
 
     def make_fingerprinter(self) -> Fingerprinter:
         """A :class:`neardup.Fingerprinter` built from ``self.fingerprint``."""
-        cfg = dict(self.fingerprint)
-        from_config = getattr(Fingerprinter, "from_config", None)
-        if from_config is not None:
-            return from_config(cfg)  # type: ignore[no-any-return]
-        return Fingerprinter(**cfg)
+        # Fingerprinter(preset, **options) takes a partial setting (a preset plus overrides) as
+        # well as a full ``Fingerprinter.config`` dict (every field is also an option).
+        return Fingerprinter(**dict(self.fingerprint))
 
 
 def _fingerprinter_config(fp: Fingerprinter) -> dict[str, Any] | None:
@@ -271,6 +273,11 @@ class DedupBackend(Protocol):
     def __len__(self) -> int: ...
 
 
+def _match_order(m: Match) -> tuple[float, int]:
+    # Best first: highest similarity, then smallest distance.
+    return (-(m.similarity if m.similarity is not None else 1.0), m.distance)
+
+
 def _check_text(text: object, name: str = "text") -> str:
     if not isinstance(text, str):
         raise TypeError(f"{name} must be str, got {type(text).__name__}")
@@ -295,6 +302,9 @@ def _timestamps(timestamps: Sequence[float | None] | None, n: int) -> Sequence[f
 
 class Deduplicator:
     """Fingerprinter + Index + verifier over stored texts: online near-duplicate detection.
+
+    Memory: the index (see :class:`neardup.Index`), the texts when the store is in memory, and
+    up to :attr:`sketch_cache` Jaccard sketches of stored texts (4 bytes per character each).
 
     ``check(text)`` returns the stored texts that are near-duplicates of ``text`` (candidates
     within the policy's Hamming radius whose verifier score is >= the threshold), best first.
@@ -330,10 +340,16 @@ class Deduplicator:
         self.store: TextStore = store if store is not None else MemoryTextStore()
         self.path: str | None = None
         self._lock = threading.RLock()
-        self._sketches: dict[Id, Any] = {}
+        # Jaccard sketches of stored texts, most recently used last; at most SKETCH_CACHE of
+        # them (4 bytes per shingle each): a miss re-reads the text from the store.
+        self._sketches: OrderedDict[Id, Any] = OrderedDict()
         self._retention: float | None = None
+        self._last_expire = 0.0
         self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
         self._closed = False
+
+    #: Most sketches of stored texts kept in memory (least recently used ones are dropped).
+    sketch_cache: int = 200_000
 
     # -- construction -------------------------------------------------------------------------
 
@@ -426,14 +442,20 @@ class Deduplicator:
         if self._closed:
             raise ValueError("deduplicator is closed")
 
-    def _sketch_of(self, id: Id, norm: str | None = None) -> Any:
+    def _sketch_of(self, id: Id) -> Any:
         sk = self._sketches.get(id)
         if sk is None:
-            if norm is None:
-                norm = self.policy.prepare(self.store.get(id))
-            sk = sketch(norm, self.policy.shingle).hashes
-            self._sketches[id] = sk
+            sk = sketch(self.policy.prepare(self.store.get(id)), self.policy.shingle).hashes
+            self._cache_sketch(id, sk)
+        else:
+            self._sketches.move_to_end(id)
         return sk
+
+    def _cache_sketch(self, id: Id, sk: Any) -> None:
+        self._sketches[id] = sk
+        self._sketches.move_to_end(id)
+        while len(self._sketches) > self.sketch_cache:
+            self._sketches.popitem(last=False)
 
     def _score(self, norm: str, query_sketch: Any, id: Id) -> float | None:
         kind = self.policy.verifier
@@ -465,7 +487,7 @@ class Deduplicator:
                 continue
             if sim is None or sim >= self.policy.threshold:
                 out.append(Match(cid, int(dist), sim))
-        out.sort(key=lambda m: (-(m.similarity if m.similarity is not None else 1.0), m.distance))
+        out.sort(key=_match_order)
         self._counters["matches"] += len(out)
         return out
 
@@ -486,14 +508,19 @@ class Deduplicator:
         self.store.put(id, text, ts)
         self._sketches.pop(id, None)
         if self.policy.verifier == "jaccard":
-            self._sketches[id] = sketch(norm, self.policy.shingle).hashes
+            self._cache_sketch(id, sketch(norm, self.policy.shingle).hashes)
         self.index.add(id, fp, ts)
         self._counters["added"] += 1
         self._maybe_expire()
 
     def _maybe_expire(self) -> None:
-        if self._retention is not None and self._counters["added"] % 256 == 0:
-            self.expire(time.time() - self._retention)
+        # Retention is applied at most once a second, so that it costs nothing per add.
+        if self._retention is None:
+            return
+        now = time.time()
+        if now - self._last_expire >= 1.0:
+            self._last_expire = now
+            self.expire(now - self._retention)
 
     def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
         """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint."""
@@ -556,10 +583,38 @@ class Deduplicator:
         norms, fps = self._prepare(texts)
         with self._lock:
             self._ensure_open()
-            for i, t, n, f, ts in zip(ids, texts, norms, fps, tss):
-                self._counters["adds"] += 1
-                self._add_norm(i, t, n, f, ts)
+            self._add_batch(list(zip(ids, texts, norms, fps, tss)))
         return fps
+
+    def _add_batch(self, items: list[tuple[Id, str, str, int, float | None]]) -> None:
+        """Store a batch with one store transaction (one fsync) and one index call."""
+        if not items:
+            return
+        now = time.time()
+        rows = [(i, t, now if ts is None else float(ts)) for i, t, _, _, ts in items]
+        put_many = getattr(self.store, "put_many", None)
+        if put_many is not None:
+            put_many(rows)
+        else:
+            for i, t, ts in rows:
+                self.store.put(i, t, ts)
+        for i, _, n, _, _ in items:
+            self._sketches.pop(i, None)
+            if self.policy.verifier == "jaccard":
+                self._cache_sketch(i, sketch(n, self.policy.shingle).hashes)
+        add_many = getattr(self.index, "add_many", None)
+        if add_many is not None:
+            add_many(
+                [i for i, _, _, _, _ in items],
+                [f for _, _, _, f, _ in items],
+                [ts for _, _, ts in rows],
+            )
+        else:
+            for (i, _, ts), (_, _, _, f, _) in zip(rows, items):
+                self.index.add(i, f, ts)
+        self._counters["adds"] += len(items)
+        self._counters["added"] += len(items)
+        self._maybe_expire()
 
     def check_and_add_many(
         self,
@@ -578,15 +633,38 @@ class Deduplicator:
         out: list[tuple[bool, list[Match]]] = []
         with self._lock:
             self._ensure_open()
+            # The texts to add are written together at the end (one fsync for the batch); until
+            # then later items are also checked against the pending ones.
+            pending: list[tuple[Id, str, str, int, float | None]] = []
+            pending_sketches: list[Any] = []
             for i, t, n, f, ts in zip(ids, texts, norms, fps, tss):
                 matches = self._check_norm(n, f, None)
+                qs = sketch(n, self.policy.shingle).hashes
+                radius = self.policy.radius(len(n))
+                for (pi, _, pn, pf, _), ps in zip(pending, pending_sketches):
+                    dist = hamming(f, pf)
+                    if dist > radius:
+                        continue
+                    sim = self._score_pair(n, qs, pn, ps)
+                    if sim is None or sim >= self.policy.threshold:
+                        matches.append(Match(pi, dist, sim))
                 if matches:
+                    matches.sort(key=_match_order)
                     out.append((False, matches))
                     continue
-                self._counters["adds"] += 1
-                self._add_norm(i, t, n, f, ts)
+                pending.append((i, t, n, f, ts))
+                pending_sketches.append(qs)
                 out.append((True, []))
+            self._add_batch(pending)
         return out
+
+    def _score_pair(self, norm: str, qs: Any, other_norm: str, other_sketch: Any) -> float | None:
+        kind = self.policy.verifier
+        if kind == "none":
+            return None
+        if kind == "jaccard":
+            return jaccard_sketch(qs, other_sketch)
+        return levenshtein(norm, other_norm) if kind == "levenshtein" else cosine(norm, other_norm)
 
     def remove(self, id: Id) -> None:
         """Forget ``id``; ``KeyError`` if unknown."""

@@ -15,12 +15,12 @@ would make different articles of a site look alike and hide a copy re-published 
 4. link lists are dropped: a block whose text is mostly link text (link density > 0.5).
 
 Measured on the HTML set of ``benches/quality.py`` (docs/quality.md). Pure Python (stdlib
-``html.parser``); ~1 ms per 20 kB page.
+regular expressions, no parser dependency); ~0.5 ms per 3 kB page.
 """
 
 from __future__ import annotations
 
-import html.parser
+import html
 import re
 
 __all__ = ["looks_like_html", "main_text", "visible_text"]
@@ -57,9 +57,8 @@ def looks_like_html(text: str) -> bool:
     return bool(_HTML_START.match(text[:2048]))
 
 
-class _Extractor(html.parser.HTMLParser):
+class _Extractor:
     def __init__(self, drop_boilerplate: bool) -> None:
-        super().__init__(convert_charrefs=True)
         self.drop = drop_boilerplate
         self.stack: list[tuple[str, bool, bool]] = []  # (tag, hidden-or-boiler, main)
         self.hidden_depth = 0
@@ -73,10 +72,11 @@ class _Extractor(html.parser.HTMLParser):
         self.block_in_main = False
 
     def _flush(self) -> None:
-        text = _WS.sub(" ", "".join(self.parts)).strip()
-        if text:
-            self.blocks.append((text, self.link_chars, self.block_in_main))
-        self.parts = []
+        if self.parts:
+            text = " ".join("".join(self.parts).split())
+            if text:
+                self.blocks.append((text, self.link_chars, self.block_in_main))
+            self.parts = []
         self.link_chars = 0
         self.block_in_main = self.main_depth > 0
 
@@ -104,8 +104,8 @@ class _Extractor(html.parser.HTMLParser):
         if tag in _VOID:
             return
         boiler = self._is_boiler(tag, attrs)
-        is_main = tag in _MAIN_TAGS or any(
-            n == "role" and (v or "").lower() == "main" for n, v in attrs
+        is_main = tag in _MAIN_TAGS or (
+            bool(attrs) and any(n == "role" and (v or "").lower() == "main" for n, v in attrs)
         )
         self.stack.append((tag, boiler, is_main))
         if boiler:
@@ -125,6 +125,19 @@ class _Extractor(html.parser.HTMLParser):
         if tag in _VOID:
             if tag in _BLOCK:
                 self._flush()
+            return
+        stack = self.stack
+        if stack and stack[-1][0] == tag:  # the common, well-nested case
+            _, boiler, is_main = stack.pop()
+            if tag in _BLOCK:
+                self._flush()
+            if boiler:
+                self.hidden_depth -= 1
+            if is_main:
+                self.main_depth -= 1
+            if tag == "a":
+                self.link_depth -= 1
+            self.block_in_main = self.main_depth > 0
             return
         # Close up to the matching open tag (tolerates unclosed <p>, <li>, ...).
         for i in range(len(self.stack) - 1, -1, -1):
@@ -158,12 +171,109 @@ class _Extractor(html.parser.HTMLParser):
         return self.blocks
 
 
+_TOKEN = re.compile(
+    r"<!--.*?(?:-->|\Z)|<![^>]*>|<\?[^>]*>"
+    r"|<(/?)([A-Za-z][A-Za-z0-9:_-]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>",
+    re.S,
+)
+_ATTR = re.compile(r"""([^\s=/>"']+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]+))?""")
+_RAW_TEXT = frozenset({"script", "style", "textarea", "title", "xmp", "noscript", "template"})
+_RAW_END: dict[str, re.Pattern[str]] = {
+    t: re.compile(rf"</{t}\s*>", re.I) for t in _RAW_TEXT
+}  # fmt: skip
+_ATTR_HINT = re.compile(r"class|id|role|hidden", re.I)
+
+
+def _attrs(raw: str) -> list[tuple[str, str | None]]:
+    if not raw or not _ATTR_HINT.search(raw):
+        return []
+    out: list[tuple[str, str | None]] = []
+    for m in _ATTR.finditer(raw):
+        value = m.group(2)
+        if value is not None:
+            if value[:1] in "\"'" and value[-1:] == value[:1]:
+                value = value[1:-1]
+            value = html.unescape(value)
+        out.append((m.group(1).lower(), value))
+    return out
+
+
+_SAME_TAG: dict[str, re.Pattern[str]] = {}
+
+
+def _skip_element(markup: str, pos: int, tag: str) -> int:
+    """The position after the end tag that closes the ``tag`` element opened before ``pos``."""
+    if tag in _RAW_TEXT:
+        close = _RAW_END[tag].search(markup, pos)
+        return close.end() if close else len(markup)
+    pat = _SAME_TAG.get(tag)
+    if pat is None:
+        pat = _SAME_TAG[tag] = re.compile(
+            rf"<!--.*?(?:-->|\Z)|<(/?){re.escape(tag)}(?=[\s/>])(?:[^>\"']|\"[^\"]*\"|'[^']*')*>",
+            re.I | re.S,
+        )
+    depth = 1
+    while True:
+        m = pat.search(markup, pos)
+        if m is None:
+            return len(markup)
+        pos = m.end()
+        if m.group(1) is None:  # a comment
+            continue
+        if m.group(1):
+            depth -= 1
+            if depth == 0:
+                return pos
+        elif not m.group(0).endswith("/>"):
+            depth += 1
+
+
+def _scan(markup: str, p: _Extractor) -> None:
+    # A tokenizer for the tags the extractor needs: one regex finds the next tag, comment or
+    # declaration; the text between is data. 1.6x faster than html.parser on the benchmark pages.
+    pos, end = 0, len(markup)
+    find = _TOKEN.search
+    while pos < end:
+        m = find(markup, pos)
+        if m is None:
+            p.handle_data(html.unescape(markup[pos:]))
+            return
+        if m.start() > pos:
+            text = markup[pos : m.start()]
+            p.handle_data(html.unescape(text) if "&" in text else text)
+        pos = m.end()
+        closing, tag, raw = m.groups()
+        if tag is None:  # comment, doctype, processing instruction
+            continue
+        tag = tag.lower()
+        if closing:
+            p.handle_endtag(tag)
+            continue
+        attrs = _attrs(raw) if raw else []
+        if raw.endswith("/"):
+            p.handle_startendtag(tag, attrs)
+            continue
+        p.handle_starttag(tag, attrs)
+        if p.stack and p.stack[-1][0] == tag and p.stack[-1][1]:
+            # A hidden or boilerplate element: its content is dropped whole, so jump to its
+            # end tag instead of reading every link of a menu.
+            pos = _skip_element(markup, pos, tag)
+            p.handle_endtag(tag)
+            continue
+        if tag in _RAW_TEXT:
+            close = _RAW_END[tag].search(markup, pos)
+            stop = close.start() if close else end
+            text = markup[pos:stop]
+            p.handle_data(html.unescape(text) if tag in ("title", "textarea") else text)
+            pos = close.end() if close else end
+            p.handle_endtag(tag)
+
+
 def _extract(markup: str, drop_boilerplate: bool) -> list[tuple[str, int, bool]]:
     if not isinstance(markup, str):
         raise TypeError(f"markup must be str, got {type(markup).__name__}")
     p = _Extractor(drop_boilerplate)
-    p.feed(markup)
-    p.close()
+    _scan(markup, p)
     blocks = p.result()
     if drop_boilerplate and p.saw_main:
         main = [b for b in blocks if b[2]]

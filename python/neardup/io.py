@@ -703,15 +703,22 @@ class KeptWriter:
             need = np.zeros(n, dtype=bool)
         fmt = source.format
         if fmt in ("jsonl", "txt"):
-            self._write_lines(source, keep, need, on_need, spec, progress)
+            seen = self._write_lines(source, keep, need, on_need, spec, progress)
         elif fmt in ("csv", "tsv"):
-            self._write_csv(source, keep, need, on_need, spec, progress)
+            seen = self._write_csv(source, keep, need, on_need, spec, progress)
         elif fmt == "parquet":
-            self._write_parquet(source, keep, need, on_need, spec, progress)
+            seen = self._write_parquet(source, keep, need, on_need, spec, progress)
         elif fmt == "dir":
-            self._write_dir(source, keep, need, on_need)
+            seen = self._write_dir(source, keep, need, on_need)
         else:
             raise UnknownFormatError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+        if seen < n:
+            raise InputError(
+                source.path,
+                None,
+                f"has {seen} records now but had {n} when first read: "
+                "it changed while neardup was reading it",
+            )
 
     def _write_lines(
         self,
@@ -721,12 +728,12 @@ class KeptWriter:
         on_need: NeedFn | None,
         spec: FieldSpec,
         progress: ProgressFn | None,
-    ) -> None:
+    ) -> int:
         assert self._stream is not None
         out = self._stream
         n = len(keep)
         if n == 0:
-            return
+            return 0
         stream, raw = open_read(source.path, source.compression)
         slot = 0
         line = 0
@@ -761,6 +768,7 @@ class KeptWriter:
                 progress(raw.tell() - last)
             stream.close()
             raw.close()
+        return slot
 
     def _write_csv(
         self,
@@ -770,7 +778,7 @@ class KeptWriter:
         on_need: NeedFn | None,
         spec: FieldSpec,
         progress: ProgressFn | None,
-    ) -> None:
+    ) -> int:
         stream, raw = open_read(source.path, source.compression)
         text, reader = _csv_reader(stream, source.format)
         n = len(keep)
@@ -779,7 +787,7 @@ class KeptWriter:
         try:
             header = next(reader, None)
             if header is None:
-                return
+                return 0
             if header and header[0].startswith("\ufeff"):
                 header[0] = header[0][1:]
             if self._header is None:
@@ -819,6 +827,7 @@ class KeptWriter:
             text.detach()
             stream.close()
             raw.close()
+        return slot
 
     def _write_parquet(
         self,
@@ -828,7 +837,7 @@ class KeptWriter:
         on_need: NeedFn | None,
         spec: FieldSpec,
         progress: ProgressFn | None,
-    ) -> None:
+    ) -> int:
         pa, pq = _import_pyarrow()
         pf = pq.ParquetFile(source.path)
         if self._pq_schema is None:
@@ -871,6 +880,7 @@ class KeptWriter:
             start += rows
             if progress is not None:
                 progress(int(size * rows / total))
+        return start
 
     def _write_dir(
         self,
@@ -878,7 +888,7 @@ class KeptWriter:
         keep: npt.NDArray[np.bool_],
         need: npt.NDArray[np.bool_],
         on_need: NeedFn | None,
-    ) -> None:
+    ) -> int:
         root = source.path
         files = _dir_files(root)[: len(keep)]
         base = self.output.path
@@ -894,6 +904,7 @@ class KeptWriter:
                 doc = _read_dir_file(path, root, slot)
                 if isinstance(doc, Doc):
                     on_need(doc)
+        return len(files)
 
 
 def output_source(path: str, inputs: list[Source], format: str | None = None) -> Source:

@@ -56,21 +56,53 @@ __all__ = [
 
 VERIFIERS = ("jaccard", "levenshtein", "cosine")
 
-_WS = re.compile(r"\s+")
 # Han, Hiragana, Katakana, Hangul: scripts written without spaces -> character bigrams as terms.
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
 
-# n-gram hash constants: the FNV-1 64-bit prime and the 64-bit golden-ratio multiplier.
-_P = np.uint64(0x100000001B3)
-_M1 = np.uint64(0x9E3779B97F4A7C15)
+# n-gram hash multiplier: the 32-bit golden ratio (odd).
+_G = np.uint32(0x9E3779B1)
+
+
+_NFKC_TABLE: dict[str, str] = {}
+_NFKC_CHANGED: re.Pattern[str] | None = None
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+def _nfkc(text: str) -> str:
+    """``unicodedata.normalize("NFKC", text)``, faster on Chinese text.
+
+    CPython's NFKC is slow on CJK text that holds a few compatibility characters (full-width
+    punctuation). Here each BMP character whose NFKC differs is replaced by its NFKC, then the
+    result is returned if it is already NFKC-normal (else normalised fully). That is exact: a
+    character and its NFKC have the same NFKD, and NFKD works character by character, so the
+    replacement does not change the NFKC of the whole text.
+    """
+    global _NFKC_CHANGED
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return text
+    if not _HAN.search(text):
+        return unicodedata.normalize("NFKC", text)
+    if _NFKC_CHANGED is None:
+        for i in range(0x10000):
+            if 0xD800 <= i < 0xE000:
+                continue
+            c = chr(i)
+            n = unicodedata.normalize("NFKC", c)
+            if n != c:
+                _NFKC_TABLE[c] = n
+        _NFKC_CHANGED = re.compile("[" + "".join(map(re.escape, sorted(_NFKC_TABLE))) + "]")
+    out = _NFKC_CHANGED.sub(lambda m: _NFKC_TABLE[m.group()], text)
+    return out if unicodedata.is_normalized("NFKC", out) else unicodedata.normalize("NFKC", out)
 
 
 def normalise(text: str) -> str:
     """NFKC, lower case, whitespace runs collapsed to one space, stripped."""
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
-    return _WS.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
+    # str.split() splits on exactly the characters re's \s matches in str patterns (checked over
+    # all code points in the tests) and is several times faster than re.sub.
+    return " ".join(_nfkc(text).lower().split())
 
 
 def shingles(norm: str, n: int = 5) -> set[str]:
@@ -103,30 +135,31 @@ def _check_n(n: int) -> None:
 
 
 def _codepoints(norm: str) -> npt.NDArray[np.uint32]:
+    # frombuffer gives a read-only view; callers only read it.
     return np.frombuffer(norm.encode("utf-32-le"), dtype=np.uint32)
 
 
 def _window_hash(cp: npt.NDArray[np.uint32], n: int) -> npt.NDArray[np.uint32]:
     """32-bit hash of every window of ``n`` consecutive code points (len(cp) - n + 1 values).
 
-    A polynomial over the code points modulo 2**64 (multiplier: the FNV-1 64-bit prime), then
-    multiplied by an odd constant and the high 32 bits kept: five multiply-adds per character,
-    which keeps the whole-batch pass cheap in numpy.
+    The polynomial ``sum(c[i] * G**(n-1-i)) + n`` modulo 2**32 with G odd (the 32-bit golden
+    ratio): windows that differ in one character never collide, and other collisions are as rare
+    as for a random 32-bit hash. Computed in place on uint32 arrays, it costs a few nanoseconds
+    per character in numpy. Only equality matters to the Jaccard count, so no final mixing.
     """
     m = cp.size - n + 1
     with np.errstate(over="ignore"):
-        h = cp[:m].astype(np.uint64)
+        h = cp[:m].copy()
         for j in range(1, n):
-            h *= _P
+            h *= _G
             h += cp[j : j + m]
-        h += np.uint64(n)
-        h *= _M1
-    return (h >> np.uint64(32)).astype(np.uint32)
+        h += np.uint32(n)
+    return h
 
 
 def _hash_short(norm: str) -> np.uint32:
     # A text shorter than n is one shingle: the hash of all its code points (the polynomial
-    # includes the window width, so it is unrelated to the n-gram hashes of longer texts).
+    # adds the window width, so it is salted apart from the n-gram hashes).
     cp = _codepoints(norm)
     return np.uint32(_window_hash(cp, cp.size)[0])
 
@@ -162,34 +195,79 @@ def sketch_many(
     """
     _check_n(n)
     count = len(norms)
-    lengths = np.fromiter((len(s) for s in norms), dtype=np.int64, count=count)
     if count == 0:
         return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint32)
+    # Sub-batches of ~100 k characters keep the arrays in cache: 2-3x faster than one pass.
+    offs: list[npt.NDArray[np.int64]] = []
+    parts: list[npt.NDArray[np.uint32]] = []
+    start, size, base = 0, 0, 0
+    for i, s in enumerate(norms):
+        size += len(s)
+        if size >= _SUB_BATCH_CHARS or i == count - 1:
+            o, h = _sketch_batch(norms[start : i + 1], n)
+            offs.append(o[:-1] + base)
+            parts.append(h)
+            base += h.size
+            start, size = i + 1, 0
+    offs.append(np.array([base], dtype=np.int64))
+    return np.concatenate(offs), np.concatenate(parts)
+
+
+_SUB_BATCH_CHARS = 100_000
+
+
+def _sketch_batch(
+    norms: Sequence[str], n: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32]]:
+    count = len(norms)
+    lengths = np.fromiter((len(s) for s in norms), dtype=np.int64, count=count)
     cp = _codepoints("".join(norms))
     starts = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    if cp.size >= n:
-        h = _window_hash(cp, n)
-        doc = np.repeat(np.arange(count, dtype=np.uint64), lengths)[: h.size]
+    # Long documents: one small sort each (cache-resident, ~3x faster than the batched sort);
+    # short ones: one sort of (document, hash) keys for all, which saves the per-call overhead.
+    is_long = lengths >= _PER_DOC_SORT
+    h = _window_hash(cp, n) if cp.size >= n else np.empty(0, dtype=np.uint32)
+    if h.size:
+        doc = np.repeat(np.arange(count, dtype=np.int64), lengths)[: h.size]
         # Windows that cross into the next document: the last n-1 starts of each document.
         cross = (starts[1:, None] - np.arange(1, n, dtype=np.int64)[None, :]).ravel()
         cross = cross[(cross >= 0) & (cross < h.size)]
-        ok = np.ones(h.size, dtype=bool)
+        ok = ~is_long[doc]
         ok[cross] = False
-        keys = (doc[ok] << np.uint64(32)) | h[ok]
+        keys = (doc[ok].astype(np.uint64) << np.uint64(32)) | h[ok]
     else:
         keys = np.empty(0, dtype=np.uint64)
-    short = np.flatnonzero((lengths > 0) & (lengths < n))
-    if short.size:
-        extra = np.array([_hash_short(norms[int(i)]) for i in short], dtype=np.uint64)
-        keys = np.concatenate([keys, (short.astype(np.uint64) << np.uint64(32)) | extra])
+    tiny = np.flatnonzero((lengths > 0) & (lengths < n))
+    if tiny.size:
+        extra = np.array([_hash_short(norms[int(i)]) for i in tiny], dtype=np.uint64)
+        keys = np.concatenate([keys, (tiny.astype(np.uint64) << np.uint64(32)) | extra])
     # Keys are already grouped by document, so the stable (merge) sort is cheaper than quicksort.
     keys.sort(kind="stable")
     if keys.size > 1:
         keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
     kdoc = (keys >> np.uint64(32)).astype(np.int64)
-    offsets = np.searchsorted(kdoc, np.arange(count + 1, dtype=np.int64), side="left")
-    return offsets.astype(np.int64), (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    counts = np.bincount(kdoc, minlength=count).astype(np.int64)
+    long_sets = {}
+    for i in np.flatnonzero(is_long).tolist():
+        one = np.sort(h[starts[i] : starts[i + 1] - n + 1])
+        if one.size > 1:
+            one = one[np.concatenate(([True], one[1:] != one[:-1]))]
+        long_sets[i] = one
+        counts[i] = one.size
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), dtype=np.uint32)
+    if keys.size:
+        first = np.searchsorted(kdoc, np.arange(count, dtype=np.int64), side="left")
+        pos = np.arange(keys.size, dtype=np.int64) - first[kdoc] + offsets[kdoc]
+        out[pos] = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    for i, one in long_sets.items():
+        out[offsets[i] : offsets[i + 1]] = one
+    return offsets, out
+
+
+_PER_DOC_SORT = 256
 
 
 def jaccard_sketch(a: npt.NDArray[np.uint32], b: npt.NDArray[np.uint32]) -> float:

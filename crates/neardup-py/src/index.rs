@@ -1,96 +1,777 @@
-//! Binding of `neardup_core::index`. PLACEHOLDER surface for issue #3.
+//! Binding of `neardup_core::index`: converts arguments, releases the GIL, maps errors.
+//!
+//! Locking: one `RwLock` per index (many readers, one writer). The lock is only ever waited on
+//! with the GIL released and never held while taking the GIL, so threads cannot deadlock.
 
-use std::sync::RwLock;
+use std::ffi::CString;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use neardup_core::index::{Id, Index as CoreIndex};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use neardup_core::index::{self as core, Id, IdRef, Ids, Index as CoreIndex, Options, SyncPolicy};
+use numpy::{
+    IntoPyArray, PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
+use pyo3::exceptions::{PyRuntimeError, PyRuntimeWarning, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyInt, PyString};
+use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::errors::to_py;
 
 fn to_id(obj: &Bound<'_, PyAny>) -> PyResult<Id> {
-    if obj.is_instance_of::<PyString>() {
-        Ok(Id::Str(obj.extract()?))
+    if let Ok(s) = obj.cast::<PyString>() {
+        Ok(Id::Str(s.to_cow()?.into_owned()))
     } else if obj.is_instance_of::<PyInt>() {
-        Ok(Id::Int(obj.extract()?))
+        obj.extract::<i64>().map(Id::Int).map_err(|_| {
+            PyValueError::new_err(format!(
+                "id must be a signed 64-bit int or a str, got {}",
+                repr(obj)
+            ))
+        })
     } else {
-        Err(PyTypeError::new_err(format!("id must be int or str, not {}", obj.get_type().name()?)))
+        Err(PyTypeError::new_err(format!(
+            "id must be int or str, not {}",
+            type_name(obj)
+        )))
     }
 }
 
-fn from_id(py: Python<'_>, id: Id) -> PyResult<Py<PyAny>> {
+fn id_to_py(py: Python<'_>, id: IdRef<'_>) -> PyResult<Py<PyAny>> {
     Ok(match id {
-        Id::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
-        Id::Str(s) => s.into_pyobject(py)?.into_any().unbind(),
+        IdRef::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
+        IdRef::Str(s) => PyString::new(py, s).into_any().unbind(),
     })
 }
 
+fn repr(obj: &Bound<'_, PyAny>) -> String {
+    obj.repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "<unprintable>".into())
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// A fingerprint: an int in 0 .. 2**64 (numpy integer scalars too).
+fn to_fp(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if let Ok(v) = obj.extract::<u64>() {
+        return Ok(v);
+    }
+    if obj.is_instance_of::<PyInt>() || obj.hasattr("__index__").unwrap_or(false) {
+        Err(PyValueError::new_err(format!(
+            "fingerprint must be an unsigned 64-bit integer (0 <= fingerprint < 2**64), got {}",
+            repr(obj)
+        )))
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "fingerprint must be an int, not {}",
+            type_name(obj)
+        )))
+    }
+}
+
+fn to_k(k: Option<i64>) -> PyResult<Option<u32>> {
+    match k {
+        None => Ok(None),
+        Some(k) if (0..=i64::from(core::MAX_K)).contains(&k) => Ok(Some(k as u32)),
+        Some(k) => Err(PyValueError::new_err(format!(
+            "k must be between 0 and {}, got {k}",
+            core::MAX_K
+        ))),
+    }
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn dtype_str(arr: &Bound<'_, PyUntypedArray>) -> String {
+    arr.dtype()
+        .str()
+        .map(|s| s.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Fingerprints from a numpy integer array or any iterable of ints.
+fn to_fps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    if let Ok(arr) = obj.cast::<PyUntypedArray>() {
+        if arr.ndim() != 1 {
+            return Err(PyValueError::new_err(format!(
+                "fingerprints must be a 1-D array, got {} dimensions",
+                arr.ndim()
+            )));
+        }
+        if let Ok(a) = obj.cast::<PyArray1<u64>>() {
+            return Ok(a.to_vec()?);
+        }
+        if let Ok(a) = obj.cast::<PyArray1<i64>>() {
+            let v = a.to_vec()?;
+            if let Some((i, x)) = v.iter().enumerate().find(|(_, &x)| x < 0) {
+                return Err(PyValueError::new_err(format!(
+                    "fingerprints must be unsigned 64-bit integers, got {x} at position {i}"
+                )));
+            }
+            return Ok(v.into_iter().map(|x| x as u64).collect());
+        }
+        let kind = arr.dtype().kind();
+        if kind == b'u' || kind == b'i' {
+            // Narrower integer arrays: widen through numpy, which keeps the values.
+            let wide =
+                obj.call_method1("astype", (if kind == b'u' { "uint64" } else { "int64" },))?;
+            return to_fps(&wide);
+        }
+        return Err(PyTypeError::new_err(format!(
+            "fingerprints must be an integer array (uint64 or non-negative int64), got dtype {}",
+            dtype_str(arr)
+        )));
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(
+            "fingerprints must be a sequence of ints, not str",
+        ));
+    }
+    obj.try_iter()?.map(|x| to_fp(&x?)).collect()
+}
+
+/// Ids of a batch: int arrays stay int arrays, lists may mix int and str.
+enum BatchIds {
+    Int(Vec<i64>),
+    Any(Vec<Id>),
+}
+
+impl BatchIds {
+    fn as_ids(&self) -> Ids<'_> {
+        match self {
+            BatchIds::Int(v) => Ids::Int(v),
+            BatchIds::Any(v) => Ids::Any(v),
+        }
+    }
+}
+
+fn to_ids(obj: &Bound<'_, PyAny>) -> PyResult<BatchIds> {
+    if let Ok(arr) = obj.cast::<PyUntypedArray>() {
+        if let Ok(a) = obj.cast::<PyArray1<i64>>() {
+            return Ok(BatchIds::Int(a.to_vec()?));
+        }
+        if let Ok(a) = obj.cast::<PyArray1<u64>>() {
+            let v = a.to_vec()?;
+            if let Some((i, x)) = v.iter().enumerate().find(|(_, &x)| x > i64::MAX as u64) {
+                return Err(PyValueError::new_err(format!(
+                    "ids must fit a signed 64-bit int, got {x} at position {i}"
+                )));
+            }
+            return Ok(BatchIds::Int(v.into_iter().map(|x| x as i64).collect()));
+        }
+        let kind = arr.dtype().kind();
+        if kind == b'i' || kind == b'u' {
+            return to_ids(&obj.call_method1("astype", ("int64",))?);
+        }
+        if kind == b'f' || kind == b'c' || kind == b'b' {
+            return Err(PyTypeError::new_err(format!(
+                "ids must be ints or strs (an int64 array or a list), got an array of dtype {}",
+                dtype_str(arr)
+            )));
+        }
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(
+            "ids must be a sequence of ids, not a str",
+        ));
+    }
+    let ids: Vec<Id> = obj
+        .try_iter()?
+        .map(|x| to_id(&x?))
+        .collect::<PyResult<_>>()?;
+    if ids.iter().all(|i| matches!(i, Id::Int(_))) {
+        let ints = ids
+            .into_iter()
+            .filter_map(|i| if let Id::Int(v) = i { Some(v) } else { None })
+            .collect();
+        return Ok(BatchIds::Int(ints));
+    }
+    Ok(BatchIds::Any(ids))
+}
+
+fn to_timestamps(obj: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<Vec<f64>> {
+    match obj {
+        None => Ok(vec![now(); n]),
+        Some(o) if o.is_none() => Ok(vec![now(); n]),
+        Some(o) => {
+            if let Ok(t) = o.extract::<f64>() {
+                return Ok(vec![t; n]);
+            }
+            if let Ok(a) = o.cast::<PyArray1<f64>>() {
+                return Ok(a.to_vec()?);
+            }
+            o.try_iter()
+                .map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "timestamps must be a float, a sequence of floats or None, not {}",
+                        type_name(o)
+                    ))
+                })?
+                .map(|x| {
+                    let x = x?;
+                    x.extract::<f64>().map_err(|_| {
+                        PyTypeError::new_err(format!("timestamps must be floats, got {}", repr(&x)))
+                    })
+                })
+                .collect()
+        }
+    }
+}
+
+fn fingerprint_config_str(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => {
+            if let Ok(s) = o.cast::<PyString>() {
+                return Ok(Some(s.to_cow()?.into_owned()));
+            }
+            if o.is_instance_of::<PyDict>() {
+                let json = o.py().import("json")?;
+                let kw = PyDict::new(o.py());
+                kw.set_item("sort_keys", true)?;
+                return Ok(Some(json.call_method("dumps", (o,), Some(&kw))?.extract()?));
+            }
+            Err(PyTypeError::new_err(format!(
+                "fingerprint_config must be a JSON str or a dict, not {}",
+                type_name(o)
+            )))
+        }
+    }
+}
+
+fn sync_policy(sync: &str, interval: f64) -> PyResult<SyncPolicy> {
+    match sync {
+        "always" => Ok(SyncPolicy::Always),
+        "group" => {
+            if !(interval.is_finite() && interval >= 0.0) {
+                return Err(PyValueError::new_err(format!(
+                    "sync_interval must be a non-negative number of seconds, got {interval}"
+                )));
+            }
+            Ok(SyncPolicy::Group(Duration::from_secs_f64(interval)))
+        }
+        "never" => Ok(SyncPolicy::Never),
+        other => Err(PyValueError::new_err(format!(
+            "sync must be one of \"always\", \"group\", \"never\", got {other:?}"
+        ))),
+    }
+}
+
+fn poisoned() -> PyErr {
+    PyRuntimeError::new_err("index lock poisoned by an earlier panic")
+}
+
+fn closed() -> PyErr {
+    PyValueError::new_err("operation on a closed Index")
+}
+
+/// Exact Hamming-distance index of 64-bit fingerprints with ids and timestamps.
+///
+/// ``query(fp, k)`` returns every stored item whose Hamming distance to ``fp`` is <= k
+/// (inclusive), never one farther, with its distance, nearest first.
 #[pyclass(module = "neardup._core", frozen)]
 pub struct Index {
-    inner: RwLock<CoreIndex>,
+    inner: RwLock<Option<CoreIndex>>,
+    path: Option<String>,
+}
+
+type Found = Vec<(Id, u32)>;
+
+fn found_to_py(py: Python<'_>, found: Found) -> PyResult<Py<PyList>> {
+    let items: Vec<Bound<'_, PyTuple>> = found
+        .into_iter()
+        .map(|(id, d)| -> PyResult<Bound<'_, PyTuple>> {
+            let id = id_to_py(py, id.as_ref())?;
+            PyTuple::new(py, [id, d.into_pyobject(py)?.into_any().unbind()])
+        })
+        .collect::<PyResult<_>>()?;
+    Ok(PyList::new(py, items)?.unbind())
 }
 
 impl Index {
-    fn read(&self) -> PyResult<std::sync::RwLockReadGuard<'_, CoreIndex>> {
-        self.inner.read().map_err(|_| PyRuntimeError::new_err("index lock poisoned"))
+    /// Runs `f` under the read lock; waits for the lock only with the GIL released.
+    fn read<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&CoreIndex) -> R + Send) -> PyResult<R> {
+        match self.inner.try_read() {
+            Ok(g) => {
+                let g: RwLockReadGuard<'_, Option<CoreIndex>> = g;
+                g.as_ref().map(f).ok_or_else(closed)
+            }
+            Err(std::sync::TryLockError::Poisoned(_)) => Err(poisoned()),
+            Err(std::sync::TryLockError::WouldBlock) => py
+                .detach(|| self.inner.read().map_err(|_| ()).map(|g| g.as_ref().map(f)))
+                .map_err(|_| poisoned())?
+                .ok_or_else(closed),
+        }
     }
-    fn write(&self) -> PyResult<std::sync::RwLockWriteGuard<'_, CoreIndex>> {
-        self.inner.write().map_err(|_| PyRuntimeError::new_err("index lock poisoned"))
+
+    /// Runs `f` under the write lock with the GIL released.
+    fn write<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut CoreIndex) -> R + Send,
+    ) -> PyResult<R> {
+        py.detach(|| {
+            let mut g: RwLockWriteGuard<'_, Option<CoreIndex>> =
+                self.inner.write().map_err(|_| ())?;
+            Ok(g.as_mut().map(f))
+        })
+        .map_err(|_: ()| poisoned())?
+        .ok_or_else(closed)
+    }
+
+    /// Like `write`, but without releasing the GIL for a lock that is free (single adds in
+    /// memory). A durable index always releases it: the write waits for an fsync.
+    fn write_fast<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut CoreIndex) -> R + Send,
+    ) -> PyResult<R> {
+        if self.path.is_some() {
+            return self.write(py, f);
+        }
+        match self.inner.try_write() {
+            Ok(mut g) => g.as_mut().map(f).ok_or_else(closed),
+            Err(std::sync::TryLockError::Poisoned(_)) => Err(poisoned()),
+            Err(std::sync::TryLockError::WouldBlock) => self.write(py, f),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn options(
+    k: u32,
+    layout: Option<u32>,
+    retention: Option<f64>,
+    segment_span: Option<f64>,
+    capacity: Option<usize>,
+) -> Options {
+    Options {
+        k,
+        layout,
+        segment_span,
+        retention,
+        capacity,
     }
 }
 
 #[pymethods]
 impl Index {
     #[new]
-    #[pyo3(signature = (k = 3))]
-    fn new(k: u32) -> PyResult<Self> {
-        Ok(Index { inner: RwLock::new(CoreIndex::new(k).map_err(to_py)?) })
+    #[pyo3(signature = (k = 3, *, layout = None, retention = None, segment_span = None, capacity = None))]
+    fn new(
+        k: i64,
+        layout: Option<u32>,
+        retention: Option<f64>,
+        segment_span: Option<f64>,
+        capacity: Option<usize>,
+    ) -> PyResult<Self> {
+        let k = to_k(Some(k))?.unwrap_or(3);
+        let idx =
+            CoreIndex::new(options(k, layout, retention, segment_span, capacity)).map_err(to_py)?;
+        Ok(Index {
+            inner: RwLock::new(Some(idx)),
+            path: None,
+        })
+    }
+
+    /// Opens (creating if needed) a durable index in directory ``path``.
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (path, k = None, *, layout = None, retention = None, segment_span = None,
+                        fingerprint_config = None, sync = "always", sync_interval = 0.05, capacity = None))]
+    fn open(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        k: Option<i64>,
+        layout: Option<u32>,
+        retention: Option<f64>,
+        segment_span: Option<f64>,
+        fingerprint_config: Option<&Bound<'_, PyAny>>,
+        sync: &str,
+        sync_interval: f64,
+        capacity: Option<usize>,
+    ) -> PyResult<Self> {
+        let k = to_k(k)?;
+        let policy = sync_policy(sync, sync_interval)?;
+        let fpc = fingerprint_config_str(fingerprint_config)?;
+        let o = options(k.unwrap_or(3), layout, retention, segment_span, capacity);
+        let dir = path.clone();
+        let mut idx = py
+            .detach(|| CoreIndex::open(&dir, k, o, fpc.as_deref(), policy))
+            .map_err(to_py)?;
+        for w in idx.take_warnings() {
+            let msg = CString::new(w.replace('\0', " ")).unwrap_or_default();
+            PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &msg, 1)?;
+        }
+        Ok(Index {
+            inner: RwLock::new(Some(idx)),
+            path: Some(path.to_string_lossy().into_owned()),
+        })
+    }
+
+    /// The default k of queries.
+    #[getter]
+    fn k(&self, py: Python<'_>) -> PyResult<u32> {
+        self.read(py, |i| i.k())
+    }
+
+    /// Number of blocks the fingerprints are cut into (one table each).
+    #[getter]
+    fn layout(&self, py: Python<'_>) -> PyResult<u32> {
+        self.read(py, |i| i.layout().num_blocks())
     }
 
     #[getter]
-    fn k(&self) -> PyResult<u32> {
-        Ok(self.read()?.k())
+    fn retention(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        self.read(py, |i| i.retention())
+    }
+
+    #[getter]
+    fn segment_span(&self, py: Python<'_>) -> PyResult<f64> {
+        self.read(py, |i| i.segment_span())
+    }
+
+    #[getter]
+    fn fingerprint_config(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.read(py, |i| i.fingerprint_config().map(str::to_owned))
+    }
+
+    #[getter]
+    fn path(&self) -> Option<String> {
+        self.path.clone()
     }
 
     #[pyo3(signature = (id, fingerprint, timestamp = None))]
-    fn add(&self, id: &Bound<'_, PyAny>, fingerprint: u64, timestamp: Option<f64>) -> PyResult<()> {
+    fn add(
+        &self,
+        py: Python<'_>,
+        id: &Bound<'_, PyAny>,
+        fingerprint: &Bound<'_, PyAny>,
+        timestamp: Option<f64>,
+    ) -> PyResult<()> {
         let id = to_id(id)?;
-        self.write()?.add(id, fingerprint, timestamp.unwrap_or(0.0));
-        Ok(())
+        let fp = to_fp(fingerprint)?;
+        let ts = timestamp.unwrap_or_else(now);
+        self.write_fast(py, |i| i.add(id.as_ref(), fp, ts))?
+            .map_err(to_py)
+    }
+
+    #[pyo3(signature = (ids, fingerprints, timestamps = None))]
+    fn add_many(
+        &self,
+        py: Python<'_>,
+        ids: &Bound<'_, PyAny>,
+        fingerprints: &Bound<'_, PyAny>,
+        timestamps: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let ids = to_ids(ids)?;
+        let fps = to_fps(fingerprints)?;
+        let ts = to_timestamps(timestamps, fps.len())?;
+        self.write(py, |i| i.add_many(ids.as_ids(), &fps, &ts))?
+            .map_err(to_py)
     }
 
     #[pyo3(signature = (fingerprint, k = None))]
-    fn query(&self, py: Python<'_>, fingerprint: u64, k: Option<u32>) -> PyResult<Vec<(Py<PyAny>, u32)>> {
-        let hits = self.read()?.query(fingerprint, k).map_err(to_py)?;
-        hits.into_iter().map(|(id, d)| Ok((from_id(py, id)?, d))).collect()
+    fn query(
+        &self,
+        py: Python<'_>,
+        fingerprint: &Bound<'_, PyAny>,
+        k: Option<i64>,
+    ) -> PyResult<Py<PyList>> {
+        let fp = to_fp(fingerprint)?;
+        let k = to_k(k)?;
+        let found = self.read(py, |i| i.query(fp, k))?.map_err(to_py)?;
+        found_to_py(py, found)
     }
 
-    fn remove(&self, id: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (fingerprints, k = None))]
+    fn query_many(
+        &self,
+        py: Python<'_>,
+        fingerprints: &Bound<'_, PyAny>,
+        k: Option<i64>,
+    ) -> PyResult<Py<PyList>> {
+        let fps = to_fps(fingerprints)?;
+        let k = to_k(k)?;
+        let all = py
+            .detach(|| {
+                let g = self.inner.read().map_err(|_| poisoned_msg())?;
+                g.as_ref()
+                    .map(|i| i.query_many(&fps, k))
+                    .ok_or_else(closed_msg)
+            })
+            .map_err(PyValueError::new_err)?
+            .map_err(to_py)?;
+        let lists: Vec<Py<PyList>> = all
+            .into_iter()
+            .map(|f| found_to_py(py, f))
+            .collect::<PyResult<_>>()?;
+        Ok(PyList::new(py, lists)?.unbind())
+    }
+
+    #[pyo3(signature = (id, fingerprint, timestamp = None, k = None))]
+    fn check_and_add(
+        &self,
+        py: Python<'_>,
+        id: &Bound<'_, PyAny>,
+        fingerprint: &Bound<'_, PyAny>,
+        timestamp: Option<f64>,
+        k: Option<i64>,
+    ) -> PyResult<Py<PyList>> {
         let id = to_id(id)?;
-        self.write()?.remove(&id).map_err(to_py)
+        let fp = to_fp(fingerprint)?;
+        let k = to_k(k)?;
+        let ts = timestamp.unwrap_or_else(now);
+        let found = self
+            .write_fast(py, |i| i.check_and_add(id.as_ref(), fp, ts, k))?
+            .map_err(to_py)?;
+        found_to_py(py, found)
     }
 
-    fn __contains__(&self, id: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(self.read()?.contains(&to_id(id)?))
+    fn remove(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<()> {
+        let id = to_id(id)?;
+        self.write_fast(py, |i| i.remove(id.as_ref()))?
+            .map_err(to_py)
     }
 
-    fn __len__(&self) -> PyResult<usize> {
-        Ok(self.read()?.len())
+    /// ``(fingerprint, timestamp)`` of ``id``; KeyError when it is not stored.
+    fn get(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<(u64, f64)> {
+        let key = to_id(id)?;
+        self.read(py, |i| i.get(key.as_ref()))?
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(id.clone().unbind()))
     }
 
-    fn expire(&self, before: f64) -> PyResult<usize> {
-        Ok(self.write()?.expire(before))
+    fn __contains__(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Ok(id) = to_id(id) else { return Ok(false) };
+        self.read(py, |i| i.contains(id.as_ref()))
     }
 
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.read(py, |i| i.len())
+    }
+
+    /// Removes every item with timestamp < ``before`` (None: apply the retention window now).
+    #[pyo3(signature = (before = None))]
+    fn expire(&self, py: Python<'_>, before: Option<f64>) -> PyResult<usize> {
+        match before {
+            Some(b) => self.write(py, |i| i.expire(b))?.map_err(to_py),
+            None => {
+                let has = self.read(py, |i| i.retention().is_some())?;
+                if !has {
+                    return Err(PyValueError::new_err(
+                        "expire() needs before=<timestamp> when the index has no retention window",
+                    ));
+                }
+                self.write(py, |i| i.expire_retention())?.map_err(to_py)
+            }
+        }
+    }
+
+    /// Every unordered pair of live items within k, once: ``(ids_a, ids_b, distances)``.
     #[pyo3(signature = (k = None))]
-    fn near_pairs(&self, py: Python<'_>, k: Option<u32>) -> PyResult<Vec<(Py<PyAny>, Py<PyAny>, u32)>> {
-        let pairs = self.read()?.near_pairs(k).map_err(to_py)?;
-        pairs.into_iter().map(|(a, b, d)| Ok((from_id(py, a)?, from_id(py, b)?, d))).collect()
+    fn near_pairs<'py>(&self, py: Python<'py>, k: Option<i64>) -> PyResult<Bound<'py, PyTuple>> {
+        let k = to_k(k)?;
+        enum Out {
+            Int(Vec<i64>, Vec<i64>, Vec<i64>),
+            Any(Vec<Id>, Vec<Id>, Vec<i64>),
+        }
+        let out = py
+            .detach(|| -> Result<neardup_core::Result<Out>, String> {
+                let g = self.inner.read().map_err(|_| poisoned_msg())?;
+                let i = g.as_ref().ok_or_else(closed_msg)?;
+                Ok(i.near_pairs_locs(k).map(|pairs| {
+                    let d: Vec<i64> = pairs.iter().map(|p| i64::from(p.2)).collect();
+                    if i.all_int_ids() {
+                        let int = |l| if let IdRef::Int(v) = i.id_at(l) { v } else { 0 };
+                        Out::Int(
+                            pairs.iter().map(|p| int(p.0)).collect(),
+                            pairs.iter().map(|p| int(p.1)).collect(),
+                            d,
+                        )
+                    } else {
+                        Out::Any(
+                            pairs.iter().map(|p| i.id_at(p.0).to_owned()).collect(),
+                            pairs.iter().map(|p| i.id_at(p.1).to_owned()).collect(),
+                            d,
+                        )
+                    }
+                }))
+            })
+            .map_err(PyValueError::new_err)?
+            .map_err(to_py)?;
+        match out {
+            Out::Int(a, b, d) => PyTuple::new(
+                py,
+                [
+                    a.into_pyarray(py).into_any(),
+                    b.into_pyarray(py).into_any(),
+                    d.into_pyarray(py).into_any(),
+                ],
+            ),
+            Out::Any(a, b, d) => {
+                let la = PyList::new(
+                    py,
+                    a.iter()
+                        .map(|x| id_to_py(py, x.as_ref()))
+                        .collect::<PyResult<Vec<_>>>()?,
+                )?;
+                let lb = PyList::new(
+                    py,
+                    b.iter()
+                        .map(|x| id_to_py(py, x.as_ref()))
+                        .collect::<PyResult<Vec<_>>>()?,
+                )?;
+                PyTuple::new(
+                    py,
+                    [la.into_any(), lb.into_any(), d.into_pyarray(py).into_any()],
+                )
+            }
+        }
     }
+
+    /// Connected components of near pairs (union-find), at least two members each.
+    #[pyo3(signature = (k = None))]
+    fn clusters(&self, py: Python<'_>, k: Option<i64>) -> PyResult<Py<PyList>> {
+        let k = to_k(k)?;
+        let groups = py
+            .detach(|| -> Result<neardup_core::Result<Vec<Vec<Id>>>, String> {
+                let g = self.inner.read().map_err(|_| poisoned_msg())?;
+                let i = g.as_ref().ok_or_else(closed_msg)?;
+                Ok(i.clusters_locs(k).map(|cs| {
+                    cs.into_iter()
+                        .map(|c| c.into_iter().map(|l| i.id_at(l).to_owned()).collect())
+                        .collect()
+                }))
+            })
+            .map_err(PyValueError::new_err)?
+            .map_err(to_py)?;
+        let lists: Vec<Bound<'_, PyList>> = groups
+            .into_iter()
+            .map(|c| {
+                PyList::new(
+                    py,
+                    c.iter()
+                        .map(|x| id_to_py(py, x.as_ref()))
+                        .collect::<PyResult<Vec<_>>>()?,
+                )
+            })
+            .collect::<PyResult<_>>()?;
+        Ok(PyList::new(py, lists)?.unbind())
+    }
+
+    /// Counts and sizes: count, memory_bytes, bytes_per_item, segments, runs, rows, blocks, k,
+    /// wal_bytes.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.read(py, |i| i.stats())?;
+        let d = PyDict::new(py);
+        d.set_item("count", s.count)?;
+        d.set_item("memory_bytes", s.memory_bytes)?;
+        d.set_item(
+            "bytes_per_item",
+            if s.count > 0 {
+                s.memory_bytes as f64 / s.count as f64
+            } else {
+                0.0
+            },
+        )?;
+        d.set_item("segments", s.segments)?;
+        d.set_item("runs", s.runs)?;
+        d.set_item("rows", s.rows)?;
+        d.set_item("blocks", s.blocks)?;
+        d.set_item("k", s.k)?;
+        d.set_item("wal_bytes", s.wal_bytes)?;
+        Ok(d)
+    }
+
+    /// Makes every write so far durable (fsync), whatever the sync policy.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.write(py, |i| i.flush())?.map_err(to_py)
+    }
+
+    /// Writes a snapshot and starts an empty write-ahead log (faster reopen).
+    fn checkpoint(&self, py: Python<'_>) -> PyResult<()> {
+        self.write(py, |i| i.checkpoint())?.map_err(to_py)
+    }
+
+    /// Checkpoints, releases the directory; later calls raise ValueError. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| -> Result<neardup_core::Result<()>, ()> {
+            let mut g = self.inner.write().map_err(|_| ())?;
+            let r = match g.as_mut() {
+                Some(i) => i.close(),
+                None => Ok(()),
+            };
+            if r.is_ok() {
+                *g = None;
+            }
+            Ok(r)
+        })
+        .map_err(|_| poisoned())?
+        .map_err(to_py)
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.read().map(|g| g.is_none()).unwrap_or(true)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        match self.read(py, |i| (i.len(), i.k(), i.layout().num_blocks())) {
+            Ok((n, k, m)) => match &self.path {
+                Some(p) => format!("Index.open({p:?}, k={k}) with {n} items, {m} blocks"),
+                None => format!("Index(k={k}) with {n} items, {m} blocks"),
+            },
+            Err(_) => "Index (closed)".into(),
+        }
+    }
+}
+
+fn poisoned_msg() -> String {
+    "index lock poisoned by an earlier panic".into()
+}
+
+fn closed_msg() -> String {
+    "operation on a closed Index".into()
+}
+
+/// Called in a child after `os.fork()`: the parent's rayon threads do not exist there.
+#[pyfunction]
+fn _disable_parallelism_after_fork() {
+    core::set_parallel(false);
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
+    m.add_function(wrap_pyfunction!(_disable_parallelism_after_fork, m)?)?;
+    let os = m.py().import("os")?;
+    if os.hasattr("register_at_fork")? {
+        let kw = PyDict::new(m.py());
+        kw.set_item(
+            "after_in_child",
+            m.getattr("_disable_parallelism_after_fork")?,
+        )?;
+        os.call_method("register_at_fork", (), Some(&kw))?;
+    }
     Ok(())
 }

@@ -43,7 +43,7 @@ EXIT_CODES = """exit codes:
 
 KEEP_POLICIES = ("first", "longest", "newest")
 _CHUNK_DOCS = 16384
-_CHUNK_CHARS = 32 << 20
+_CHUNK_CHARS = 8 << 20
 _MAX_WARNINGS = 10
 _REPORT_CLUSTERS = 12
 _REPORT_MEMBERS = 6
@@ -139,6 +139,7 @@ def add_input_arguments(p: argparse.ArgumentParser, time_field: bool = True) -> 
         help="a bad record stops the job with exit 1 (fail, default) or is left out (skip)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print the time of each phase")
 
 
 def eprint(*parts: object) -> None:
@@ -181,7 +182,7 @@ class Progress:
         self.docs += docs
         if self._bar is not None:
             rate = self.docs / max(1e-9, time.perf_counter() - self._start)
-            self._bar.set_postfix_str(f"{self.docs:,} docs, {rate:,.0f} docs/s", refresh=False)
+            self._bar.set_postfix_str(f"{self.docs:,} docs, {rate:,.0f} docs/s", refresh=True)
 
     @staticmethod
     def status(text: str, quiet: bool) -> None:
@@ -297,6 +298,13 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(opened, int):
         return opened
     sources = opened
+    for s in sources:
+        if not (os.path.isfile(s.path) or os.path.isdir(s.path)):
+            eprint(
+                f"neardup dedup: {s.path} is not a regular file or directory; dedup reads its "
+                "inputs twice, so save a stream to a file first"
+            )
+            return EXIT_USAGE
     outputs = [os.path.abspath(p) for p in (args.output, args.clusters, args.report) if p]
     for s in sources:
         if os.path.abspath(s.path) in outputs:
@@ -383,7 +391,9 @@ def run(args: argparse.Namespace) -> int:
         time_arr = np.frombuffer(times, dtype=np.float64) if n else np.zeros(0, np.float64)
     order = keep_order_for(args.keep, length_arr, time_arr)
     Progress.status(f"grouping near-copies among {n:,} documents ...", args.quiet)
+    t_read = time.perf_counter()
     result = deduper.result(order)
+    t_group = time.perf_counter()
     Progress.status("", args.quiet)
     rows = np.arange(n, dtype=np.int64)
     rep = result.representative
@@ -410,8 +420,15 @@ def run(args: argparse.Namespace) -> int:
     texts: dict[int, str] = {}
     progress = Progress(input_bytes(sources), "pass 2/2: writing", args.quiet)
     row_offset = 0
+    # a file output appears whole or not at all: written aside, renamed at the end
+    staged = output
+    if output.format != "dir":
+        head, tail = os.path.split(output.path)
+        staged = nio.Source(
+            os.path.join(head, f".{tail}.neardup-partial"), output.format, output.compression
+        )
     try:
-        with nio.KeptWriter(output, n_inputs=len(sources)) as writer:
+        with nio.KeptWriter(staged, n_inputs=len(sources)) as writer:
             for slots in files:
                 good = np.ones(slots.n_slots, dtype=bool)
                 good[slots.bad] = False
@@ -431,21 +448,22 @@ def run(args: argparse.Namespace) -> int:
 
                 writer.write(slots.source, keep_slots, need_slots, on_need, spec, progress.advance)
                 row_offset += int(good.sum())
-    except nio.InputError as e:
+        if staged is not output:
+            os.replace(staged.path, output.path)
+    except (nio.InputError, OSError) as e:
         progress.close()
         eprint(f"neardup dedup: {e}")
         return EXIT_INPUT
-    except OSError as e:
-        progress.close()
-        eprint(f"neardup dedup: cannot write {args.output}: {e}")
-        return EXIT_INPUT
     finally:
         progress.close()
+        if staged is not output and os.path.exists(staged.path):
+            os.remove(staged.path)
 
     if args.clusters:
         _write_clusters(args.clusters, rep, in_cluster, result.distance, ids)
 
-    elapsed = time.perf_counter() - started
+    t_write = time.perf_counter()
+    elapsed = t_write - started
     n_kept = int(kept.sum())
     summary = {
         "read": n,
@@ -460,6 +478,9 @@ def run(args: argparse.Namespace) -> int:
         "output": args.output,
         "keep": args.keep,
         "policy": json.dumps(policy.to_dict(), sort_keys=True),
+        "seconds_read_and_sketch": round(t_read - started, 3),
+        "seconds_group": round(t_group - t_read, 3),
+        "seconds_write": round(t_write - t_group, 3),
     }
     if args.report:
         from neardup import report
@@ -499,6 +520,12 @@ def run(args: argparse.Namespace) -> int:
             + f", kept {n_kept:,}, removed {n - n_kept:,} in {len(cluster_reps):,} clusters"
             + f", {elapsed:.1f} s ({summary['docs_per_second'] or 0:,} docs/s) -> {args.output}"
         )
+        if args.verbose:
+            eprint(
+                f"neardup dedup: read+fingerprint+sketch {t_read - started:.2f} s, "
+                f"group {t_group - t_read:.2f} s, write {t_write - t_group:.2f} s, "
+                f"report {time.perf_counter() - t_write:.2f} s"
+            )
     return EXIT_OK
 
 

@@ -9,9 +9,10 @@ from typing import Any
 HELP = """\
 Start the HTTP JSON dedup service (POST /v1/check, /v1/add, /v1/check-and-add and their /batch
 forms, GET/DELETE /v1/documents/{id}, /v1/stats, /healthz, /metrics, a web page at /, API docs at
-/docs). Every flag can also come from the environment: NEARDUP_DATA, NEARDUP_STORE, NEARDUP_HOST,
-NEARDUP_PORT, NEARDUP_K, NEARDUP_RETENTION, NEARDUP_PRESET, NEARDUP_POLICY, NEARDUP_TOKEN,
-NEARDUP_MAX_BODY_BYTES, NEARDUP_MAX_TEXT_BYTES, NEARDUP_MAX_BATCH; flags win."""
+/docs). Binds 127.0.0.1 unless --host says otherwise. Every flag can also come from the
+environment: NEARDUP_DATA, NEARDUP_STORE, NEARDUP_SYNC, NEARDUP_HOST, NEARDUP_PORT, NEARDUP_K,
+NEARDUP_RETENTION, NEARDUP_PRESET, NEARDUP_POLICY, NEARDUP_TOKEN, NEARDUP_MAX_BODY_BYTES,
+NEARDUP_MAX_TEXT_BYTES, NEARDUP_MAX_BATCH, NEARDUP_EXPIRE_INTERVAL; flags win."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -28,9 +29,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="URL",
         help="redis://, rediss:// or redis+cluster:// URL instead of --data",
     )
+    p.add_argument(
+        "--sync",
+        choices=["full", "normal"],
+        help="full (default): an acknowledged write is fsynced (survives a power cut); normal: "
+        "written to the OS (survives kill -9 of the server, not a power cut), much faster",
+    )
     p.add_argument("--host", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, help="TCP port (default 8000; 0 picks a free one)")
-    p.add_argument("--k", type=int, help="max Hamming distance of a near-duplicate (default 3)")
+    p.add_argument("--k", type=int, help="candidate radius in bits (default: the policy's)")
     p.add_argument(
         "--retention",
         metavar="DURATION",
@@ -77,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         overrides: dict[str, Any] = {
             "data_dir": args.data,
             "store": args.store,
+            "sync": args.sync,
             "host": args.host,
             "port": args.port,
             "k": args.k,

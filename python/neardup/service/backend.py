@@ -71,7 +71,7 @@ def open_backend(settings: Settings) -> Any:
     assert path is not None
     from neardup.dedup import Deduplicator
 
-    return Deduplicator.open(path, policy=policy, retention=settings.retention)
+    return Deduplicator.open(path, policy=policy, retention=settings.retention, sync=settings.sync)
 
 
 def check_fingerprint(backend: Any, fingerprint: int, k: int | None) -> list[Any]:

@@ -36,6 +36,7 @@ __all__ = ["DedupService"]
 
 log = logging.getLogger("neardup.service")
 T = TypeVar("T")
+INLINE_PARSE_BYTES = 64 * 1024  # bodies up to this size are parsed on the event loop (< ~0.1 ms)
 
 
 class DedupService:
@@ -98,31 +99,57 @@ class DedupService:
         if retention is None:
             return 0
         before = time.time() - retention
-        removed = int(await self.writer.call(lambda: self.backend.expire(before)) or 0)
+        removed = int(await self.writer.call(lambda: self.backend.expire(before), 0) or 0)
         self.metrics.expired += removed
         self.last_sweep = time.time()
         return removed
+
+    async def _parse(self, parse: Callable[[Any, Limits], T], body: bytes) -> T:
+        """Decode and validate a body; a large one off the event loop (it can take milliseconds)."""
+        if len(body) <= INLINE_PARSE_BYTES:
+            return parse(parse_json(body), self.limits)
+        return await self._read(lambda: parse(parse_json(body), self.limits))
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.readers, fn, *args)
 
     # -- the backend calls made by the writer thread ------------------------------------------
 
+    def _chunks(self, items: list[AddItem]) -> list[list[AddItem]]:
+        size = self.settings.writer_max_batch
+        return [items[i : i + size] for i in range(0, len(items), size)]
+
     def _check_and_add_group(self, items: list[AddItem]) -> list[Any]:
-        ids = [it.id for it in items]
-        texts = [it.text for it in items]
-        stamps = [it.timestamp for it in items]
+        # Consecutive calls on this one thread: a later chunk sees the adds of earlier ones, so
+        # the answers are those of one call (which costs O(n^2) in-batch comparisons today).
         if len(items) == 1:
-            return [self.backend.check_and_add(ids[0], texts[0], timestamp=stamps[0])]
-        return list(self.backend.check_and_add_many(ids, texts, timestamps=stamps))
+            it = items[0]
+            return [self.backend.check_and_add(it.id, it.text, timestamp=it.timestamp)]
+        out: list[Any] = []
+        for chunk in self._chunks(items):
+            out.extend(
+                self.backend.check_and_add_many(
+                    [it.id for it in chunk],
+                    [it.text for it in chunk],
+                    timestamps=[it.timestamp for it in chunk],
+                )
+            )
+        return out
 
     def _add_group(self, items: list[AddItem]) -> list[Any]:
-        ids = [it.id for it in items]
-        texts = [it.text for it in items]
-        stamps = [it.timestamp for it in items]
         if len(items) == 1:
-            return [self.backend.add(ids[0], texts[0], timestamp=stamps[0])]
-        return list(self.backend.add_many(ids, texts, timestamps=stamps))
+            it = items[0]
+            return [self.backend.add(it.id, it.text, timestamp=it.timestamp)]
+        out: list[Any] = []
+        for chunk in self._chunks(items):
+            out.extend(
+                self.backend.add_many(
+                    [it.id for it in chunk],
+                    [it.text for it in chunk],
+                    timestamps=[it.timestamp for it in chunk],
+                )
+            )
+        return out
 
     # -- handlers -----------------------------------------------------------------------------
 
@@ -159,21 +186,21 @@ class DedupService:
 
     async def check(self, body: bytes) -> bytes:
         """POST /v1/check."""
-        item = parse_check(parse_json(body), self.limits)
+        item = await self._parse(parse_check, body)
         matches = await self._read(self._check_one, item)
         self.metrics.count_documents(checked=1, duplicate=1 if matches else 0)
         return orjson.dumps({"duplicates": duplicates_of(matches)})
 
     async def check_batch(self, body: bytes) -> bytes:
         """POST /v1/check/batch."""
-        items = parse_check_batch(parse_json(body), self.limits)
+        items = await self._parse(parse_check_batch, body)
         found = await self._read(self._check_many, items) if items else []
         self.metrics.count_documents(checked=len(items), duplicate=sum(1 for m in found if m))
         return orjson.dumps({"results": [{"duplicates": duplicates_of(m)} for m in found]})
 
     async def add(self, body: bytes) -> bytes:
         """POST /v1/add."""
-        item = self._stamp(parse_add(parse_json(body), self.limits), time.time())
+        item = self._stamp(await self._parse(parse_add, body), time.time())
         fingerprint = await self.writer.submit(ADD, item)
         self.metrics.count_documents(checked=1, added=1)
         return orjson.dumps(self._stored(item, fingerprint))
@@ -181,14 +208,14 @@ class DedupService:
     async def add_batch(self, body: bytes) -> bytes:
         """POST /v1/add/batch."""
         now = time.time()
-        items = [self._stamp(it, now) for it in parse_add_batch(parse_json(body), self.limits)]
-        fps = await self.writer.call(lambda: self._add_group(items)) if items else []
+        items = [self._stamp(it, now) for it in await self._parse(parse_add_batch, body)]
+        fps = await self.writer.call(lambda: self._add_group(items), len(items)) if items else []
         self.metrics.count_documents(checked=len(items), added=len(items))
         return orjson.dumps({"results": [self._stored(it, fp) for it, fp in zip(items, fps)]})
 
     async def check_and_add(self, body: bytes) -> bytes:
         """POST /v1/check-and-add (atomic: through the serialized writer)."""
-        item = self._stamp(parse_add(parse_json(body), self.limits), time.time())
+        item = self._stamp(await self._parse(parse_add, body), time.time())
         added, matches = await self.writer.submit(CHECK_AND_ADD, item)
         self.metrics.count_documents(checked=1, added=int(added), duplicate=int(not added))
         return orjson.dumps(
@@ -198,8 +225,12 @@ class DedupService:
     async def check_and_add_batch(self, body: bytes) -> bytes:
         """POST /v1/check-and-add/batch."""
         now = time.time()
-        items = [self._stamp(it, now) for it in parse_add_batch(parse_json(body), self.limits)]
-        outcomes = await self.writer.call(lambda: self._check_and_add_group(items)) if items else []
+        items = [self._stamp(it, now) for it in await self._parse(parse_add_batch, body)]
+        outcomes = (
+            await self.writer.call(lambda: self._check_and_add_group(items), len(items))
+            if items
+            else []
+        )
         added = sum(1 for a, _ in outcomes if a)
         self.metrics.count_documents(checked=len(items), added=added, duplicate=len(items) - added)
         return orjson.dumps(
@@ -247,7 +278,7 @@ class DedupService:
 
     async def delete_document(self, raw_id: str, id_type: str | None = None) -> bytes:
         """DELETE /v1/documents/{id}."""
-        removed = await self.writer.call(lambda: self._remove(raw_id, id_type))
+        removed = await self.writer.call(lambda: self._remove(raw_id, id_type), 0)
         self.metrics.documents["removed"] += 1
         return orjson.dumps({"id": removed, "deleted": True})
 
@@ -284,6 +315,8 @@ class DedupService:
                 "queue_depth": self.writer.queue_depth,
                 "groups": self.writer.groups,
                 "grouped_items": self.writer.grouped_items,
+                "calls": self.writer.calls,
+                "call_items": self.writer.call_items,
                 "busy_seconds": round(self.writer.busy_seconds, 6),
             },
             "uptime_seconds": round(time.time() - m.started, 3),

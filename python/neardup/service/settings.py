@@ -82,9 +82,10 @@ class Settings:
     """How the service runs. Build it directly, with :meth:`from_env`, or from ``neardup serve``.
 
     Environment variables (all optional): ``NEARDUP_DATA``, ``NEARDUP_STORE``, ``NEARDUP_HOST``,
-    ``NEARDUP_PORT``, ``NEARDUP_K``, ``NEARDUP_RETENTION``, ``NEARDUP_PRESET``,
+    ``NEARDUP_SYNC``, ``NEARDUP_PORT``, ``NEARDUP_K``, ``NEARDUP_RETENTION``, ``NEARDUP_PRESET``,
     ``NEARDUP_POLICY``, ``NEARDUP_TOKEN``, ``NEARDUP_MAX_BODY_BYTES``, ``NEARDUP_MAX_TEXT_BYTES``,
     ``NEARDUP_MAX_BATCH``, ``NEARDUP_EXPIRE_INTERVAL``, ``NEARDUP_READ_THREADS``,
+    ``NEARDUP_WRITER_MAX_BATCH``,
     ``NEARDUP_FAST_PATH``, ``NEARDUP_LOG_LEVEL``.
     """
 
@@ -94,6 +95,10 @@ class Settings:
     store: str | None = None
     """``redis://``, ``rediss://`` or ``redis+cluster://`` URL of a shared store; a plain path or
     ``file://`` URL is the same as ``data_dir``."""
+    sync: str = "full"
+    """Durability of an acknowledged write in the embedded store: ``"full"`` (fsynced before
+    the answer: survives a power cut) or ``"normal"`` (written to the OS before the answer:
+    survives ``kill -9`` of the server, not a power cut)."""
     host: str = "127.0.0.1"
     port: int = 8000
     k: int | None = None
@@ -116,8 +121,10 @@ class Settings:
     """Seconds between retention sweeps (``None``: retention / 100, between 1 s and 60 s)."""
     read_threads: int = 4
     """Threads that run checks (fingerprint + query) off the event loop."""
-    writer_max_batch: int = 4096
-    """Most queued single writes the serialized writer applies in one backend call."""
+    writer_max_batch: int = 256
+    """Most documents per backend call: queued single writes are grouped up to this many, and a
+    larger batch request is applied in consecutive calls of this many (same answers; one
+    durable commit per call)."""
     fast_path: bool = True
     """Serve the POST /v1 routes by a lean ASGI dispatcher in front of FastAPI (same handlers)."""
     log_level: str = "warning"
@@ -143,11 +150,11 @@ class Settings:
             except ValueError:
                 raise SettingsError(f"NEARDUP_{name} must be an integer, got {raw!r}") from None
 
-        for attr in ("data_dir", "store", "host", "preset", "policy", "token", "log_level"):
+        for attr in ("data_dir", "store", "sync", "host", "preset", "policy", "token", "log_level"):
             raw = get("DATA" if attr == "data_dir" else attr.upper())
             if raw is not None:
                 values[attr] = raw
-        for attr in ("port", "k", "max_batch", "read_threads"):
+        for attr in ("port", "k", "max_batch", "read_threads", "writer_max_batch"):
             raw = get(attr.upper())
             if raw is not None:
                 values[attr] = as_int(attr.upper(), raw)
@@ -209,6 +216,8 @@ class Settings:
             raise SettingsError(
                 "data_dir (--data / NEARDUP_DATA) is required without a Redis store"
             )
+        if self.sync not in ("full", "normal"):
+            raise SettingsError(f"sync must be 'full' or 'normal', got {self.sync!r}")
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
             raise SettingsError(f"port must be in 0..65535, got {self.port!r}")
         if self.k is not None and (

@@ -53,7 +53,13 @@ class SerializedWriter:
         self.groups = 0
         """Backend calls made for grouped writes (for the stats)."""
         self.grouped_items = 0
+        """Single writes applied through those calls."""
+        self.calls = 0
+        """Other calls (batches, removals, expiry)."""
+        self.call_items = 0
+        """Documents written by those calls."""
         self.busy_seconds = 0.0
+        """Time spent in the backend on this thread."""
 
     def start(self) -> None:
         """Start the writer thread."""
@@ -88,9 +94,10 @@ class SerializedWriter:
             self._queue.put((kind, payload, loop, fut))
         return await fut
 
-    async def call(self, fn: Callable[[], Any]) -> Any:
-        """Run ``fn()`` on the writer thread, in queue order with the other writes."""
-        return await self.submit(CALL, fn)
+    async def call(self, fn: Callable[[], Any], items: int = 1) -> Any:
+        """Run ``fn()`` on the writer thread, in queue order with the other writes; ``items``
+        (documents it writes) only feeds the statistics."""
+        return await self.submit(CALL, (fn, items))
 
     # -- the thread ---------------------------------------------------------------------------
 
@@ -136,7 +143,7 @@ class SerializedWriter:
                 self._apply_group(entry[0], [entry])
 
     def _apply_call(self, entry: Entry) -> None:
-        _, fn, loop, fut = entry
+        _, (fn, items), loop, fut = entry
         t0 = time.perf_counter()
         try:
             result: Any = fn()
@@ -144,6 +151,8 @@ class SerializedWriter:
         except BaseException as e:  # delivered to the awaiting request
             result, error = None, e
         self.busy_seconds += time.perf_counter() - t0
+        self.calls += 1
+        self.call_items += items
         _deliver(loop, [(fut, result, error)])
 
     def _apply_group(self, kind: str, group: list[Entry]) -> None:

@@ -1,131 +1,767 @@
-//! Exact Hamming-distance index. PLACEHOLDER: a brute-force scan with the final public contract,
-//! so every layer can build against it; issue #3 replaces it with the block/multi-index design.
+//! Exact Hamming-distance index over 64-bit fingerprints, with ids, timestamps, retention by
+//! time-partitioned segments, and crash-safe persistence (snapshot + write-ahead log).
 //!
 //! Contract: `query(fp, k)` returns every stored item whose Hamming distance to `fp` is <= k
-//! (inclusive), never one farther, with its distance, nearest first.
+//! (inclusive), never one farther, with its distance, nearest first (ties: older timestamp
+//! first, then insertion order).
+//!
+//! Module map: `layout` (blocks and probe radii), `table` (sorted per-block tables), `segment`
+//! (a time partition: rows, runs of tables, tail), `ids` (id column and id map), `store`
+//! (files: meta, snapshot, WAL), `pairs` (all pairs within k, clusters).
 
-use std::collections::HashMap;
+pub mod ids;
+pub mod layout;
+mod pairs;
+pub mod segment;
+mod store;
+pub mod table;
+#[cfg(test)]
+mod tests;
 
-use crate::hamming::hamming;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rayon::prelude::*;
+
+pub use ids::{Id, IdRef};
+pub use layout::{Layout, MAX_K};
+pub use store::SyncPolicy;
+
+use ids::IdMap;
+use layout::check_k;
+use segment::Segment;
+use store::{Store, WalOp};
+
 use crate::{Error, Result};
 
-/// An item id: an integer or a string, as the user gave it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Id {
-    Int(i64),
-    Str(String),
+/// Batches at least this large run on the rayon pool (when parallelism is allowed).
+pub const PAR_MIN: usize = 256;
+
+static PARALLEL: AtomicBool = AtomicBool::new(true);
+
+/// Allows or forbids rayon in batch calls (a forked child must not use the parent's pool).
+pub fn set_parallel(enabled: bool) {
+    PARALLEL.store(enabled, Ordering::SeqCst);
 }
 
-pub const MAX_K: u32 = 64;
+pub fn parallel_allowed() -> bool {
+    PARALLEL.load(Ordering::SeqCst)
+}
+
+/// Default span of a segment when there is no retention window: one day.
+pub const DEFAULT_SPAN: f64 = 86_400.0;
+/// Segments per retention window when one is set.
+pub const SEGMENTS_PER_WINDOW: f64 = 16.0;
+/// Largest accepted |timestamp| (seconds): keeps segment numbers exact.
+pub const MAX_ABS_TS: f64 = 1e15;
+
+/// Construction options. `layout`: number of blocks (None: chosen from k and `capacity`).
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub k: u32,
+    pub layout: Option<u32>,
+    pub segment_span: Option<f64>,
+    pub retention: Option<f64>,
+    pub capacity: Option<usize>,
+}
+
+/// Ids of a batch: a plain int array (no allocation per id) or general ids.
+pub enum Ids<'a> {
+    Int(&'a [i64]),
+    Any(&'a [Id]),
+}
+
+impl Ids<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Ids::Int(v) => v.len(),
+            Ids::Any(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, i: usize) -> IdRef<'_> {
+        match self {
+            Ids::Int(v) => IdRef::Int(v[i]),
+            Ids::Any(v) => v[i].as_ref(),
+        }
+    }
+}
+
+/// What `stats()` reports.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub count: usize,
+    pub memory_bytes: usize,
+    pub segments: usize,
+    pub runs: usize,
+    pub rows: usize,
+    pub blocks: u32,
+    pub k: u32,
+    pub wal_bytes: u64,
+}
+
+/// Location of a row: segment slot in the high 32 bits, row in the low 32.
+type Loc = u64;
+
+#[inline]
+fn loc(slot: u32, row: u32) -> Loc {
+    (u64::from(slot) << 32) | u64::from(row)
+}
+
+#[inline]
+fn split(l: Loc) -> (u32, u32) {
+    ((l >> 32) as u32, l as u32)
+}
 
 pub struct Index {
     k: u32,
-    fps: Vec<u64>,
-    timestamps: Vec<f64>,
-    ids: Vec<Option<Id>>,
-    rows: HashMap<Id, usize>,
+    layout: Layout,
+    span: f64,
+    retention: Option<f64>,
+    fingerprint_config: Option<String>,
+    segs: Vec<Option<Segment>>,
+    free_slots: Vec<u32>,
+    by_key: BTreeMap<i64, u32>,
+    map: IdMap,
+    newest: f64,
+    auto_expired: f64,
+    store: Option<Store>,
+    warnings: Vec<String>,
+}
+
+pub fn check_timestamp(ts: f64) -> Result<()> {
+    if !ts.is_finite() || ts.abs() > MAX_ABS_TS {
+        return Err(Error::InvalidArgument(format!(
+            "timestamp must be a finite number of seconds since the epoch (|t| <= 1e15), got {ts}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_options(o: &Options) -> Result<()> {
+    check_k(o.k)?;
+    if let Some(m) = o.layout {
+        Layout::new(m)?;
+    }
+    if let Some(s) = o.segment_span {
+        if !(s.is_finite() && s > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "segment_span must be a positive number of seconds, got {s}"
+            )));
+        }
+    }
+    if let Some(r) = o.retention {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "retention must be a positive number of seconds, got {r}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl Index {
-    pub fn new(k: u32) -> Result<Index> {
-        check_k(k)?;
-        Ok(Index { k, fps: Vec::new(), timestamps: Vec::new(), ids: Vec::new(), rows: HashMap::new() })
+    /// An empty index in memory.
+    pub fn new(o: Options) -> Result<Index> {
+        check_options(&o)?;
+        let layout = match o.layout {
+            Some(m) => Layout::new(m)?,
+            None => Layout::auto(o.k, o.capacity.unwrap_or(1 << 20)),
+        };
+        let span = o.segment_span.unwrap_or_else(|| match o.retention {
+            Some(r) => r / SEGMENTS_PER_WINDOW,
+            None => DEFAULT_SPAN,
+        });
+        Ok(Index {
+            k: o.k,
+            layout,
+            span,
+            retention: o.retention,
+            fingerprint_config: None,
+            segs: Vec::new(),
+            free_slots: Vec::new(),
+            by_key: BTreeMap::new(),
+            map: IdMap::default(),
+            newest: f64::NEG_INFINITY,
+            auto_expired: f64::NEG_INFINITY,
+            store: None,
+            warnings: Vec::new(),
+        })
+    }
+
+    /// Opens (or creates) a durable index in directory `dir`. `k`, `layout`, `segment_span` and
+    /// `fingerprint_config` given here must match what is stored (None: take what is stored).
+    pub fn open(
+        dir: &Path,
+        k: Option<u32>,
+        o: Options,
+        fingerprint_config: Option<&str>,
+        sync: SyncPolicy,
+    ) -> Result<Index> {
+        if let Some(k) = k {
+            check_k(k)?;
+        }
+        check_options(&Options {
+            k: k.unwrap_or(o.k),
+            ..o.clone()
+        })?;
+        let (store, meta, snapshot, wal) = Store::open(dir, k, &o, fingerprint_config, sync)?;
+        let mut idx = Index::new(Options {
+            k: meta.k,
+            layout: Some(meta.blocks),
+            segment_span: Some(meta.segment_span),
+            retention: o.retention,
+            capacity: None,
+        })?;
+        idx.fingerprint_config = meta.fingerprint_config.clone();
+        idx.warnings = wal.warnings;
+        if let Some(snap) = snapshot {
+            idx.newest = snap.newest;
+            idx.bulk_load(snap.ids.as_ids(), &snap.fps, &snap.ts)?;
+        }
+        for op in wal.ops {
+            idx.apply(op)?;
+        }
+        for seg in idx.segs.iter_mut().flatten() {
+            seg.freeze(&idx.layout, true);
+        }
+        idx.store = Some(store);
+        Ok(idx)
+    }
+
+    /// Messages about what opening found and repaired (a torn WAL tail), then cleared.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
     }
 
     pub fn k(&self) -> u32 {
         self.k
     }
 
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn retention(&self) -> Option<f64> {
+        self.retention
+    }
+
+    pub fn segment_span(&self) -> f64 {
+        self.span
+    }
+
+    pub fn fingerprint_config(&self) -> Option<&str> {
+        self.fingerprint_config.as_deref()
+    }
+
+    pub fn is_persistent(&self) -> bool {
+        self.store.is_some()
+    }
+
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.map.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.map.len() == 0
     }
 
-    pub fn contains(&self, id: &Id) -> bool {
-        self.rows.contains_key(id)
-    }
-
-    /// Adds or replaces `id`.
-    pub fn add(&mut self, id: Id, fp: u64, timestamp: f64) {
-        if let Some(&row) = self.rows.get(&id) {
-            self.fps[row] = fp;
-            self.timestamps[row] = timestamp;
-            return;
+    fn seg(&self, slot: u32) -> &Segment {
+        // Every slot reachable from the map or by_key holds a segment.
+        match &self.segs[slot as usize] {
+            Some(s) => s,
+            None => unreachable_segment(),
         }
-        self.rows.insert(id.clone(), self.fps.len());
-        self.fps.push(fp);
-        self.timestamps.push(timestamp);
-        self.ids.push(Some(id));
     }
 
-    pub fn remove(&mut self, id: &Id) -> Result<()> {
-        let row = self.rows.remove(id).ok_or_else(|| Error::NotFound(format!("id {id:?} is not in the index")))?;
-        self.ids[row] = None;
+    /// The id stored at a location.
+    pub fn id_at(&self, l: u64) -> IdRef<'_> {
+        let (slot, row) = split(l);
+        self.seg(slot).ids.get(row)
+    }
+
+    fn ts_at(&self, l: Loc) -> f64 {
+        let (slot, row) = split(l);
+        self.seg(slot).ts[row as usize]
+    }
+
+    fn find(&self, id: IdRef<'_>) -> Option<usize> {
+        let segs = &self.segs;
+        self.map.find(id.hash(), |l| {
+            let (slot, row) = split(l);
+            matches!(&segs[slot as usize], Some(s) if s.ids.get(row) == id)
+        })
+    }
+
+    pub fn contains(&self, id: IdRef<'_>) -> bool {
+        self.find(id).is_some()
+    }
+
+    /// Fingerprint and timestamp of `id`.
+    pub fn get(&self, id: IdRef<'_>) -> Option<(u64, f64)> {
+        let l = self.map.at(self.find(id)?);
+        let (slot, row) = split(l);
+        let s = self.seg(slot);
+        Some((s.fps[row as usize], s.ts[row as usize]))
+    }
+
+    /// True when every stored id is an int (batch results can then be int arrays).
+    pub fn all_int_ids(&self) -> bool {
+        self.segs.iter().flatten().all(|s| !s.ids.has_str())
+    }
+
+    fn slot_for(&mut self, ts: f64) -> u32 {
+        self.slot_for_key((ts / self.span).floor() as i64)
+    }
+
+    fn slot_for_key(&mut self, key: i64) -> u32 {
+        if let Some(&slot) = self.by_key.get(&key) {
+            return slot;
+        }
+        let seg = Segment::new(key);
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.segs[s as usize] = Some(seg);
+                s
+            }
+            None => {
+                self.segs.push(Some(seg));
+                (self.segs.len() - 1) as u32
+            }
+        };
+        self.by_key.insert(key, slot);
+        slot
+    }
+
+    /// Adds or replaces one item in memory (validated and logged by the caller).
+    fn put(&mut self, id: IdRef<'_>, fp: u64, ts: f64) {
+        let slot = self.slot_for(ts);
+        let pos = self.find(id);
+        if let Some(pos) = pos {
+            let (os, orow) = split(self.map.at(pos));
+            if let Some(s) = self.segs[os as usize].as_mut() {
+                s.kill(orow);
+            }
+        }
+        let seg = match self.segs[slot as usize].as_mut() {
+            Some(s) => s,
+            None => unreachable_segment(),
+        };
+        let row = seg.push(id, fp, ts);
+        match pos {
+            Some(pos) => self.map.set(pos, loc(slot, row)),
+            None => {
+                let segs = &self.segs;
+                self.map.reserve(1, |l| {
+                    let (s, r) = split(l);
+                    segs[s as usize].as_ref().map_or(0, |s| s.ids.get(r).hash())
+                });
+                self.map.insert_new(id.hash(), loc(slot, row));
+            }
+        }
+        if ts > self.newest {
+            self.newest = ts;
+        }
+    }
+
+    fn reserve_ids(&mut self, extra: usize) {
+        let segs = &self.segs;
+        self.map.reserve(extra, |l| {
+            let (s, r) = split(l);
+            segs[s as usize].as_ref().map_or(0, |s| s.ids.get(r).hash())
+        });
+    }
+
+    fn log(&mut self, op: &WalOp<'_>) -> Result<()> {
+        if let Some(store) = self.store.as_mut() {
+            store.append(op)?;
+        }
         Ok(())
     }
 
-    pub fn get(&self, id: &Id) -> Option<(u64, f64)> {
-        self.rows.get(id).map(|&r| (self.fps[r], self.timestamps[r]))
+    /// Adds `id` with fingerprint `fp` at time `ts`; an existing `id` is replaced.
+    pub fn add(&mut self, id: IdRef<'_>, fp: u64, ts: f64) -> Result<()> {
+        check_timestamp(ts)?;
+        ids::check_id(id)?;
+        let ids_one = [id.to_owned()];
+        self.log(&WalOp::Add {
+            ids: Ids::Any(&ids_one),
+            fps: &[fp],
+            ts: &[ts],
+        })?;
+        self.put(id, fp, ts);
+        let slot = self.slot_for(ts);
+        if let Some(seg) = self.segs[slot as usize].as_mut() {
+            seg.freeze(&self.layout, false);
+        }
+        self.auto_expire()?;
+        self.maybe_checkpoint()
     }
 
-    pub fn query(&self, fp: u64, k: Option<u32>) -> Result<Vec<(Id, u32)>> {
-        let k = k.unwrap_or(self.k);
-        check_k(k)?;
-        let mut out: Vec<(Id, u32)> = self
-            .fps
-            .iter()
-            .zip(&self.ids)
-            .filter_map(|(&x, id)| {
-                let d = hamming(fp, x);
-                match id {
-                    Some(id) if d <= k => Some((id.clone(), d)),
-                    _ => None,
+    /// Adds a batch (one WAL record, one fsync). Later duplicates in the batch win.
+    pub fn add_many(&mut self, ids: Ids<'_>, fps: &[u64], ts: &[f64]) -> Result<()> {
+        if ids.len() != fps.len() || ts.len() != fps.len() {
+            return Err(Error::InvalidArgument(format!(
+                "ids, fingerprints and timestamps must have the same length, got {}, {} and {}",
+                ids.len(),
+                fps.len(),
+                ts.len()
+            )));
+        }
+        for &t in ts {
+            check_timestamp(t)?;
+        }
+        if let Ids::Any(v) = &ids {
+            for id in v.iter() {
+                ids::check_id(id.as_ref())?;
+            }
+        }
+        self.log(&WalOp::Add {
+            ids: ids_reborrow(&ids),
+            fps,
+            ts,
+        })?;
+        self.apply_add(ids, fps, ts);
+        self.auto_expire()?;
+        self.maybe_checkpoint()
+    }
+
+    fn apply_add(&mut self, ids: Ids<'_>, fps: &[u64], ts: &[f64]) {
+        self.reserve_ids(ids.len());
+        if fps.len() >= 1 << 16 {
+            // Size each segment once: no regrowth, no slack, huge pages for the big arrays.
+            let mut per_key: BTreeMap<i64, usize> = BTreeMap::new();
+            for &t in ts {
+                *per_key.entry((t / self.span).floor() as i64).or_default() += 1;
+            }
+            for (key, n) in per_key {
+                let slot = self.slot_for_key(key);
+                if let Some(seg) = self.segs[slot as usize].as_mut() {
+                    seg.reserve(n);
                 }
-            })
-            .collect();
-        out.sort_by_key(|(_, d)| *d);
-        Ok(out)
+            }
+        }
+        let mut touched: Vec<u32> = Vec::new();
+        for i in 0..fps.len() {
+            self.put(ids.get(i), fps[i], ts[i]);
+            let slot = self.slot_for(ts[i]);
+            if touched.last() != Some(&slot) && !touched.contains(&slot) {
+                touched.push(slot);
+            }
+        }
+        for slot in touched {
+            if let Some(seg) = self.segs[slot as usize].as_mut() {
+                seg.freeze(&self.layout, false);
+            }
+        }
     }
 
-    /// Removes every item with timestamp < `before`; returns how many.
-    pub fn expire(&mut self, before: f64) -> usize {
+    /// Loads items into an empty index and builds one run per segment (used by open).
+    fn bulk_load(&mut self, ids: Ids<'_>, fps: &[u64], ts: &[f64]) -> Result<()> {
+        self.reserve_ids(ids.len());
+        for i in 0..fps.len() {
+            self.put(ids.get(i), fps[i], ts[i]);
+        }
+        let layout = &self.layout;
+        let mut segs: Vec<&mut Segment> = self.segs.iter_mut().flatten().collect();
+        for seg in segs.iter_mut() {
+            seg.rebuild(layout);
+            seg.shrink_to_fit();
+        }
+        Ok(())
+    }
+
+    /// Removes `id`; `Error::NotFound` when it is not stored.
+    pub fn remove(&mut self, id: IdRef<'_>) -> Result<()> {
+        if self.find(id).is_none() {
+            return Err(Error::NotFound(format!(
+                "id {} is not in the index",
+                id.to_owned()
+            )));
+        }
+        self.log(&WalOp::Remove(id))?;
+        self.unput(id);
+        self.maybe_checkpoint()
+    }
+
+    fn unput(&mut self, id: IdRef<'_>) {
+        if let Some(pos) = self.find(id) {
+            let (slot, row) = split(self.map.at(pos));
+            self.map.remove_at(pos);
+            if let Some(s) = self.segs[slot as usize].as_mut() {
+                s.kill(row);
+                if s.n_live == 0 {
+                    self.drop_segment(slot);
+                }
+            }
+        }
+    }
+
+    fn drop_segment(&mut self, slot: u32) {
+        if let Some(seg) = self.segs[slot as usize].take() {
+            for row in 0..seg.rows() {
+                if seg.is_live(row) {
+                    let id = seg.ids.get(row);
+                    if let Some(pos) = self.map.find(id.hash(), |l| l == loc(slot, row)) {
+                        self.map.remove_at(pos);
+                    }
+                }
+            }
+            self.by_key.remove(&seg.key);
+            self.free_slots.push(slot);
+        }
+    }
+
+    /// Removes every item with timestamp < `before`; returns how many. Whole segments older
+    /// than `before` are dropped; only the one segment that straddles `before` is scanned.
+    pub fn expire(&mut self, before: f64) -> Result<usize> {
+        if before.is_nan() {
+            return Err(Error::InvalidArgument(
+                "before must be a number of seconds, got nan".into(),
+            ));
+        }
+        self.log(&WalOp::Expire(before))?;
+        let n = self.apply_expire(before);
+        self.maybe_checkpoint()?;
+        Ok(n)
+    }
+
+    fn apply_expire(&mut self, before: f64) -> usize {
         let mut n = 0;
-        for row in 0..self.fps.len() {
-            if self.timestamps[row] < before {
-                if let Some(id) = self.ids[row].take() {
-                    self.rows.remove(&id);
-                    n += 1;
-                }
+        let edge = if before.is_finite() {
+            (before.clamp(-MAX_ABS_TS * 2.0, MAX_ABS_TS * 2.0) / self.span).floor() as i64
+        } else if before > 0.0 {
+            i64::MAX
+        } else {
+            i64::MIN
+        };
+        let whole: Vec<u32> = self.by_key.range(..edge).map(|(_, &s)| s).collect();
+        for slot in whole {
+            n += self.seg(slot).n_live;
+            self.drop_segment(slot);
+        }
+        if let Some(&slot) = self.by_key.get(&edge) {
+            let old: Vec<(u32, Id)> = {
+                let seg = self.seg(slot);
+                (0..seg.rows())
+                    .filter(|&r| seg.is_live(r) && seg.ts[r as usize] < before)
+                    .map(|r| (r, seg.ids.get(r).to_owned()))
+                    .collect()
+            };
+            n += old.len();
+            for (_, id) in old {
+                self.unput(id.as_ref());
             }
         }
         n
     }
 
-    /// Every pair of live items within k, each once.
-    pub fn near_pairs(&self, k: Option<u32>) -> Result<Vec<(Id, Id, u32)>> {
-        let k = k.unwrap_or(self.k);
-        check_k(k)?;
-        let mut out = Vec::new();
-        for i in 0..self.fps.len() {
-            let Some(a) = &self.ids[i] else { continue };
-            for j in i + 1..self.fps.len() {
-                let Some(b) = &self.ids[j] else { continue };
-                let d = hamming(self.fps[i], self.fps[j]);
-                if d <= k {
-                    out.push((a.clone(), b.clone(), d));
-                }
+    /// Applies the retention window: drops what is older than `newest - retention`. Run on every
+    /// add, but only acts when the cutoff has moved by 1/64 of the window since the last time
+    /// (so an add never rescans the edge segment); `expire_retention` applies it exactly.
+    fn auto_expire(&mut self) -> Result<()> {
+        let Some(r) = self.retention else {
+            return Ok(());
+        };
+        let cutoff = self.newest - r;
+        if cutoff <= self.auto_expired + r / 64.0 {
+            return Ok(());
+        }
+        self.auto_expired = cutoff;
+        // Segment `key` holds [key * span, (key + 1) * span): nothing older than the cutoff?
+        if self
+            .by_key
+            .keys()
+            .next()
+            .is_none_or(|&key| key as f64 * self.span >= cutoff)
+        {
+            return Ok(());
+        }
+        self.log(&WalOp::Expire(cutoff))?;
+        self.apply_expire(cutoff);
+        Ok(())
+    }
+
+    /// Applies the retention window exactly now; returns how many items expired.
+    pub fn expire_retention(&mut self) -> Result<usize> {
+        match self.retention {
+            Some(r) if self.newest.is_finite() => {
+                self.auto_expired = self.newest - r;
+                self.expire(self.newest - r)
+            }
+            _ => Ok(0),
+        }
+    }
+
+    fn apply(&mut self, op: store::OwnedOp) -> Result<()> {
+        match op {
+            store::OwnedOp::Add { ids, fps, ts } => self.apply_add(ids.as_ids(), &fps, &ts),
+            store::OwnedOp::Remove(id) => self.unput(id.as_ref()),
+            store::OwnedOp::Expire(before) => {
+                self.apply_expire(before);
             }
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// Locations and distances of every live item within `k` of `q`, nearest first.
+    fn query_locs(&self, q: u64, k: u32) -> Vec<(u32, Loc)> {
+        let radii = self.layout.radii(k);
+        let mut out: Vec<(u32, Loc)> = Vec::new();
+        let mut buf: Vec<(u32, u32)> = Vec::new();
+        for &slot in self.by_key.values() {
+            let seg = self.seg(slot);
+            buf.clear();
+            seg.query(&self.layout, &radii, q, k, &mut buf);
+            out.extend(buf.iter().map(|&(d, row)| (d, loc(slot, row))));
+        }
+        if out.len() > 1 {
+            out.sort_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then_with(|| self.ts_at(a.1).total_cmp(&self.ts_at(b.1)))
+                    .then(a.1.cmp(&b.1))
+            });
+        }
+        out
+    }
+
+    fn resolve_k(&self, k: Option<u32>) -> Result<u32> {
+        let k = k.unwrap_or(self.k);
+        check_k(k)?;
+        Ok(k)
+    }
+
+    /// Every stored item whose Hamming distance to `fp` is <= k (inclusive), never one farther,
+    /// with its distance, nearest first. `k` None: the index's k.
+    pub fn query(&self, fp: u64, k: Option<u32>) -> Result<Vec<(Id, u32)>> {
+        let k = self.resolve_k(k)?;
+        Ok(self
+            .query_locs(fp, k)
+            .into_iter()
+            .map(|(d, l)| (self.id_at(l).to_owned(), d))
+            .collect())
+    }
+
+    /// `query` for each fingerprint, in parallel above [`PAR_MIN`] queries.
+    pub fn query_many(&self, fps: &[u64], k: Option<u32>) -> Result<Vec<Vec<(Id, u32)>>> {
+        let k = self.resolve_k(k)?;
+        let one = |&q: &u64| -> Vec<(Id, u32)> {
+            self.query_locs(q, k)
+                .into_iter()
+                .map(|(d, l)| (self.id_at(l).to_owned(), d))
+                .collect()
+        };
+        Ok(if fps.len() >= PAR_MIN && parallel_allowed() {
+            fps.par_iter().map(one).collect()
+        } else {
+            fps.iter().map(one).collect()
+        })
+    }
+
+    /// Adds `id` only when no stored item is within `k` of `fp`; returns what was found
+    /// (empty: it was added). Atomic: callers hold the write lock across both steps.
+    pub fn check_and_add(
+        &mut self,
+        id: IdRef<'_>,
+        fp: u64,
+        ts: f64,
+        k: Option<u32>,
+    ) -> Result<Vec<(Id, u32)>> {
+        check_timestamp(ts)?;
+        let found = self.query(fp, k)?;
+        if found.is_empty() {
+            self.add(id, fp, ts)?;
+        }
+        Ok(found)
+    }
+
+    pub fn stats(&self) -> Stats {
+        let segs: Vec<&Segment> = self.segs.iter().flatten().collect();
+        Stats {
+            count: self.len(),
+            memory_bytes: self.memory_bytes(),
+            segments: segs.len(),
+            runs: segs.iter().map(|s| s.runs.len()).sum(),
+            rows: segs.iter().map(|s| s.rows() as usize).sum(),
+            blocks: self.layout.num_blocks(),
+            k: self.k,
+            wal_bytes: self.store.as_ref().map_or(0, Store::wal_bytes),
+        }
+    }
+
+    /// Heap bytes held by the index (arrays, tables, id map).
+    pub fn memory_bytes(&self) -> usize {
+        self.segs
+            .iter()
+            .flatten()
+            .map(Segment::memory_bytes)
+            .sum::<usize>()
+            + self.map.memory_bytes()
+            + self.segs.capacity() * std::mem::size_of::<Option<Segment>>()
+    }
+
+    /// Makes every write so far durable (fsync of the WAL).
+    pub fn flush(&mut self) -> Result<()> {
+        match self.store.as_mut() {
+            Some(s) => s.sync(),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes a snapshot of the live items and starts an empty WAL (faster reopen).
+    pub fn checkpoint(&mut self) -> Result<()> {
+        let Some(mut store) = self.store.take() else {
+            return Ok(());
+        };
+        let r = store.checkpoint(self);
+        self.store = Some(store);
+        r
+    }
+
+    fn maybe_checkpoint(&mut self) -> Result<()> {
+        if self.store.as_ref().is_some_and(Store::wants_checkpoint) {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Checkpoints (when the WAL holds anything) and releases the directory. The index is then
+    /// in memory only.
+    pub fn close(&mut self) -> Result<()> {
+        if self.store.as_ref().is_some_and(Store::has_log) {
+            self.checkpoint()?;
+        }
+        if let Some(mut s) = self.store.take() {
+            s.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Live items in time order: (location, fingerprint, timestamp).
+    fn live_items(&self) -> impl Iterator<Item = (Loc, u64, f64)> + '_ {
+        self.by_key.values().flat_map(move |&slot| {
+            let seg = self.seg(slot);
+            (0..seg.rows())
+                .filter(move |&r| seg.is_live(r))
+                .map(move |r| (loc(slot, r), seg.fps[r as usize], seg.ts[r as usize]))
+        })
     }
 }
 
-fn check_k(k: u32) -> Result<()> {
-    if k > MAX_K {
-        return Err(Error::InvalidArgument(format!("k must be between 0 and {MAX_K}, got {k}")));
+fn ids_reborrow<'a>(ids: &'a Ids<'_>) -> Ids<'a> {
+    match ids {
+        Ids::Int(v) => Ids::Int(v),
+        Ids::Any(v) => Ids::Any(v),
     }
-    Ok(())
+}
+
+#[cold]
+fn unreachable_segment() -> ! {
+    // Slots in the map and in by_key always hold a segment: reaching this is a bug.
+    unreachable!("index slot without a segment")
 }

@@ -1,0 +1,403 @@
+"""Benchmark: neardup.Index against its peers, in one process, on the same fingerprints.
+
+Peers: faiss (IndexBinaryMultiHash(64, 4, 16), IndexBinaryHash(64, 16) with nflip = k,
+IndexBinaryFlat; range search with radius k + 1 since faiss is strict <), gaoya's SimHash index
+(it takes texts, not fingerprints: measured on its own text corpus with neardup on the same
+signatures), the PyPI ``simhash`` SimhashIndex (pure Python: built for a limited time) and a
+numpy brute-force scan. Data: random 64-bit fingerprints with planted neighbours (1% of items are
+copies of another with 1..k bits flipped); half the queries are stored fingerprints with 0..k
+bits flipped, half random.
+
+Reports per engine: build time, memory per item (RSS growth; neardup also its own count), single
+query p50/p99 from Python, batch queries/s, near_pairs time, and agreement of the result sets
+with brute force. Run: ``python benches/index.py --quick`` (1 M) or ``python benches/index.py``
+(1 M and 10 M). Install the peers with ``pip install faiss-cpu gaoya simhash``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from neardup import Index
+
+U64 = npt.NDArray[np.uint64]
+
+
+def rss_bytes() -> int:
+    """Resident memory, after handing freed heap back to the OS (so one engine's freed memory
+    is not counted as, or reused by, the next)."""
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+@dataclass
+class Row:
+    engine: str
+    n: int
+    build_s: float | None = None
+    bytes_per_item: float | None = None
+    p50_us: float | None = None
+    p99_us: float | None = None
+    batch_qps: float | None = None
+    pairs_s: float | None = None
+    agreement: str = ""
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def make_data(n: int, k: int, seed: int = 7) -> tuple[U64, U64]:
+    rng = np.random.default_rng(seed)
+    fps = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
+    planted = n // 100
+    src = rng.integers(0, n, size=planted)
+    dst = rng.integers(0, n, size=planted)
+    fps[dst] = flip(rng, fps[src], k)
+    nq = 20_000
+    near = flip(rng, fps[rng.integers(0, n, size=nq // 2)], k)
+    far = rng.integers(0, 2**64 - 1, size=nq - nq // 2, dtype=np.uint64, endpoint=True)
+    queries = np.concatenate([near, far])
+    rng.shuffle(queries)
+    return fps, queries
+
+
+def flip(rng: np.random.Generator, fps: U64, k: int) -> U64:
+    """Each fingerprint with 0..k distinct random bits flipped."""
+    out = fps.copy()
+    for i in range(len(out)):
+        bits = rng.choice(64, size=int(rng.integers(0, k + 1)), replace=False)
+        mask = 0
+        for b in bits:
+            mask |= 1 << int(b)
+        out[i] ^= np.uint64(mask)
+    return out
+
+
+def brute(fps: U64, q: int, k: int) -> set[int]:
+    return set(np.flatnonzero(np.bitwise_count(fps ^ np.uint64(q)) <= k).tolist())
+
+
+def latencies(fn: Callable[[int], Any], queries: Sequence[int]) -> tuple[float, float]:
+    lat = []
+    for q in queries:
+        t0 = time.perf_counter_ns()
+        fn(q)
+        lat.append(time.perf_counter_ns() - t0)
+    lat.sort()
+    return lat[len(lat) // 2] / 1e3, lat[int(len(lat) * 0.99)] / 1e3
+
+
+def agreement(got: Callable[[int], set[int]], fps: U64, queries: Sequence[int], k: int) -> str:
+    same = sum(got(q) == brute(fps, q, k) for q in queries)
+    return f"{same}/{len(queries)}"
+
+
+def bench_neardup(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> Row:
+    n = len(fps)
+    row = Row("neardup", n)
+    gc.collect()
+    before = rss_bytes()
+    t = time.perf_counter()
+    idx = Index(k=k, capacity=n, layout=args.layout)
+    idx.add_many(np.arange(n, dtype=np.int64), fps, 1.0)
+    row.build_s = time.perf_counter() - t
+    stats = idx.stats()
+    row.bytes_per_item = (rss_bytes() - before) / n
+    row.extra["own_bytes_per_item"] = stats["bytes_per_item"]
+    row.note = f"layout={idx.layout} blocks; own count {stats['bytes_per_item']:.1f} B/item"
+    ql = [int(q) for q in queries[: args.queries]]
+    idx.query(ql[0])
+    row.p50_us, row.p99_us = latencies(idx.query, ql)
+    batch = np.concatenate([queries] * max(1, args.batch // len(queries)))
+    best = 0.0
+    for _ in range(3):
+        t = time.perf_counter()
+        idx.query_many(batch)
+        best = max(best, len(batch) / (time.perf_counter() - t))
+    row.batch_qps = best
+    t = time.perf_counter()
+    a, _b, _d = idx.near_pairs(k)
+    row.pairs_s = time.perf_counter() - t
+    row.extra["pairs"] = len(a)
+    sample = ql[: args.check]
+    row.agreement = agreement(lambda q: {int(i) for i, _ in idx.query(q)}, fps, sample, k)
+    if args.persist:
+        # Durable index: one add_many (one WAL record, one fsync), checkpoint, reopen.
+        import shutil
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="neardup-bench-")
+        try:
+            t = time.perf_counter()
+            with Index.open(tmp, k=k, capacity=n) as durable:
+                durable.add_many(np.arange(n, dtype=np.int64), fps, 1.0)
+                durable.checkpoint()
+            row.extra["durable_build_s"] = time.perf_counter() - t
+            t = time.perf_counter()
+            reopened = Index.open(tmp)
+            row.extra["open_s"] = time.perf_counter() - t
+            assert len(reopened) == n
+            reopened.close()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        row.note += (
+            f"; durable add_many+checkpoint {row.extra['durable_build_s']:.1f} s,"
+            f" reopen {row.extra['open_s']:.1f} s"
+        )
+    return row
+
+
+def bench_numpy(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> list[Row]:
+    row = Row("numpy scan", len(fps))
+    row.bytes_per_item = 8.0
+    ql = [int(q) for q in queries[:20]]
+    row.p50_us, row.p99_us = latencies(lambda q: brute(fps, q, k), ql)
+    row.batch_qps = 1e6 / row.p50_us
+    row.agreement = "reference"
+    rows = [row]
+    if len(fps) <= args.numpy_pairs_max:
+        prow = Row("numpy sort pigeonhole (pairs)", len(fps))
+        t = time.perf_counter()
+        count = numpy_pairs(fps, k)
+        prow.pairs_s = time.perf_counter() - t
+        prow.extra["pairs"] = count
+        prow.note = f"{count} pairs"
+        rows.append(prow)
+    return rows
+
+
+def numpy_pairs(fps: U64, k: int) -> int:
+    """All pairs within k by sorting on each of k + 1 blocks (pigeonhole), vectorised."""
+    blocks = k + 1
+    width = 64 // blocks
+    seen: set[tuple[int, int]] = set()
+    for b in range(blocks):
+        shift = np.uint64(64 - width * (b + 1))
+        key = (fps >> shift) & np.uint64((1 << width) - 1)
+        order = np.argsort(key, kind="stable")
+        sk, sf = key[order], fps[order]
+        j = 1
+        while j < len(sf):
+            same = sk[j:] == sk[:-j]
+            if not same.any():
+                break
+            close = same & (np.bitwise_count(sf[j:] ^ sf[:-j]) <= k)
+            for x in np.flatnonzero(close):
+                a, c = int(order[x]), int(order[x + j])
+                seen.add((min(a, c), max(a, c)))
+            j += 1
+    return len(seen)
+
+
+def as_bytes(x: U64) -> npt.NDArray[np.uint8]:
+    return np.ascontiguousarray(x).view(np.uint8).reshape(-1, 8)
+
+
+def bench_faiss(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> list[Row]:
+    import faiss
+
+    faiss.omp_set_num_threads(os.cpu_count() or 1)
+    xb, xq = as_bytes(fps), as_bytes(queries)
+    rows = []
+    makers: list[tuple[str, Callable[[], Any], int]] = [
+        ("faiss IndexBinaryMultiHash(64,4,16)", lambda: faiss.IndexBinaryMultiHash(64, 4, 16), 0),
+        ("faiss IndexBinaryHash(64,16) nflip=k", lambda: faiss.IndexBinaryHash(64, 16), k),
+        ("faiss IndexBinaryFlat", lambda: faiss.IndexBinaryFlat(64), -1),
+    ]
+    for name, make, nflip in makers:
+        row = Row(name, len(fps))
+        gc.collect()
+        before = rss_bytes()
+        t = time.perf_counter()
+        index = make()
+        if nflip >= 0:
+            index.nflip = nflip
+        index.add(xb)
+        row.build_s = time.perf_counter() - t
+        row.bytes_per_item = (rss_bytes() - before) / len(fps)
+
+        def search(i: int, index: Any = index) -> set[int]:
+            lims, _d, ids = index.range_search(xq[i : i + 1], k + 1)
+            return set(ids[lims[0] : lims[1]].tolist())
+
+        nq = args.queries if nflip >= 0 else 20
+        if nflip >= 0 and len(fps) >= 5_000_000:
+            nq = min(nq, 2000)
+        row.p50_us, row.p99_us = latencies(search, range(nq))
+        nb = min(len(queries), 20_000 if nflip >= 0 else 200)
+        t = time.perf_counter()
+        index.range_search(xq[:nb], k + 1)
+        row.batch_qps = nb / (time.perf_counter() - t)
+        checks = range(min(args.check, nq))
+        same = sum(search(i) == brute(fps, int(queries[i]), k) for i in checks)
+        row.agreement = f"{same}/{len(checks)}"
+        rows.append(row)
+        del index
+    return rows
+
+
+def bench_gaoya(n: int, k: int, args: argparse.Namespace) -> list[Row]:
+    from gaoya.simhash import SimHashStringIndex
+
+    m = min(n, args.gaoya_max)
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(50_000)]
+    picks = rng.integers(0, len(words), size=(m, 12))
+    docs = [" ".join(words[j] for j in row) for row in picks]
+    for i in rng.integers(0, m, size=m // 100):
+        w = docs[int(i)].split()
+        w[int(rng.integers(0, 12))] = words[int(rng.integers(0, len(words)))]
+        docs[int(rng.integers(0, m))] = " ".join(w)
+    # gaoya reports distance < its threshold: k + 1 gives <= k (checked by the agreement column).
+    g = SimHashStringIndex(num_blocks=k + 2, hamming_distance=k + 1)
+    sigs = np.array(g.index.par_bulk_doc2signatures(docs), dtype=np.uint64)
+    gc.collect()
+    before = rss_bytes()
+    t = time.perf_counter()
+    g.index.par_bulk_insert_docs(list(range(m)), docs)
+    grow = Row("gaoya SimHash (texts)", m, build_s=time.perf_counter() - t)
+    grow.bytes_per_item = (rss_bytes() - before) / m
+    nq = min(args.queries, m)
+    qdocs = docs[:nq]
+    grow.p50_us, grow.p99_us = latencies(
+        lambda i: g.index.query_return_distance(qdocs[i]), range(nq)
+    )
+    t = time.perf_counter()
+    g.index.par_bulk_query_return_distance(qdocs)
+    grow.batch_qps = nq / (time.perf_counter() - t)
+    checks = range(min(args.check, nq))
+    same = sum(
+        {i for i, _ in g.index.query_return_distance(qdocs[j])} == brute(sigs, int(sigs[j]), k)
+        for j in checks
+    )
+    grow.agreement = f"{same}/{len(checks)}"
+    grow.note = f"{m} texts of 12 words; query time includes hashing the text"
+    # neardup on the same signatures, same queries (the stored texts' signatures).
+    nrow = Row("neardup (gaoya's signatures)", m)
+    idx = Index(k=k, capacity=m)
+    t = time.perf_counter()
+    idx.add_many(np.arange(m, dtype=np.int64), sigs, 1.0)
+    nrow.build_s = time.perf_counter() - t
+    ql = [int(s) for s in sigs[:nq]]
+    nrow.p50_us, nrow.p99_us = latencies(idx.query, ql)
+    t = time.perf_counter()
+    idx.query_many(sigs[:nq])
+    nrow.batch_qps = nq / (time.perf_counter() - t)
+    return [grow, nrow]
+
+
+def bench_simhash(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> Row:
+    from simhash import Simhash, SimhashIndex
+
+    gc.collect()
+    before = rss_bytes()
+    index = SimhashIndex([], k=k)
+    t = time.perf_counter()
+    m = 0
+    for fp in fps.tolist():
+        index.add(str(m), Simhash(fp))
+        m += 1
+        if m % 1000 == 0 and time.perf_counter() - t > args.simhash_seconds:
+            break
+    row = Row("simhash SimhashIndex (PyPI)", m, build_s=time.perf_counter() - t)
+    row.bytes_per_item = (rss_bytes() - before) / m
+    part = fps[:m]
+    ql = [int(q) for q in queries[: min(args.queries, 2000)]]
+    row.p50_us, row.p99_us = latencies(lambda q: index.get_near_dups(Simhash(q)), ql)
+    row.batch_qps = 1e6 / row.p50_us
+    checks = ql[: args.check]
+    same = sum(
+        {int(i) for i in index.get_near_dups(Simhash(q))} == brute(part, q, k) for q in checks
+    )
+    row.agreement = f"{same}/{len(checks)}"
+    row.note = f"built {m} of {len(fps)} items in {args.simhash_seconds:.0f} s (time cap)"
+    return row
+
+
+def fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def report(rows: list[Row]) -> None:
+    head = f"{'engine':40} {'items':>10} {'build s':>8} {'B/item':>8} {'p50 us':>9} "
+    head += f"{'p99 us':>9} {'batch q/s':>11} {'pairs s':>8} {'agree':>9}"
+    print(head)
+    for r in rows:
+        print(
+            f"{r.engine:40} {r.n:>10} {fmt(r.build_s, '.2f'):>8} {fmt(r.bytes_per_item, '.1f'):>8} "
+            f"{fmt(r.p50_us, '.2f'):>9} {fmt(r.p99_us, '.2f'):>9} {fmt(r.batch_qps, ',.0f'):>11} "
+            f"{fmt(r.pairs_s, '.2f'):>8} {r.agreement:>9}  {r.note}"
+        )
+    ours = next((r for r in rows if r.engine == "neardup"), None)
+    if ours is None:
+        return
+    print("ratios (peer / neardup; > 1 means neardup is better):")
+    for r in rows:
+        if r is ours or r.engine.startswith("neardup"):
+            continue
+        parts = []
+        if r.p50_us and ours.p50_us:
+            parts.append(f"p50 x{r.p50_us / ours.p50_us:.1f}")
+        if r.batch_qps and ours.batch_qps:
+            parts.append(f"batch x{ours.batch_qps / r.batch_qps:.1f}")
+        if r.bytes_per_item and ours.bytes_per_item and r.bytes_per_item > 0:
+            parts.append(f"memory x{r.bytes_per_item / ours.bytes_per_item:.2f}")
+        if r.build_s and ours.build_s:
+            parts.append(f"build x{(r.build_s / r.n) / (ours.build_s / ours.n):.1f} per item")
+        if r.pairs_s and ours.pairs_s:
+            parts.append(f"near_pairs x{(r.pairs_s / r.n) / (ours.pairs_s / ours.n):.1f} per item")
+        print(f"  {r.engine:40} " + ", ".join(parts))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="1 M fingerprints only")
+    ap.add_argument("--sizes", type=int, nargs="*", default=None, help="default: 1e6 1e7")
+    ap.add_argument("--k", type=int, default=3)
+    ap.add_argument("--layout", type=int, default=None, help="neardup blocks (default: auto)")
+    ap.add_argument("--queries", type=int, default=10_000, help="single queries timed")
+    ap.add_argument("--batch", type=int, default=200_000, help="queries per batch call")
+    ap.add_argument("--check", type=int, default=200, help="queries checked vs brute force")
+    ap.add_argument("--simhash-seconds", type=float, default=20.0)
+    ap.add_argument("--gaoya-max", type=int, default=1_000_000)
+    ap.add_argument("--numpy-pairs-max", type=int, default=2_000_000)
+    ap.add_argument("--no-persist", dest="persist", action="store_false", help="skip reopen")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["faiss", "gaoya", "simhash", "numpy"])
+    args = ap.parse_args()
+    sizes = args.sizes or ([1_000_000] if args.quick else [1_000_000, 10_000_000])
+    print(f"cpus: {os.cpu_count()}, load average: {os.getloadavg()}")
+    for n in sizes:
+        fps, queries = make_data(n, args.k)
+        print(f"\n== {n:,} fingerprints, k={args.k} ==")
+        rows = [bench_neardup(fps, queries, args.k, args)]
+        if "numpy" not in args.skip:
+            rows += bench_numpy(fps, queries, args.k, args)
+        if "faiss" not in args.skip:
+            rows += bench_faiss(fps, queries, args.k, args)
+        if "gaoya" not in args.skip:
+            rows += bench_gaoya(n, args.k, args)
+        if "simhash" not in args.skip:
+            rows.append(bench_simhash(fps, queries, args.k, args))
+        report(rows)
+        print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,257 @@
+"""Check-and-add throughput against one redis-server: neardup's Redis backend vs datasketch's
+Redis-backed MinHashLSH, driven the same way, with 1, 2 and 4 client processes.
+
+Each client process takes its share of the documents and, for each one, does one
+check-and-add (one call per document, and neardup's pipelined ``check_and_add_many`` on
+batches of 100, as the service's batch endpoint does): neardup
+``RedisDeduplicator.check_and_add(id, text)`` (fingerprint, the atomic ticketed write +
+candidate read, the Jaccard verifier of the default policy) and
+``RedisIndex.check_and_add(id, fp)`` (fingerprints computed beforehand: the index alone);
+datasketch: ``MinHash(128)`` of the 5-gram shingles, ``lsh.query(m)``, ``lsh.insert(id, m)``
+when nothing was found (not atomic: racing copies can both be inserted). The processes start
+together; the rate is all documents / wall time of the slowest process.
+
+The documents are the rows of examples/news-sample.jsonl (real Chinese and English text) and
+near-copies of them (a few characters changed), shuffled, 20 % copies.
+
+    python benches/redis.py --quick       # 4 000 documents per run
+    python benches/redis.py               # 20 000 documents per run
+    python benches/redis.py --url redis://host:6379   # an existing server (FLUSHes nothing;
+                                                       # uses fresh namespaces)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# This file is named redis.py: keep its folder off sys.path so `import redis` finds redis-py
+# (here and in the spawned client processes, which inherit sys.path).
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
+SAMPLE = os.path.join(HERE, "..", "examples", "news-sample.jsonl")
+
+
+def documents(n: int, seed: int = 7) -> list[str]:
+    """``n`` texts: the sample's rows (cycled with a suffix when n exceeds them) + 20 % copies."""
+    with open(SAMPLE, encoding="utf-8") as f:
+        base = [json.loads(line)["text"] for line in f]
+    rng = random.Random(seed)
+    originals = [
+        base[i % len(base)] + ("" if i < len(base) else f" #{i}") for i in range(int(n * 0.8))
+    ]
+    docs = list(originals)
+    while len(docs) < n:
+        t = list(rng.choice(originals))
+        for _ in range(rng.randint(1, 3)):
+            t[rng.randrange(len(t))] = rng.choice("的了是在和有我这 abcxyz")
+        docs.append("".join(t))
+    rng.shuffle(docs)
+    return docs
+
+
+class Server:
+    """A throwaway redis-server on a free loopback port (no persistence)."""
+
+    def __init__(self) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            sys.exit("redis-server not found: apt-get install redis-server (scripts/setup-test.sh)")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        self.dir = tempfile.mkdtemp(prefix="neardup-bench-redis-")
+        self.proc = subprocess.Popen(
+            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        import redis
+
+        for _ in range(200):
+            try:
+                if redis.Redis(port=self.port).ping():
+                    return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- workers (one per client process) --------------------------------------------------------
+
+
+BATCH = 100
+
+
+def _neardup_text_worker(url: str, ns: str, jobs: list[tuple[int, str]], start: Any, out: Any):
+    from neardup.backends.redis import RedisDeduplicator
+
+    d = RedisDeduplicator.from_url(url, namespace=ns)
+    start.wait()
+    t0 = time.perf_counter()
+    added = sum(d.check_and_add(i, t)[0] for i, t in jobs)
+    out.put((time.perf_counter() - t0, added))
+
+
+def _neardup_text_batch_worker(
+    url: str, ns: str, jobs: list[tuple[int, str]], start: Any, out: Any
+):
+    from neardup.backends.redis import RedisDeduplicator
+
+    d = RedisDeduplicator.from_url(url, namespace=ns)
+    start.wait()
+    t0 = time.perf_counter()
+    added = 0
+    for j in range(0, len(jobs), BATCH):
+        chunk = jobs[j : j + BATCH]
+        res = d.check_and_add_many([i for i, _ in chunk], [t for _, t in chunk])
+        added += sum(ok for ok, _ in res)
+    out.put((time.perf_counter() - t0, added))
+
+
+def _neardup_index_worker(url: str, ns: str, jobs: list[tuple[int, int]], start: Any, out: Any):
+    from neardup.backends.redis import RedisIndex
+
+    idx = RedisIndex.from_url(url, k=3, namespace=ns)
+    start.wait()
+    t0 = time.perf_counter()
+    added = sum(idx.check_and_add(i, fp)[0] for i, fp in jobs)
+    out.put((time.perf_counter() - t0, added))
+
+
+def _neardup_index_batch_worker(
+    url: str, ns: str, jobs: list[tuple[int, int]], start: Any, out: Any
+):
+    from neardup.backends.redis import RedisIndex
+
+    idx = RedisIndex.from_url(url, k=3, namespace=ns)
+    start.wait()
+    t0 = time.perf_counter()
+    added = 0
+    for j in range(0, len(jobs), BATCH):
+        chunk = jobs[j : j + BATCH]
+        res = idx.check_and_add_many([i for i, _ in chunk], [f for _, f in chunk])
+        added += sum(ok for ok, _ in res)
+    out.put((time.perf_counter() - t0, added))
+
+
+def _shingles(text: str, n: int = 5) -> list[bytes]:
+    from neardup.verify import normalise
+
+    s = normalise(text)
+    return [s[i : i + n].encode() for i in range(max(1, len(s) - n + 1))]
+
+
+def _datasketch_worker(url: str, ns: str, jobs: list[tuple[int, str]], start: Any, out: Any):
+    from urllib.parse import urlsplit
+
+    from datasketch import MinHash, MinHashLSH
+
+    parts = urlsplit(url)
+    lsh = MinHashLSH(
+        threshold=0.8,
+        num_perm=128,
+        storage_config={
+            "type": "redis",
+            "basename": ns.encode(),
+            "redis": {"host": parts.hostname, "port": parts.port},
+        },
+    )
+    start.wait()
+    t0 = time.perf_counter()
+    added = 0
+    for i, text in jobs:
+        m = MinHash(num_perm=128)
+        m.update_batch(_shingles(text))
+        if not lsh.query(m):
+            lsh.insert(str(i), m)
+            added += 1
+    out.put((time.perf_counter() - t0, added))
+
+
+def run(target: Any, url: str, jobs: list[Any], procs: int) -> tuple[float, int]:
+    """Docs/s of ``target`` over ``procs`` processes sharing ``jobs``; and how many added."""
+    ns = "bench" + uuid.uuid4().hex[:10]
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    shares = [jobs[p::procs] for p in range(procs)]
+    ps = [ctx.Process(target=target, args=(url, ns, s, start, out)) for s in shares]
+    for p in ps:
+        p.start()
+    time.sleep(2.0 + procs)  # imports and connections, then all go at once
+    start.set()
+    results = [out.get(timeout=3600) for _ in ps]
+    for p in ps:
+        p.join()
+    wall = max(r[0] for r in results)
+    return len(jobs) / wall, sum(r[1] for r in results)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="4 000 documents per run")
+    ap.add_argument("--docs", type=int, default=None, help="documents per run (default 20 000)")
+    ap.add_argument("--url", help="an existing Redis (default: start one)")
+    ap.add_argument("--procs", default="1,2,4", help="client process counts (default 1,2,4)")
+    ap.add_argument("--peer-docs", type=int, default=None, help="cap for datasketch's runs")
+    args = ap.parse_args()
+    n = args.docs or (4000 if args.quick else 20000)
+    peer_n = args.peer_docs or n
+    procs = [int(x) for x in args.procs.split(",")]
+    docs = documents(n)
+    from neardup.dedup import Policy
+
+    policy = Policy.default()
+    fingerprinter = policy.make_fingerprinter()
+    prep = getattr(policy, "prepare", None)
+    fps = [int(fingerprinter.fingerprint(prep(t) if prep else t)) for t in docs]
+    server = None if args.url else Server()
+    url = args.url or server.url  # type: ignore[union-attr]
+    try:
+        print(f"# {n} documents ({peer_n} for datasketch), redis at {url}, {os.cpu_count()} CPUs")
+        runs = [
+            ("text", _neardup_text_worker, docs),
+            (f"text, batches of {BATCH}", _neardup_text_batch_worker, docs),
+            ("index k=3", _neardup_index_worker, fps),
+            (f"index k=3, batches of {BATCH}", _neardup_index_batch_worker, fps),
+            ("datasketch MinHashLSH", _datasketch_worker, docs[:peer_n]),
+        ]
+        rates: dict[tuple[str, int], float] = {}
+        for p in procs:
+            for name, target, data in runs:
+                rate, added = run(target, url, list(enumerate(data)), p)
+                rates[(name, p)] = rate
+                print(f"{p} process(es) | {name:<30} | {rate:>8,.0f} check-and-add/s | "
+                      f"added {added}", flush=True)  # fmt: skip
+        print("\nratios to datasketch MinHashLSH (same processes):")
+        for p in procs:
+            ds = rates[("datasketch MinHashLSH", p)]
+            cells = ", ".join(f"{name}: {rates[(name, p)] / ds:.1f}x" for name, _, _ in runs[:-1])
+            print(f"  {p} process(es): {cells}")
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+//! A time partition of the index: the items whose timestamp falls in one span. Expiry drops
+//! whole segments, so it costs what it frees.
+//!
+//! Rows are appended; rows `0..indexed` are covered by immutable runs of sorted tables, the
+//! newest rows (the tail, at most [`TAIL_MAX`]) are scanned. Runs are merged when a newer one
+//! grows to half the size of the one before it, so a segment of n rows has O(log n) runs.
+
+use super::ids::{IdColumn, IdRef};
+use super::layout::{for_each_within, Layout, PROBE_COST};
+use super::table::{advise_huge, prefetch, Run, Search};
+
+/// One bucket search of a query: which run and table, the probed block value, the search.
+struct Probe {
+    run: u32,
+    table: u32,
+    value: u32,
+    search: Search,
+}
+
+/// Per-thread buffers of a query, reused so a query allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    probes: Vec<Probe>,
+    cands: Vec<(u32, u32)>,
+    plan: Vec<Search>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// Rows kept unindexed before they are built into a run (scanned by every query meanwhile).
+pub const TAIL_MAX: usize = 512;
+
+pub struct Segment {
+    /// floor(timestamp / span) of every item here.
+    pub key: i64,
+    pub fps: Vec<u64>,
+    pub ts: Vec<f64>,
+    pub ids: IdColumn,
+    live: Vec<u64>,
+    pub n_live: usize,
+    pub runs: Vec<Run>,
+    pub indexed: u32,
+}
+
+impl Segment {
+    pub fn new(key: i64) -> Segment {
+        Segment {
+            key,
+            fps: Vec::new(),
+            ts: Vec::new(),
+            ids: IdColumn::default(),
+            live: Vec::new(),
+            n_live: 0,
+            runs: Vec::new(),
+            indexed: 0,
+        }
+    }
+
+    pub fn rows(&self) -> u32 {
+        self.fps.len() as u32
+    }
+
+    pub fn push(&mut self, id: IdRef<'_>, fp: u64, ts: f64) -> u32 {
+        let row = self.fps.len();
+        self.fps.push(fp);
+        self.ts.push(ts);
+        self.ids.push(id);
+        if row / 64 >= self.live.len() {
+            self.live.push(0);
+        }
+        self.live[row / 64] |= 1 << (row % 64);
+        self.n_live += 1;
+        row as u32
+    }
+
+    /// Room for `n` more rows (big batches: backed by huge pages, see `advise_huge`).
+    pub fn reserve(&mut self, n: usize) {
+        self.fps.reserve_exact(n);
+        self.ts.reserve_exact(n);
+        self.ids.reserve(n);
+        self.live.reserve_exact(n / 64 + 1);
+        advise_huge(&self.fps);
+        advise_huge(&self.ts);
+    }
+
+    #[inline]
+    pub fn is_live(&self, row: u32) -> bool {
+        let row = row as usize;
+        self.live[row / 64] >> (row % 64) & 1 == 1
+    }
+
+    pub fn kill(&mut self, row: u32) {
+        if self.is_live(row) {
+            let row = row as usize;
+            self.live[row / 64] &= !(1 << (row % 64));
+            self.n_live -= 1;
+        }
+    }
+
+    pub fn live_rows(&self, start: u32, end: u32) -> Vec<u32> {
+        (start..end).filter(|&r| self.is_live(r)).collect()
+    }
+
+    /// Builds the tail into a run if it is full (or `force` and not empty), then merges runs.
+    pub fn freeze(&mut self, layout: &Layout, force: bool) {
+        let tail = self.fps.len() - self.indexed as usize;
+        if tail == 0 || (!force && tail < TAIL_MAX) {
+            return;
+        }
+        let (start, end) = (self.indexed, self.rows());
+        let rows = self.live_rows(start, end);
+        self.runs
+            .push(Run::build(layout, &self.fps, &rows, start, end));
+        self.indexed = end;
+        while self.runs.len() >= 2 {
+            let n = self.runs.len();
+            if self.runs[n - 2].span() > 2 * self.runs[n - 1].span() {
+                break;
+            }
+            let start = self.runs[n - 2].start;
+            self.runs.truncate(n - 2);
+            let rows = self.live_rows(start, end);
+            self.runs
+                .push(Run::build(layout, &self.fps, &rows, start, end));
+        }
+    }
+
+    /// Rebuilds every run into one (after a bulk load, or to drop dead rows from the tables).
+    pub fn rebuild(&mut self, layout: &Layout) {
+        let end = self.rows();
+        let rows = self.live_rows(0, end);
+        self.runs.clear();
+        if !rows.is_empty() {
+            self.runs.push(Run::build(layout, &self.fps, &rows, 0, end));
+        }
+        self.indexed = end;
+    }
+
+    /// Appends `(distance, row)` for every live row within `k` of `q`.
+    pub fn query(
+        &self,
+        layout: &Layout,
+        radii: &[Option<u32>],
+        q: u64,
+        k: u32,
+        out: &mut Vec<(u32, u32)>,
+    ) {
+        let indexed = self.indexed as usize;
+        let probe_cost = PROBE_COST * layout.probes(k) * self.runs.len() as f64;
+        if probe_cost + layout.candidates(k, indexed as f64) >= indexed as f64 {
+            self.scan(0, self.rows(), q, k, out);
+            return;
+        }
+        SCRATCH.with(|cell| {
+            let mut scratch = cell.borrow_mut();
+            let Scratch {
+                probes,
+                cands,
+                plan,
+            } = &mut *scratch;
+            probes.clear();
+            cands.clear();
+            // 1. Every bucket search of every run and table, with their directory loads started.
+            for (ri, run) in self.runs.iter().enumerate() {
+                for (t, (block, radius)) in layout.blocks.iter().zip(radii).enumerate() {
+                    let Some(r) = *radius else { continue };
+                    let table = &run.tables[t];
+                    if table.is_empty() {
+                        continue;
+                    }
+                    for_each_within(block.value(q), block.bits, r, |v| {
+                        plan.clear();
+                        table.plan(*block, v, plan);
+                        for s in plan.iter() {
+                            table.prefetch_dir(s);
+                            probes.push(Probe {
+                                run: ri as u32,
+                                table: t as u32,
+                                value: v,
+                                search: *s,
+                            });
+                        }
+                    });
+                }
+            }
+            // 2. The first entries of every bucket.
+            for p in probes.iter() {
+                self.runs[p.run as usize].tables[p.table as usize].prefetch_bucket(&p.search);
+            }
+            // 3. Entries that pass the key filter, with their fingerprints' loads started.
+            for (pi, p) in probes.iter().enumerate() {
+                let table = &self.runs[p.run as usize].tables[p.table as usize];
+                let qkey = layout.blocks[p.table as usize].key(q);
+                table.run_search(&p.search, qkey, k, &mut |row| {
+                    prefetch(self.fps.as_ptr().wrapping_add(row as usize));
+                    cands.push((pi as u32, row));
+                });
+            }
+            // 4. Exact check of each candidate.
+            for &(pi, row) in cands.iter() {
+                let p = &probes[pi as usize];
+                let t = p.table as usize;
+                let block = layout.blocks[t];
+                let fp = self.fps[row as usize];
+                if block.value(fp) != p.value {
+                    continue;
+                }
+                let d = (fp ^ q).count_ones();
+                if d > k || !self.is_live(row) {
+                    continue;
+                }
+                // Reported by the first table whose probe reaches it, so exactly once.
+                let earlier = layout.blocks[..t]
+                    .iter()
+                    .zip(radii)
+                    .any(|(b2, r2)| r2.is_some_and(|r2| b2.distance(fp, q) <= r2));
+                if !earlier {
+                    out.push((d, row));
+                }
+            }
+        });
+        self.scan(self.indexed, self.rows(), q, k, out);
+    }
+
+    fn scan(&self, start: u32, end: u32, q: u64, k: u32, out: &mut Vec<(u32, u32)>) {
+        for row in start..end {
+            let d = (self.fps[row as usize] ^ q).count_ones();
+            if d <= k && self.is_live(row) {
+                out.push((d, row));
+            }
+        }
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.fps.capacity() * 8
+            + self.ts.capacity() * 8
+            + self.live.capacity() * 8
+            + self.ids.memory_bytes()
+            + self.runs.iter().map(Run::memory_bytes).sum::<usize>()
+    }
+
+    pub fn shrink_to_fit(&mut self) {
+        self.fps.shrink_to_fit();
+        self.ts.shrink_to_fit();
+        self.live.shrink_to_fit();
+        self.ids.shrink_to_fit();
+    }
+}

@@ -1,0 +1,757 @@
+//! Files of a durable index, all little-endian, each starting with a magic and a format version:
+//!
+//! - `index.meta`: the configuration (k, blocks, segment span, fingerprint config) as JSON,
+//!   written once; reopening with another configuration is refused.
+//! - `snapshot-<gen>.bin`: every live item at a checkpoint, one batch, CRC-32 at the end.
+//! - `wal-<gen>.log`: operations since snapshot `<gen>`: records `[len u32][crc32 u32][payload]`.
+//!   A record that ends the file and is incomplete or fails its checksum is a torn write (the
+//!   process died inside `write`): it is dropped with a warning. Any other damage is an error.
+//!
+//! A checkpoint writes `snapshot-<gen+1>` through a temporary file and a rename, then starts
+//! `wal-<gen+1>`, then deletes generation `<gen>`; a crash at any point leaves one complete
+//! generation to open.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::ids::{Id, IdRef};
+use super::layout::Layout;
+use super::{Ids, Index, Options, DEFAULT_SPAN, SEGMENTS_PER_WINDOW};
+use crate::{Error, Result};
+
+pub const FORMAT_VERSION: u32 = 1;
+const META_MAGIC: &[u8; 8] = b"NDUPMETA";
+const SNAP_MAGIC: &[u8; 8] = b"NDUPSNAP";
+const WAL_MAGIC: &[u8; 8] = b"NDUPWAL\0";
+const WAL_HEADER: u64 = 24;
+const META_FILE: &str = "index.meta";
+const LOCK_FILE: &str = "LOCK";
+/// Items per WAL record: bounds a record well below 4 GiB.
+const RECORD_ITEMS: usize = 1 << 20;
+/// A WAL larger than this (and than the last snapshot) triggers a checkpoint.
+const CHECKPOINT_MIN: u64 = 64 << 20;
+
+/// When an acknowledged write reaches the disk.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SyncPolicy {
+    /// fsync before every write call returns (the default): a returned add survives a crash.
+    Always,
+    /// Group commit: fsync at most once per interval; a write is durable at the next fsync (the
+    /// first write after the interval, `flush()` or `close()`).
+    Group(Duration),
+    /// Never fsync (the OS writes back): survives a killed process, not a power cut.
+    Never,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Meta {
+    pub format_version: u32,
+    pub k: u32,
+    pub blocks: u32,
+    pub segment_span: f64,
+    pub fingerprint_config: Option<String>,
+}
+
+/// An operation as logged.
+pub enum WalOp<'a> {
+    Add {
+        ids: Ids<'a>,
+        fps: &'a [u64],
+        ts: &'a [f64],
+    },
+    Remove(IdRef<'a>),
+    Expire(f64),
+}
+
+pub enum OwnedIds {
+    Int(Vec<i64>),
+    Any(Vec<Id>),
+}
+
+impl OwnedIds {
+    pub fn as_ids(&self) -> Ids<'_> {
+        match self {
+            OwnedIds::Int(v) => Ids::Int(v),
+            OwnedIds::Any(v) => Ids::Any(v),
+        }
+    }
+}
+
+pub enum OwnedOp {
+    Add {
+        ids: OwnedIds,
+        fps: Vec<u64>,
+        ts: Vec<f64>,
+    },
+    Remove(Id),
+    Expire(f64),
+}
+
+pub struct Snapshot {
+    pub newest: f64,
+    pub ids: OwnedIds,
+    pub fps: Vec<u64>,
+    pub ts: Vec<f64>,
+}
+
+pub struct WalContents {
+    pub ops: Vec<OwnedOp>,
+    pub warnings: Vec<String>,
+}
+
+pub struct Store {
+    dir: PathBuf,
+    _lock: File,
+    gen: u64,
+    wal: File,
+    wal_bytes: u64,
+    snapshot_bytes: u64,
+    sync: SyncPolicy,
+    last_sync: Instant,
+    unsynced: bool,
+}
+
+fn corrupt(path: &Path, what: &str) -> Error {
+    Error::Corrupt(format!("{}: {what}", path.display()))
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, dir.join(name))?;
+    sync_dir(dir)
+}
+
+fn snap_name(gen: u64) -> String {
+    format!("snapshot-{gen:016x}.bin")
+}
+
+fn wal_name(gen: u64) -> String {
+    format!("wal-{gen:016x}.log")
+}
+
+fn parse_gen(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
+    let hex = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// Two fingerprint configs are the same when they are equal JSON values (key order aside).
+fn same_config(a: &str, b: &str) -> bool {
+    match (
+        serde_json::from_str::<serde_json::Value>(a),
+        serde_json::from_str::<serde_json::Value>(b),
+    ) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+// ---- encoding -------------------------------------------------------------------------------
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let s = self.buf.get(self.pos..end)?;
+        self.pos = end;
+        Some(s)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn f64(&mut self) -> Option<f64> {
+        Some(f64::from_bits(self.u64()?))
+    }
+    fn u64s(&mut self, n: usize) -> Option<Vec<u64>> {
+        let b = self.take(n.checked_mul(8)?)?;
+        Some(
+            b.chunks_exact(8)
+                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+        )
+    }
+    fn id(&mut self) -> Option<Id> {
+        match self.u8()? {
+            0 => Some(Id::Int(self.u64()? as i64)),
+            1 => {
+                let n = self.u32()? as usize;
+                Some(Id::Str(String::from_utf8(self.take(n)?.to_vec()).ok()?))
+            }
+            _ => None,
+        }
+    }
+    fn done(&self) -> bool {
+        self.pos == self.buf.len()
+    }
+}
+
+fn put_id(out: &mut Vec<u8>, id: IdRef<'_>) {
+    match id {
+        IdRef::Int(i) => {
+            out.push(0);
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        IdRef::Str(s) => {
+            out.push(1);
+            out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            out.extend_from_slice(s.as_bytes());
+        }
+    }
+}
+
+/// A batch of items: `n u32, kind u8 (0: int ids, 1: tagged ids), ids, fps, timestamps`.
+fn put_batch<'a>(
+    out: &mut Vec<u8>,
+    n: usize,
+    id: impl Fn(usize) -> IdRef<'a>,
+    all_int: bool,
+    fp: impl Fn(usize) -> u64,
+    ts: impl Fn(usize) -> f64,
+) {
+    out.extend_from_slice(&(n as u64).to_le_bytes());
+    out.push(u8::from(!all_int));
+    for i in 0..n {
+        match (all_int, id(i)) {
+            (true, IdRef::Int(v)) => out.extend_from_slice(&v.to_le_bytes()),
+            (_, r) => put_id(out, r),
+        }
+    }
+    for i in 0..n {
+        out.extend_from_slice(&fp(i).to_le_bytes());
+    }
+    for i in 0..n {
+        out.extend_from_slice(&ts(i).to_bits().to_le_bytes());
+    }
+}
+
+fn read_batch(r: &mut Reader<'_>) -> Option<(OwnedIds, Vec<u64>, Vec<f64>)> {
+    let n = usize::try_from(r.u64()?).ok()?;
+    // Every item takes at least 17 bytes: reject counts the rest of the buffer cannot hold.
+    if n > (r.buf.len() - r.pos) / 17 {
+        return None;
+    }
+    let ids = match r.u8()? {
+        0 => OwnedIds::Int(r.u64s(n)?.into_iter().map(|v| v as i64).collect()),
+        1 => OwnedIds::Any((0..n).map(|_| r.id()).collect::<Option<Vec<Id>>>()?),
+        _ => return None,
+    };
+    let fps = r.u64s(n)?;
+    let ts: Vec<f64> = r.u64s(n)?.into_iter().map(f64::from_bits).collect();
+    if ts.iter().any(|t| !t.is_finite()) {
+        return None;
+    }
+    Some((ids, fps, ts))
+}
+
+fn encode_op(op: &WalOp<'_>, out: &mut Vec<u8>) {
+    match op {
+        WalOp::Add { ids, fps, ts } => {
+            out.push(1);
+            let all_int = matches!(ids, Ids::Int(_));
+            put_batch(
+                out,
+                fps.len(),
+                |i| ids.get(i),
+                all_int,
+                |i| fps[i],
+                |i| ts[i],
+            );
+        }
+        WalOp::Remove(id) => {
+            out.push(2);
+            put_id(out, *id);
+        }
+        WalOp::Expire(before) => {
+            out.push(3);
+            out.extend_from_slice(&before.to_bits().to_le_bytes());
+        }
+    }
+}
+
+fn decode_op(payload: &[u8]) -> Option<OwnedOp> {
+    let mut r = Reader {
+        buf: payload,
+        pos: 0,
+    };
+    let op = match r.u8()? {
+        1 => {
+            let (ids, fps, ts) = read_batch(&mut r)?;
+            OwnedOp::Add { ids, fps, ts }
+        }
+        2 => OwnedOp::Remove(r.id()?),
+        3 => OwnedOp::Expire(r.f64()?),
+        _ => return None,
+    };
+    r.done().then_some(op)
+}
+
+fn wal_header(gen: u64) -> Vec<u8> {
+    let mut h = Vec::with_capacity(WAL_HEADER as usize);
+    h.extend_from_slice(WAL_MAGIC);
+    h.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h.extend_from_slice(&gen.to_le_bytes());
+    let crc = crc32fast::hash(&h);
+    h.extend_from_slice(&crc.to_le_bytes());
+    h
+}
+
+fn check_version(path: &Path, v: u32) -> Result<()> {
+    if v > FORMAT_VERSION {
+        return Err(Error::Incompatible(format!(
+            "{}: format version {v} is newer than this neardup reads (version {FORMAT_VERSION}); upgrade neardup",
+            path.display()
+        )));
+    }
+    if v == 0 {
+        return Err(corrupt(path, "format version 0 is not valid"));
+    }
+    Ok(())
+}
+
+// ---- files ----------------------------------------------------------------------------------
+
+fn read_meta(path: &Path) -> Result<Meta> {
+    let buf = fs::read(path)?;
+    if buf.len() < 20 || &buf[..8] != META_MAGIC {
+        return Err(corrupt(path, "not a neardup index meta file (bad magic)"));
+    }
+    let (body, crc) = buf.split_at(buf.len() - 4);
+    if crc32fast::hash(body).to_le_bytes() != crc {
+        return Err(corrupt(path, "checksum mismatch"));
+    }
+    let mut r = Reader { buf: body, pos: 8 };
+    let version = r.u32().ok_or_else(|| corrupt(path, "truncated"))?;
+    check_version(path, version)?;
+    let n = r.u32().ok_or_else(|| corrupt(path, "truncated"))? as usize;
+    let json = r.take(n).ok_or_else(|| corrupt(path, "truncated"))?;
+    let meta: Meta = serde_json::from_slice(json)
+        .map_err(|e| corrupt(path, &format!("bad config JSON: {e}")))?;
+    if Layout::new(meta.blocks).is_err()
+        || meta.k > super::MAX_K
+        || meta.segment_span.is_nan()
+        || meta.segment_span <= 0.0
+    {
+        return Err(corrupt(path, "configuration out of range"));
+    }
+    Ok(meta)
+}
+
+fn write_meta(dir: &Path, meta: &Meta) -> Result<()> {
+    let json =
+        serde_json::to_vec(meta).map_err(|e| Error::InvalidArgument(format!("config: {e}")))?;
+    let mut b = Vec::new();
+    b.extend_from_slice(META_MAGIC);
+    b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    b.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    b.extend_from_slice(&json);
+    let crc = crc32fast::hash(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    write_atomic(dir, META_FILE, &b)
+}
+
+fn read_snapshot(path: &Path) -> Result<Snapshot> {
+    let buf = fs::read(path)?;
+    if buf.len() < 36 || &buf[..8] != SNAP_MAGIC {
+        return Err(corrupt(path, "not a neardup snapshot (bad magic)"));
+    }
+    let (body, crc) = buf.split_at(buf.len() - 4);
+    if crc32fast::hash(body).to_le_bytes() != crc {
+        return Err(corrupt(path, "checksum mismatch"));
+    }
+    let mut r = Reader { buf: body, pos: 8 };
+    let bad = || corrupt(path, "malformed snapshot");
+    check_version(path, r.u32().ok_or_else(bad)?)?;
+    let _gen = r.u64().ok_or_else(bad)?;
+    let newest = r.f64().ok_or_else(bad)?;
+    let (ids, fps, ts) = read_batch(&mut r).ok_or_else(bad)?;
+    if !r.done() {
+        return Err(bad());
+    }
+    Ok(Snapshot {
+        newest,
+        ids,
+        fps,
+        ts,
+    })
+}
+
+fn read_wal(path: &Path, gen: u64) -> Result<WalContents> {
+    let mut warnings = Vec::new();
+    let mut buf = Vec::new();
+    File::open(path)?.read_to_end(&mut buf)?;
+    if (buf.len() as u64) < WAL_HEADER {
+        if !WAL_MAGIC.starts_with(&buf[..buf.len().min(8)]) {
+            return Err(corrupt(path, "not a neardup write-ahead log (bad magic)"));
+        }
+        warnings.push(format!(
+            "{}: dropped a torn WAL header ({} bytes)",
+            path.display(),
+            buf.len()
+        ));
+        let mut f = OpenOptions::new().write(true).truncate(true).open(path)?;
+        f.write_all(&wal_header(gen))?;
+        f.sync_all()?;
+        return Ok(WalContents {
+            ops: Vec::new(),
+            warnings,
+        });
+    }
+    if &buf[..8] != WAL_MAGIC {
+        return Err(corrupt(path, "not a neardup write-ahead log (bad magic)"));
+    }
+    if crc32fast::hash(&buf[..20]).to_le_bytes() != buf[20..24] {
+        return Err(corrupt(path, "WAL header checksum mismatch"));
+    }
+    let mut r = Reader { buf: &buf, pos: 8 };
+    check_version(path, r.u32().unwrap_or(0))?;
+    if r.u64() != Some(gen) {
+        return Err(corrupt(path, "WAL generation does not match its file name"));
+    }
+    let mut pos = WAL_HEADER as usize;
+    let mut ops = Vec::new();
+    while pos < buf.len() {
+        let rest = buf.len() - pos;
+        let torn = |why: &str, warnings: &mut Vec<String>| {
+            warnings.push(format!(
+                "{}: dropped a torn write at the end of the write-ahead log ({rest} bytes at offset {pos}: {why}); the operation in it had not been acknowledged",
+                path.display()
+            ));
+        };
+        if rest < 8 {
+            torn("incomplete record header", &mut warnings);
+            break;
+        }
+        let len = u32::from_le_bytes([buf[pos], buf[pos + 1], buf[pos + 2], buf[pos + 3]]) as usize;
+        let crc = [buf[pos + 4], buf[pos + 5], buf[pos + 6], buf[pos + 7]];
+        if len > rest - 8 {
+            torn("incomplete record", &mut warnings);
+            break;
+        }
+        let payload = &buf[pos + 8..pos + 8 + len];
+        if crc32fast::hash(payload).to_le_bytes() != crc {
+            if pos + 8 + len == buf.len() {
+                torn("checksum mismatch in the last record", &mut warnings);
+                break;
+            }
+            return Err(corrupt(
+                path,
+                &format!("WAL record at offset {pos} fails its checksum"),
+            ));
+        }
+        let op = decode_op(payload)
+            .ok_or_else(|| corrupt(path, &format!("malformed WAL record at offset {pos}")))?;
+        ops.push(op);
+        pos += 8 + len;
+    }
+    if pos < buf.len() {
+        let f = OpenOptions::new().write(true).open(path)?;
+        f.set_len(pos as u64)?;
+        f.sync_all()?;
+    }
+    Ok(WalContents { ops, warnings })
+}
+
+impl Store {
+    /// Opens or creates the index directory `dir` and reads what it holds.
+    pub fn open(
+        dir: &Path,
+        k: Option<u32>,
+        o: &Options,
+        fingerprint_config: Option<&str>,
+        sync: SyncPolicy,
+    ) -> Result<(Store, Meta, Option<Snapshot>, WalContents)> {
+        fs::create_dir_all(dir)?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(LOCK_FILE))?;
+        if lock.try_lock().is_err() {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                format!(
+                    "{}: the index is open in another process (or Index object)",
+                    dir.display()
+                ),
+            )));
+        }
+        let meta_path = dir.join(META_FILE);
+        let mut snaps = Vec::new();
+        let mut wals = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let name = entry?.file_name().to_string_lossy().into_owned();
+            if let Some(g) = parse_gen(&name, "snapshot-", ".bin") {
+                snaps.push(g);
+            } else if let Some(g) = parse_gen(&name, "wal-", ".log") {
+                wals.push(g);
+            }
+        }
+        let meta = if meta_path.exists() {
+            let meta = read_meta(&meta_path)?;
+            check_compatible(dir, &meta, k, o, fingerprint_config)?;
+            meta
+        } else {
+            // Other files (a caller's settings) may share the directory; index files may not.
+            if !snaps.is_empty() || !wals.is_empty() {
+                return Err(Error::Corrupt(format!(
+                    "{}: holds index files but no {META_FILE}: damaged or not a neardup index",
+                    dir.display()
+                )));
+            }
+            let k = k.unwrap_or(o.k);
+            let blocks = match o.layout {
+                Some(m) => m,
+                None => Layout::auto(k, o.capacity.unwrap_or(1 << 20)).num_blocks(),
+            };
+            let segment_span = o.segment_span.unwrap_or_else(|| match o.retention {
+                Some(r) => r / SEGMENTS_PER_WINDOW,
+                None => DEFAULT_SPAN,
+            });
+            let meta = Meta {
+                format_version: FORMAT_VERSION,
+                k,
+                blocks,
+                segment_span,
+                fingerprint_config: fingerprint_config.map(str::to_owned),
+            };
+            write_meta(dir, &meta)?;
+            meta
+        };
+        let gen = snaps.iter().copied().max().unwrap_or(0);
+        let (snapshot, snapshot_bytes) = if snaps.contains(&gen) {
+            let p = dir.join(snap_name(gen));
+            let bytes = fs::metadata(&p)?.len();
+            (Some(read_snapshot(&p)?), bytes)
+        } else {
+            (None, 0)
+        };
+        let wal_path = dir.join(wal_name(gen));
+        let contents = if wal_path.exists() {
+            read_wal(&wal_path, gen)?
+        } else {
+            let mut f = File::create(&wal_path)?;
+            f.write_all(&wal_header(gen))?;
+            f.sync_all()?;
+            sync_dir(dir)?;
+            WalContents {
+                ops: Vec::new(),
+                warnings: Vec::new(),
+            }
+        };
+        // Older generations are superseded by the complete snapshot `gen`.
+        for g in snaps.iter().filter(|&&g| g < gen) {
+            fs::remove_file(dir.join(snap_name(*g)))?;
+        }
+        for g in wals.iter().filter(|&&g| g != gen) {
+            fs::remove_file(dir.join(wal_name(*g)))?;
+        }
+        let wal = OpenOptions::new().append(true).open(&wal_path)?;
+        let wal_bytes = wal.metadata()?.len();
+        let store = Store {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            gen,
+            wal,
+            wal_bytes,
+            snapshot_bytes,
+            sync,
+            last_sync: Instant::now(),
+            unsynced: false,
+        };
+        Ok((store, meta, snapshot, contents))
+    }
+
+    pub fn wal_bytes(&self) -> u64 {
+        self.wal_bytes
+    }
+
+    pub fn has_log(&self) -> bool {
+        self.wal_bytes > WAL_HEADER
+    }
+
+    pub fn wants_checkpoint(&self) -> bool {
+        self.wal_bytes > CHECKPOINT_MIN.max(self.snapshot_bytes)
+    }
+
+    /// Appends `op` (as one record, or one per [`RECORD_ITEMS`] items for a big batch) and
+    /// syncs per the policy.
+    pub fn append(&mut self, op: &WalOp<'_>) -> Result<()> {
+        let mut buf = Vec::new();
+        match op {
+            WalOp::Add { ids, fps, ts } if fps.len() > RECORD_ITEMS => {
+                let mut start = 0;
+                while start < fps.len() {
+                    let end = (start + RECORD_ITEMS).min(fps.len());
+                    let part = match ids {
+                        Ids::Int(v) => Ids::Int(&v[start..end]),
+                        Ids::Any(v) => Ids::Any(&v[start..end]),
+                    };
+                    push_record(
+                        &mut buf,
+                        &WalOp::Add {
+                            ids: part,
+                            fps: &fps[start..end],
+                            ts: &ts[start..end],
+                        },
+                    );
+                    start = end;
+                }
+            }
+            _ => push_record(&mut buf, op),
+        }
+        self.wal.write_all(&buf)?;
+        self.wal_bytes += buf.len() as u64;
+        self.unsynced = true;
+        match self.sync {
+            SyncPolicy::Always => self.sync()?,
+            SyncPolicy::Group(every) => {
+                if self.last_sync.elapsed() >= every {
+                    self.sync()?;
+                }
+            }
+            SyncPolicy::Never => {}
+        }
+        Ok(())
+    }
+
+    pub fn sync(&mut self) -> Result<()> {
+        if self.unsynced {
+            self.wal.sync_data()?;
+            self.unsynced = false;
+        }
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    /// Writes snapshot `gen + 1` of `index`, starts its WAL, deletes generation `gen`.
+    pub fn checkpoint(&mut self, index: &Index) -> Result<()> {
+        let next = self.gen + 1;
+        let items: Vec<(u64, u64, f64)> = index.live_items().collect();
+        let all_int = index.all_int_ids();
+        let mut b = Vec::with_capacity(64 + items.len() * 25);
+        b.extend_from_slice(SNAP_MAGIC);
+        b.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b.extend_from_slice(&next.to_le_bytes());
+        b.extend_from_slice(&index.newest.to_bits().to_le_bytes());
+        put_batch(
+            &mut b,
+            items.len(),
+            |i| index.id_at(items[i].0),
+            all_int,
+            |i| items[i].1,
+            |i| items[i].2,
+        );
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        write_atomic(&self.dir, &snap_name(next), &b)?;
+        let wal_path = self.dir.join(wal_name(next));
+        {
+            let mut f = File::create(&wal_path)?;
+            f.write_all(&wal_header(next))?;
+            f.sync_all()?;
+        }
+        sync_dir(&self.dir)?;
+        self.wal = OpenOptions::new().append(true).open(&wal_path)?;
+        let old = self.gen;
+        self.gen = next;
+        self.wal_bytes = WAL_HEADER;
+        self.snapshot_bytes = b.len() as u64;
+        self.unsynced = false;
+        let _ = fs::remove_file(self.dir.join(wal_name(old)));
+        let _ = fs::remove_file(self.dir.join(snap_name(old)));
+        Ok(())
+    }
+}
+
+fn push_record(buf: &mut Vec<u8>, op: &WalOp<'_>) {
+    let at = buf.len();
+    buf.extend_from_slice(&[0u8; 8]);
+    encode_op(op, buf);
+    let len = (buf.len() - at - 8) as u32;
+    let crc = crc32fast::hash(&buf[at + 8..]);
+    buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    buf[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // Group commit: make the last writes durable when the index goes away.
+        let _ = self.sync();
+    }
+}
+
+fn check_compatible(
+    dir: &Path,
+    meta: &Meta,
+    k: Option<u32>,
+    o: &Options,
+    fpc: Option<&str>,
+) -> Result<()> {
+    let d = dir.display();
+    if let Some(k) = k {
+        if k != meta.k {
+            return Err(Error::Incompatible(format!(
+                "{d}: the index was built with k={}, not k={k}; open it with k=None (or k={}) and pass k to query() to search farther",
+                meta.k, meta.k
+            )));
+        }
+    }
+    if let Some(m) = o.layout {
+        if m != meta.blocks {
+            return Err(Error::Incompatible(format!(
+                "{d}: the index was built with layout={} blocks, not {m}; open it with layout=None",
+                meta.blocks
+            )));
+        }
+    }
+    if let Some(s) = o.segment_span {
+        if s != meta.segment_span {
+            return Err(Error::Incompatible(format!(
+                "{d}: the index was built with segment_span={}, not {s}",
+                meta.segment_span
+            )));
+        }
+    }
+    if let Some(c) = fpc {
+        match &meta.fingerprint_config {
+            Some(stored) if same_config(stored, c) => {}
+            Some(stored) => {
+                return Err(Error::Incompatible(format!(
+                    "{d}: the index was built with fingerprint config {stored}, not {c}; its fingerprints would not be comparable"
+                )))
+            }
+            None => {
+                return Err(Error::Incompatible(format!(
+                    "{d}: the index was built without a fingerprint config, not with {c}"
+                )))
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! One sorted table per block (the Manku et al. permuted table): entries sorted by a 32-bit key
+//! made of the block followed by the bits after it. Memory per entry: a 4-byte row and a 2-byte
+//! slice of the key (the top bits of the key are implied by the bucket directory).
+
+use rayon::prelude::*;
+
+use super::layout::{ball, for_each_within, Block, Layout};
+
+/// Bucket directory width for a table of `n` entries: about 8 entries per bucket, at most 16 bits.
+fn dir_bits_for(n: usize) -> u32 {
+    (usize::BITS - n.leading_zeros()).saturating_sub(3).min(16)
+}
+
+/// One bucket search of a probe (see [`Table::plan`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Search {
+    pub bucket: u32,
+    pub pre: u32,
+    pub sub: u32,
+}
+
+/// Starts loading the cache line at `p` (no effect on other targets; never faults).
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint: it never faults and does not dereference in the language sense.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Asks Linux to back the buffer of `v` (from its start to its capacity) with huge pages: a
+/// query touches a few random entries of arrays of hundreds of megabytes, and with 4 KiB pages
+/// each touch also misses the TLB. Only worth it for big buffers; a hint, errors ignored.
+pub fn advise_huge<T>(v: &Vec<T>) {
+    let bytes = v.capacity() * std::mem::size_of::<T>();
+    if bytes < 8 << 20 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let start = v.as_ptr() as usize;
+        let aligned = (start + PAGE - 1) & !(PAGE - 1);
+        let end = (start + bytes) & !(PAGE - 1);
+        if end > aligned {
+            // SAFETY: the range lies inside the allocation owned by `v`; MADV_HUGEPAGE only
+            // changes how the kernel backs it, never its contents.
+            unsafe {
+                libc::madvise(
+                    aligned as *mut libc::c_void,
+                    end - aligned,
+                    libc::MADV_HUGEPAGE,
+                );
+            }
+        }
+    }
+}
+
+/// A bucket with more entries than this is searched by enumerating the nearby key slices
+/// (when that is cheaper) instead of scanned: a hot bucket costs a logarithm, not its size.
+const HOT_MIN: usize = 256;
+
+pub struct Table {
+    /// Top `dir_bits` bits of the key index `dir`; entries of bucket `j` are `dir[j]..dir[j+1]`.
+    dir_bits: u32,
+    dir: Vec<u32>,
+    /// Key bits `dir_bits .. dir_bits + 16` (from the top) of each entry, sorted within a bucket.
+    mid: Vec<u16>,
+    /// Segment row of each entry.
+    rows: Vec<u32>,
+}
+
+impl Table {
+    /// Table of `rows` (rows of `fps`) for `block`.
+    pub fn build(block: Block, fps: &[u64], rows: &[u32]) -> Table {
+        let mut keyed: Vec<u64> = rows
+            .iter()
+            .map(|&r| (u64::from(block.key(fps[r as usize])) << 32) | u64::from(r))
+            .collect();
+        keyed.par_sort_unstable();
+        let d = dir_bits_for(keyed.len());
+        let mut dir = Vec::with_capacity((1usize << d) + 1);
+        let mut mid = Vec::with_capacity(keyed.len());
+        let mut out_rows = Vec::with_capacity(keyed.len());
+        advise_huge(&mid);
+        advise_huge(&out_rows);
+        for (i, &e) in keyed.iter().enumerate() {
+            let key = e >> 32;
+            let bucket = (key >> (32 - d)) as usize;
+            while dir.len() <= bucket {
+                dir.push(i as u32);
+            }
+            mid.push(((key << d) >> 16) as u16);
+            out_rows.push(e as u32);
+        }
+        while dir.len() <= (1usize << d) {
+            dir.push(keyed.len() as u32);
+        }
+        Table {
+            dir_bits: d,
+            dir,
+            mid,
+            rows: out_rows,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.dir.capacity() * 4 + self.mid.capacity() * 2 + self.rows.capacity() * 4
+    }
+
+    /// The bucket searches that find every entry whose block value is `v` (a `block.bits`-bit
+    /// value): pushed to `out` as `(bucket, prefix bits, prefix)`. Reads nothing, so a query can
+    /// collect the searches of every table first and overlap their memory accesses.
+    pub fn plan(&self, block: Block, v: u32, out: &mut Vec<Search>) {
+        let d = self.dir_bits;
+        let b = block.bits;
+        if b <= d {
+            let first = v << (d - b);
+            let last = (v + 1) << (d - b);
+            for j in first..last {
+                out.push(Search {
+                    bucket: j,
+                    pre: 0,
+                    sub: 0,
+                });
+            }
+        } else {
+            let extra = b - d;
+            let pre = extra.min(16);
+            let sub = (v & ((1u32 << extra) - 1)) >> (extra - pre);
+            out.push(Search {
+                bucket: v >> extra,
+                pre,
+                sub,
+            });
+        }
+    }
+
+    /// Asks the CPU to start loading the directory entry of a search.
+    #[inline]
+    pub fn prefetch_dir(&self, s: &Search) {
+        prefetch(self.dir.as_ptr().wrapping_add(s.bucket as usize));
+    }
+
+    /// Asks the CPU to start loading the first entries of a search's bucket.
+    #[inline]
+    pub fn prefetch_bucket(&self, s: &Search) {
+        let lo = self.dir[s.bucket as usize] as usize;
+        prefetch(self.mid.as_ptr().wrapping_add(lo));
+    }
+
+    /// Calls `f(row)` for every entry found by search `s` whose known key bits are within `k`
+    /// of the query key `qkey`. May pass entries whose block only starts with the probed value
+    /// when the block is wider than the known bits: callers check.
+    #[inline]
+    pub fn run_search(&self, s: &Search, qkey: u32, k: u32, f: &mut impl FnMut(u32)) {
+        self.search_bucket(s.bucket as usize, s.pre, s.sub, qkey, k, f);
+    }
+
+    /// Entries of bucket `j` whose mid starts with the `pre`-bit value `sub`, filtered by the
+    /// known key bits against `qkey`.
+    fn search_bucket(
+        &self,
+        j: usize,
+        pre: u32,
+        sub: u32,
+        qkey: u32,
+        k: u32,
+        f: &mut impl FnMut(u32),
+    ) {
+        let d = self.dir_bits;
+        let (mut lo, mut hi) = (self.dir[j] as usize, self.dir[j + 1] as usize);
+        if lo == hi {
+            return;
+        }
+        let free = 16 - pre;
+        if pre > 0 {
+            let first = (sub << free) as u16;
+            let last = first as u32 + ((1u32 << free) - 1);
+            let part = &self.mid[lo..hi];
+            let a = part.partition_point(|&m| m < first);
+            let z = part.partition_point(|&m| u32::from(m) <= last);
+            hi = lo + z;
+            lo += a;
+        }
+        let known_mask: u32 = if d == 0 {
+            0xFFFF_0000
+        } else {
+            !0u32 << (16 - d)
+        };
+        let top = if d == 0 { 0 } else { (j as u32) << (32 - d) };
+        let qmid = ((u64::from(qkey) << d) >> 16) as u16;
+        let n = hi - lo;
+        if n > HOT_MIN {
+            // Bits already fixed (bucket and prefix) use up part of the allowance.
+            let fixed_top = if d == 0 { 0 } else { (top ^ qkey) >> (32 - d) };
+            let fixed_pre = if pre == 0 {
+                0
+            } else {
+                (u32::from(qmid) >> free) ^ sub
+            };
+            let used = fixed_top.count_ones() + fixed_pre.count_ones();
+            if used > k {
+                return;
+            }
+            let left = k - used;
+            let enumerated = ball(free, left);
+            if enumerated * 12.0 < n as f64 {
+                let qfree = u32::from(qmid) & ((1u32 << free) - 1);
+                let part = &self.mid[lo..hi];
+                for_each_within(qfree, free, left, |u| {
+                    let m = ((sub << free) | u) as u16;
+                    let a = part.partition_point(|&x| x < m);
+                    let mut i = a;
+                    while i < part.len() && part[i] == m {
+                        f(self.rows[lo + i]);
+                        i += 1;
+                    }
+                });
+                return;
+            }
+        }
+        let qknown = qkey & known_mask;
+        for i in lo..hi {
+            let known = top | (u32::from(self.mid[i]) << (16 - d));
+            if (known ^ qknown).count_ones() <= k {
+                f(self.rows[i]);
+            }
+        }
+    }
+}
+
+/// The tables of a contiguous range of rows of one segment, built at once (immutable).
+pub struct Run {
+    pub start: u32,
+    pub end: u32,
+    pub tables: Vec<Table>,
+}
+
+impl Run {
+    pub fn build(layout: &Layout, fps: &[u64], live_rows: &[u32], start: u32, end: u32) -> Run {
+        let tables = if live_rows.len() >= 1 << 16 {
+            layout
+                .blocks
+                .par_iter()
+                .map(|&b| Table::build(b, fps, live_rows))
+                .collect()
+        } else {
+            layout
+                .blocks
+                .iter()
+                .map(|&b| Table::build(b, fps, live_rows))
+                .collect()
+        };
+        Run { start, end, tables }
+    }
+
+    pub fn span(&self) -> u32 {
+        self.end - self.start
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.tables.iter().map(Table::memory_bytes).sum()
+    }
+}

@@ -1,0 +1,461 @@
+//! Property tests against brute force: random and clustered data, every k, after deletes,
+//! expiry and reopen.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use super::layout::{for_each_within, Layout};
+use super::*;
+
+/// xorshift64*: deterministic test data without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    /// `fp` with `d` distinct random bits flipped.
+    fn flip(&mut self, fp: u64, d: u32) -> u64 {
+        let mut mask = 0u64;
+        while mask.count_ones() < d {
+            mask |= 1 << self.below(64);
+        }
+        fp ^ mask
+    }
+}
+
+/// The reference: id -> (fp, ts), searched by scanning.
+#[derive(Default)]
+struct Model(HashMap<Id, (u64, f64)>);
+
+impl Model {
+    fn query(&self, q: u64, k: u32) -> Vec<(Id, u32)> {
+        let mut v: Vec<(Id, u32)> = self
+            .0
+            .iter()
+            .filter_map(|(id, &(fp, _))| {
+                let d = (fp ^ q).count_ones();
+                (d <= k).then(|| (id.clone(), d))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn sorted(mut v: Vec<(Id, u32)>) -> Vec<(Id, u32)> {
+    v.sort();
+    v
+}
+
+fn opts(k: u32, layout: Option<u32>) -> Options {
+    Options {
+        k,
+        layout,
+        ..Options::default()
+    }
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("neardup-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    p
+}
+
+/// Random and clustered fingerprints: a few centres with neighbours at 0..=6 bits.
+fn data(rng: &mut Rng, n: usize, clustered: bool) -> Vec<u64> {
+    let centres: Vec<u64> = (0..8).map(|_| rng.next()).collect();
+    (0..n)
+        .map(|_| {
+            if clustered {
+                let c = centres[rng.below(8) as usize];
+                let d = rng.below(7) as u32;
+                rng.flip(c, d)
+            } else {
+                rng.next()
+            }
+        })
+        .collect()
+}
+
+fn check_against(idx: &Index, model: &Model, rng: &mut Rng, fps: &[u64], ks: &[u32]) {
+    for &k in ks {
+        for i in 0..20 {
+            let q = if i % 2 == 0 && !fps.is_empty() {
+                let base = fps[rng.below(fps.len() as u64) as usize];
+                let d = rng.below(u64::from(k) + 2).min(64) as u32;
+                rng.flip(base, d)
+            } else {
+                rng.next()
+            };
+            let got = idx.query(q, Some(k)).unwrap();
+            // Nearest first.
+            assert!(
+                got.windows(2).all(|w| w[0].1 <= w[1].1),
+                "not sorted by distance"
+            );
+            assert_eq!(sorted(got), model.query(q, k), "k={k} q={q:#x}");
+        }
+    }
+}
+
+#[test]
+fn ball_enumeration_is_exact() {
+    for bits in [1u32, 5, 13, 16, 21] {
+        for r in 0..4 {
+            let mut seen = Vec::new();
+            for_each_within(0b1011 & ((1 << bits) - 1), bits, r, |v| seen.push(v));
+            let n = seen.len();
+            seen.sort();
+            seen.dedup();
+            assert_eq!(seen.len(), n, "duplicates");
+            assert_eq!(n as f64, layout::ball(bits, r));
+            assert!(seen
+                .iter()
+                .all(|&v| v < (1 << bits) && (v ^ (0b1011 & ((1 << bits) - 1))).count_ones() <= r));
+        }
+    }
+}
+
+#[test]
+fn radii_cover_every_split_of_k() {
+    // For any distribution of k differing bits over the blocks, some probed block is within
+    // its radius.
+    for m in 2..=8u32 {
+        let layout = Layout::new(m).unwrap();
+        assert_eq!(layout.blocks.iter().map(|b| b.bits).sum::<u32>(), 64);
+        for k in 0..=20u32 {
+            let radii = layout.radii(k);
+            // Worst case: every block exceeds its radius by one, if the bits allow.
+            let need: u32 = radii.iter().map(|r| r.map_or(0, |r| r + 1)).sum();
+            assert!(need > k, "m={m} k={k}");
+        }
+    }
+}
+
+#[test]
+fn random_and_clustered_match_brute_force_for_every_layout() {
+    let mut rng = Rng(0x1234_5678);
+    for clustered in [false, true] {
+        for layout in [None, Some(2), Some(3), Some(4), Some(5), Some(8)] {
+            let mut idx = Index::new(opts(3, layout)).unwrap();
+            let mut model = Model::default();
+            let fps = data(&mut rng, 3000, clustered);
+            for (i, &fp) in fps.iter().enumerate() {
+                idx.add(IdRef::Int(i as i64), fp, 1000.0).unwrap();
+                model.0.insert(Id::Int(i as i64), (fp, 1000.0));
+            }
+            assert_eq!(idx.len(), model.0.len());
+            check_against(
+                &idx,
+                &model,
+                &mut rng,
+                &fps,
+                &[0, 1, 2, 3, 4, 6, 8, 12, 20, 33, 64],
+            );
+        }
+    }
+}
+
+#[test]
+fn bulk_add_deletes_replace_and_str_ids() {
+    let mut rng = Rng(99);
+    let mut idx = Index::new(opts(4, None)).unwrap();
+    let mut model = Model::default();
+    let fps = data(&mut rng, 20_000, true);
+    let ids: Vec<Id> = (0..fps.len())
+        .map(|i| {
+            if i % 3 == 0 {
+                Id::Str(format!("doc-{i}"))
+            } else {
+                Id::Int(i as i64)
+            }
+        })
+        .collect();
+    let ts = vec![5.0; fps.len()];
+    idx.add_many(Ids::Any(&ids), &fps, &ts).unwrap();
+    for (id, &fp) in ids.iter().zip(&fps) {
+        model.0.insert(id.clone(), (fp, 5.0));
+    }
+    // Remove a third, replace a third with a new fingerprint.
+    for (i, id) in ids.iter().enumerate() {
+        if i % 3 == 1 {
+            idx.remove(id.as_ref()).unwrap();
+            model.0.remove(id);
+        } else if i % 3 == 2 {
+            let fp = rng.flip(fps[i], 2);
+            idx.add(id.as_ref(), fp, 6.0).unwrap();
+            model.0.insert(id.clone(), (fp, 6.0));
+        }
+    }
+    assert_eq!(idx.len(), model.0.len());
+    assert!(matches!(idx.remove(IdRef::Int(1)), Err(Error::NotFound(_))));
+    assert_eq!(idx.get(IdRef::Str("doc-0")), Some((fps[0], 5.0)));
+    check_against(&idx, &model, &mut rng, &fps, &[0, 1, 3, 5, 8, 16, 64]);
+}
+
+#[test]
+fn hot_buckets_stay_exact() {
+    // Half the items share their top 32 bits: one huge bucket in two tables.
+    let mut rng = Rng(7);
+    let mut idx = Index::new(opts(3, Some(4))).unwrap();
+    let mut model = Model::default();
+    let mut fps = Vec::new();
+    for i in 0..40_000i64 {
+        let fp = if i % 2 == 0 {
+            0xdead_beef_0000_0000 | (rng.next() & 0xffff_ffff)
+        } else {
+            rng.next()
+        };
+        fps.push(fp);
+        model.0.insert(Id::Int(i), (fp, 0.0));
+    }
+    let ids: Vec<i64> = (0..40_000).collect();
+    idx.add_many(Ids::Int(&ids), &fps, &vec![0.0; fps.len()])
+        .unwrap();
+    check_against(&idx, &model, &mut rng, &fps, &[0, 1, 3, 7]);
+}
+
+#[test]
+fn expiry_drops_old_items_only() {
+    let mut rng = Rng(5);
+    let mut idx = Index::new(Options {
+        k: 3,
+        segment_span: Some(10.0),
+        ..Options::default()
+    })
+    .unwrap();
+    let mut model = Model::default();
+    let fps = data(&mut rng, 5000, true);
+    for (i, &fp) in fps.iter().enumerate() {
+        let t = i as f64 * 0.1; // 0 .. 500 s: 50 segments
+        idx.add(IdRef::Int(i as i64), fp, t).unwrap();
+        model.0.insert(Id::Int(i as i64), (fp, t));
+    }
+    let n = idx.expire(123.45).unwrap();
+    model.0.retain(|_, &mut (_, t)| t >= 123.45);
+    assert_eq!(n, 5000 - model.0.len());
+    assert_eq!(idx.len(), model.0.len());
+    assert!(!idx.contains(IdRef::Int(0)));
+    assert!(idx.contains(IdRef::Int(4999)));
+    check_against(&idx, &model, &mut rng, &fps, &[0, 3, 6, 10]);
+    assert_eq!(idx.expire(123.45).unwrap(), 0);
+}
+
+#[test]
+fn retention_applies_on_add() {
+    let mut idx = Index::new(Options {
+        k: 3,
+        retention: Some(100.0),
+        ..Options::default()
+    })
+    .unwrap();
+    for i in 0..1000 {
+        idx.add(IdRef::Int(i), i as u64, i as f64).unwrap();
+    }
+    // Automatic expiry lags by at most 1/64 of the window plus one segment edge scan.
+    assert!(!idx.contains(IdRef::Int(0)));
+    assert!(idx.len() <= 100 + 2 + 1, "len {}", idx.len());
+    idx.expire_retention().unwrap();
+    // Kept: timestamp >= newest - retention = 899.
+    assert_eq!(idx.len(), 101);
+    assert!(idx.contains(IdRef::Int(899)) && !idx.contains(IdRef::Int(898)));
+}
+
+#[test]
+fn near_pairs_and_clusters_match_brute_force() {
+    let mut rng = Rng(11);
+    for layout in [None, Some(2), Some(5)] {
+        let mut idx = Index::new(opts(3, layout)).unwrap();
+        let fps = data(&mut rng, 1500, true);
+        for (i, &fp) in fps.iter().enumerate() {
+            idx.add(IdRef::Int(i as i64), fp, 0.0).unwrap();
+        }
+        for k in [0u32, 2, 3, 5] {
+            let mut got: Vec<(i64, i64, u32)> = idx
+                .near_pairs_locs(Some(k))
+                .unwrap()
+                .into_iter()
+                .map(|(a, b, d)| {
+                    let (IdRef::Int(a), IdRef::Int(b)) = (idx.id_at(a), idx.id_at(b)) else {
+                        panic!()
+                    };
+                    (a.min(b), a.max(b), d)
+                })
+                .collect();
+            got.sort();
+            let mut want = Vec::new();
+            for i in 0..fps.len() {
+                for j in i + 1..fps.len() {
+                    let d = (fps[i] ^ fps[j]).count_ones();
+                    if d <= k {
+                        want.push((i as i64, j as i64, d));
+                    }
+                }
+            }
+            assert_eq!(got, want, "k={k}");
+        }
+        let clusters = idx.clusters_locs(Some(3)).unwrap();
+        let total: usize = clusters.iter().map(Vec::len).sum();
+        assert!(clusters.iter().all(|c| c.len() >= 2));
+        let mut all: Vec<u64> = clusters.concat();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), total, "an item in two clusters");
+    }
+}
+
+#[test]
+fn persistence_roundtrip_and_config_checks() {
+    let dir = tmpdir("roundtrip");
+    let mut rng = Rng(3);
+    let fps = data(&mut rng, 3000, true);
+    let mut model = Model::default();
+    {
+        let mut idx = Index::open(
+            &dir,
+            Some(3),
+            opts(3, None),
+            Some(r#"{"a": 1, "b": 2}"#),
+            SyncPolicy::Always,
+        )
+        .unwrap();
+        let ids: Vec<i64> = (0..2000).collect();
+        idx.add_many(Ids::Int(&ids), &fps[..2000], &vec![1.0; 2000])
+            .unwrap();
+        for i in 0..2000 {
+            model.0.insert(Id::Int(i), (fps[i as usize], 1.0));
+        }
+        idx.checkpoint().unwrap();
+        for (i, &fp) in fps.iter().enumerate().skip(2000) {
+            idx.add(IdRef::Str(&format!("s{i}")), fp, 2.0).unwrap();
+            model.0.insert(Id::Str(format!("s{i}")), (fp, 2.0));
+        }
+        idx.remove(IdRef::Int(5)).unwrap();
+        model.0.remove(&Id::Int(5));
+        // Dropped without close: the WAL carries the last writes.
+    }
+    {
+        let idx = Index::open(&dir, None, opts(3, None), None, SyncPolicy::Always).unwrap();
+        assert_eq!(idx.len(), model.0.len());
+        assert_eq!(idx.fingerprint_config(), Some(r#"{"a": 1, "b": 2}"#));
+        check_against(&idx, &model, &mut rng, &fps, &[0, 3, 9]);
+    }
+    // Same config in another key order is the same config.
+    let mut idx = Index::open(
+        &dir,
+        Some(3),
+        opts(3, None),
+        Some(r#"{"b":2,"a":1}"#),
+        SyncPolicy::Always,
+    )
+    .unwrap();
+    idx.close().unwrap();
+    drop(idx);
+    for (k, cfg) in [(Some(4), None), (None, Some(r#"{"a": 2}"#))] {
+        match Index::open(&dir, k, opts(3, None), cfg, SyncPolicy::Always) {
+            Err(Error::Incompatible(m)) => assert!(m.contains("built with"), "{m}"),
+            other => panic!("expected Incompatible, got {:?}", other.err()),
+        }
+    }
+    let idx = Index::open(&dir, None, opts(3, None), None, SyncPolicy::Always).unwrap();
+    assert_eq!(idx.len(), model.0.len());
+    drop(idx);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn torn_tail_is_dropped_and_corruption_is_refused() {
+    let dir = tmpdir("torn");
+    {
+        let mut idx = Index::open(&dir, Some(3), opts(3, None), None, SyncPolicy::Always).unwrap();
+        for i in 0..10 {
+            idx.add(IdRef::Int(i), i as u64 * 1000, 0.0).unwrap();
+        }
+    }
+    let wal = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "log"))
+        .unwrap();
+    let full = std::fs::read(&wal).unwrap();
+    // Cut the last record in half: a torn write.
+    std::fs::write(&wal, &full[..full.len() - 5]).unwrap();
+    {
+        let mut idx = Index::open(&dir, None, opts(3, None), None, SyncPolicy::Always).unwrap();
+        assert_eq!(idx.len(), 9);
+        let w = idx.take_warnings();
+        assert!(w.len() == 1 && w[0].contains("torn"), "{w:?}");
+    }
+    // Flip a byte in the first record: corruption, not a torn tail.
+    let mut bytes = std::fs::read(&wal).unwrap();
+    bytes[30] ^= 0xff;
+    std::fs::write(&wal, &bytes).unwrap();
+    assert!(matches!(
+        Index::open(&dir, None, opts(3, None), None, SyncPolicy::Always),
+        Err(Error::Corrupt(_))
+    ));
+    // A foreign file in place of the meta.
+    std::fs::write(dir.join("index.meta"), b"hello, world, not an index").unwrap();
+    assert!(matches!(
+        Index::open(&dir, None, opts(3, None), None, SyncPolicy::Always),
+        Err(Error::Corrupt(_))
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_arguments_are_rejected() {
+    assert!(
+        matches!(Index::new(opts(65, None)), Err(Error::InvalidArgument(m)) if m.contains("65"))
+    );
+    assert!(
+        matches!(Index::new(opts(3, Some(1))), Err(Error::InvalidArgument(m)) if m.contains("layout"))
+    );
+    let mut idx = Index::new(opts(3, None)).unwrap();
+    assert!(
+        matches!(idx.add(IdRef::Int(1), 1, f64::NAN), Err(Error::InvalidArgument(m)) if m.contains("timestamp"))
+    );
+    assert!(matches!(idx.query(1, Some(65)), Err(Error::InvalidArgument(m)) if m.contains("65")));
+    assert!(matches!(
+        idx.add_many(Ids::Int(&[1, 2]), &[1], &[0.0]),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+/// Timing of the big operations (run by hand: cargo test --release -- --ignored --nocapture).
+#[test]
+#[ignore]
+fn timing_10m() {
+    let n: usize = std::env::var("N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000_000);
+    let mut rng = Rng(77);
+    let fps: Vec<u64> = (0..n).map(|_| rng.next()).collect();
+    let ids: Vec<i64> = (0..n as i64).collect();
+    let t = std::time::Instant::now();
+    let mut idx = Index::new(Options {
+        k: 3,
+        capacity: Some(n),
+        ..Options::default()
+    })
+    .unwrap();
+    idx.add_many(Ids::Int(&ids), &fps, &vec![1.0; n]).unwrap();
+    println!("build {:?} {:?}", t.elapsed(), idx.stats());
+    let t = std::time::Instant::now();
+    let mut hits = 0;
+    for &fp in fps.iter().take(200_000) {
+        hits += idx.query_locs(fp ^ 0b1011, 3).len();
+    }
+    println!("query {:?} per query, hits {hits}", t.elapsed() / 200_000);
+    let t = std::time::Instant::now();
+    let p = idx.near_pairs_locs(Some(3)).unwrap();
+    println!("near_pairs {:?} pairs {}", t.elapsed(), p.len());
+}

@@ -1,0 +1,158 @@
+"""``neardup.Client`` against a real server: every method, and the exceptions it raises."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import neardup
+import pytest
+from neardup.client import (
+    AuthenticationError,
+    BadRequestError,
+    Client,
+    NotFoundError,
+    ServiceError,
+    ServiceUnavailableError,
+)
+from neardup.dedup import Deduplicator, Match
+from test_service_api import near_copy, words
+from test_service_harness import ServerProcess
+
+TOKEN = "client-token-abcdef"
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    data = tmp_path_factory.mktemp("client")
+    with ServerProcess(
+        data / "store", "--retention", "none", "--max-batch", "50", "--token", TOKEN
+    ) as server:
+        yield server
+
+
+@pytest.fixture()
+def client(srv: ServerProcess) -> Iterator[Client]:
+    with neardup.Client(srv.url, token=TOKEN, batch_size=20) as c:
+        yield c
+
+
+def test_client_is_exported_lazily() -> None:
+    assert neardup.Client is Client
+
+
+def test_check_add_check_and_add_get_remove(client: Client) -> None:
+    base = words(1)
+    assert client.check(base) == []
+    fp = client.add("doc-1", base)
+    assert isinstance(fp, int) and 0 <= fp < 2**64
+    assert client.get("doc-1") == base
+    assert "doc-1" in client and "nope" not in client
+
+    matches = client.check(near_copy(base, 2))
+    assert [m.id for m in matches] == ["doc-1"]
+    assert isinstance(matches[0], Match) and matches[0].similarity is not None
+    assert client.check(fingerprint=fp, k=0) == [Match("doc-1", 0, None)]
+
+    added, dups = client.check_and_add("doc-2", near_copy(base, 3))
+    assert added is False and [m.id for m in dups] == ["doc-1"]
+    added, dups = client.check_and_add("doc-3", words(2), timestamp=1_900_000_000.0)
+    assert (added, dups) == (True, [])
+
+    client.remove("doc-3")
+    with pytest.raises(NotFoundError) as info:
+        client.get("doc-3")
+    assert isinstance(info.value, KeyError)
+    assert info.value.code == "not_found" and info.value.status == 404
+    assert "not_found (HTTP 404)" in str(info.value)
+    with pytest.raises(KeyError):
+        client.remove("doc-3")
+
+
+def test_integer_ids_round_trip(client: Client) -> None:
+    client.add(42, words(3))
+    client.add("42", words(4))
+    assert client.get(42) == words(3)
+    assert client.get("42") == words(4)
+    client.delete(42)
+    assert 42 not in client and "42" in client
+
+
+def test_batches_chunk_and_agree_with_a_local_deduplicator(client: Client) -> None:
+    """45 items with batch_size=20: three requests, same answers as one local batch."""
+    bases = [words(100 + i) for i in range(15)]
+    texts = []
+    for i, b in enumerate(bases):
+        texts += [b, near_copy(b, i), words(200 + i)]
+    ids = [f"batch-{i}" for i in range(len(texts))]
+    got = client.check_and_add_many(ids, texts)
+    expected = Deduplicator().check_and_add_many(ids, texts)
+    assert [(a, [m.id for m in ms]) for a, ms in got] == [
+        (a, [m.id for m in ms]) for a, ms in expected
+    ]
+    assert sum(a for a, _ in got) == 30
+
+    checks = client.check_many([near_copy(bases[0], 50), words(999)])
+    assert [[m.id for m in ms] for ms in checks] == [["batch-0"], []]
+    fps = client.add_many(["x1", "x2"], [words(300), words(301)], timestamps=[None, 5.0])
+    assert len(fps) == 2 and fps[0] == client.add("x3", words(300))
+    assert client.check_many([]) == [] and client.add_many([], []) == []
+
+
+def test_bad_input_raises_value_errors_with_the_server_code(client: Client) -> None:
+    with pytest.raises(BadRequestError) as info:
+        client.check("")
+    assert isinstance(info.value, ValueError)
+    assert (info.value.status, info.value.code, info.value.field) == (422, "empty_text", "text")
+    with pytest.raises(ValueError, match="invalid_k"):
+        client.check("hello", k=99)
+    with pytest.raises(ValueError, match="invalid_id"):
+        client.add(2**63, "hello")
+    with pytest.raises(ValueError, match="batch_too_large"):
+        Client(client.url, token=TOKEN, batch_size=100).check_many(["a"] * 51)
+    with pytest.raises(ValueError, match="ids has 2 items but texts has 1"):
+        client.add_many(["a", "b"], ["x"])
+    with pytest.raises(TypeError, match="not a single str"):
+        client.check_many("abc")
+    with pytest.raises(TypeError):
+        client.get(1.5)  # type: ignore[arg-type]
+
+
+def test_stats_health_metrics_len(client: Client) -> None:
+    stats = client.stats()
+    assert stats["count"] == len(client) >= 1
+    assert client.health() is True
+    assert "neardup_http_requests_total" in client.metrics()
+
+
+def test_wrong_token_raises_permission_error(srv: ServerProcess) -> None:
+    with Client(srv.url, token="wrong-token-000") as c:
+        with pytest.raises(AuthenticationError) as info:
+            c.check("hello")
+        assert isinstance(info.value, PermissionError) and info.value.code == "unauthorized"
+        with pytest.raises(PermissionError):
+            c.metrics()
+        assert c.health() is True  # /healthz needs no token
+    with Client(srv.url) as anonymous, pytest.raises(PermissionError):
+        anonymous.stats()
+
+
+def test_unreachable_server_raises_connection_error(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port with nobody listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with Client(f"http://127.0.0.1:{port}", timeout=2) as c:
+        with pytest.raises(ServiceUnavailableError) as info:
+            c.check("hello")
+        assert isinstance(info.value, ConnectionError) and isinstance(info.value, ServiceError)
+        assert c.health() is False
+
+
+def test_client_argument_errors() -> None:
+    with pytest.raises(ValueError, match="url must start with http"):
+        Client("localhost:8000")
+    with pytest.raises(ValueError, match="batch_size"):
+        Client("http://127.0.0.1:1", batch_size=0)
+    with pytest.raises(ValueError, match="timeout"):
+        Client("http://127.0.0.1:1", timeout=0)

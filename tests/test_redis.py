@@ -1,0 +1,610 @@
+"""RedisIndex / RedisDeduplicator against a real redis-server and a real 3-master Redis Cluster.
+
+The fixtures start the servers on free loopback ports in a temporary directory (no RDB, no AOF)
+and stop them afterwards; a missing redis-server is a failure (scripts/setup-test.sh installs it).
+The other Redis test modules import the fixtures from here.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import random
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.redis
+
+redis = pytest.importorskip("redis", reason="the [redis] extra is required")  # noqa: F841
+
+from neardup import IncompatibleIndexError  # noqa: E402
+from neardup.backends.redis import (  # noqa: E402
+    BlockLayout,
+    RedisDeduplicator,
+    RedisIndex,
+    connect,
+    default_blocks,
+)
+from neardup.dedup import Deduplicator, Policy  # noqa: E402
+
+# -- servers ---------------------------------------------------------------------------------
+
+
+def _free_port(cluster: bool = False) -> int:
+    """A free loopback port (for a cluster node, its bus port +10000 must be free too)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if not cluster:
+            return port
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair found")
+
+
+def _redis_server_binary() -> str:
+    path = shutil.which("redis-server")
+    if path is None:
+        pytest.fail("redis-server is not installed: run scripts/setup-test.sh (apt redis-server)")
+    return path
+
+
+class RedisServer:
+    """One ``redis-server`` on 127.0.0.1 in ``workdir`` (no persistence unless asked)."""
+
+    def __init__(self, workdir: Path, *extra: str, cluster: bool = False) -> None:
+        self.port = _free_port(cluster)
+        self.workdir = workdir / str(self.port)
+        self.workdir.mkdir(parents=True)
+        args = [_redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", str(self.workdir), "--save", "", "--appendonly", "no",
+                "--protected-mode", "yes", *extra]  # fmt: skip
+        if cluster:
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                     "--cluster-node-timeout", "5000"]  # fmt: skip
+        self.log = self.workdir / "server.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir
+            )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            # Any reply to PING (+PONG, or -NOAUTH with a password) means it is serving.
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64)[:1] in (b"+", b"-"):
+                        return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(
+            f"redis-server on port {self.port} did not start:\n{self.log.read_text()}"
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One redis-server for the session."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: RedisServer) -> str:
+    return f"redis://127.0.0.1:{redis_server.port}/0"
+
+
+@pytest.fixture(scope="session")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real 3-master Redis Cluster on loopback, joined with ``redis-cli --cluster create``."""
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        pytest.fail("redis-cli is not installed: run scripts/setup-test.sh (apt redis-tools)")
+    work = tmp_path_factory.mktemp("cluster")
+    nodes = [RedisServer(work, cluster=True) for _ in range(3)]
+    try:
+        addrs = [f"127.0.0.1:{n.port}" for n in nodes]
+        subprocess.run(
+            [cli, "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            states = [
+                redis.Redis(port=n.port, decode_responses=True).cluster("info")["cluster_state"]
+                for n in nodes
+            ]
+            if all(s == "ok" for s in states):
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"cluster did not become ok: {states}")
+        yield f"redis+cluster://{addrs[0]}"
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+@pytest.fixture(params=["single", "cluster"])
+def any_url(request: pytest.FixtureRequest) -> str:
+    """The single server and the cluster, in turn."""
+    name = "redis_url" if request.param == "single" else "cluster_url"
+    return str(request.getfixturevalue(name))
+
+
+def fresh_ns() -> str:
+    return "t" + uuid.uuid4().hex[:12]
+
+
+# -- data ------------------------------------------------------------------------------------
+
+
+def clustered_fps(rng: random.Random, groups: int, per_group: int, spread: int) -> list[int]:
+    """``groups`` random centres with ``per_group`` copies each, 0..spread bits flipped."""
+    out = []
+    for _ in range(groups):
+        c = rng.getrandbits(64)
+        for _ in range(per_group):
+            f = c
+            for b in rng.sample(range(64), rng.randint(0, spread)):
+                f ^= 1 << b
+            out.append(f)
+    return out
+
+
+def brute(items: dict[Any, int], q: int, k: int) -> set[tuple[Any, int]]:
+    return {(i, (q ^ f).bit_count()) for i, f in items.items() if (q ^ f).bit_count() <= k}
+
+
+# -- layout ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 4, 7, 13, 64])
+def test_layout_blocks_cover_the_64_bits(blocks: int) -> None:
+    layout = BlockLayout(blocks)
+    assert sum(layout.widths) == 64 and len(layout.widths) == blocks
+    assert max(layout.widths) - min(layout.widths) <= 1
+    fp = random.Random(blocks).getrandbits(64)
+    rebuilt = 0
+    for v, s in zip(layout.values(fp), layout.shifts):
+        rebuilt |= v << s
+    assert rebuilt == fp
+
+
+def test_layout_pigeonhole_probes_find_every_neighbour() -> None:
+    """For random pairs within k, some probe of a equals the block value of b."""
+    rng = random.Random(5)
+    for k in range(0, 13):
+        layout = BlockLayout(default_blocks(k))
+        for _ in range(200):
+            a = rng.getrandbits(64)
+            b = a
+            for bit in rng.sample(range(64), k):
+                b ^= 1 << bit
+            probes = set(layout.probes(a, k))
+            assert any((i, v) in probes for i, v in enumerate(layout.values(b))), (k, a, b)
+
+
+def test_layout_rejects_bad_blocks() -> None:
+    with pytest.raises(ValueError, match="blocks"):
+        BlockLayout(0)
+    with pytest.raises(ValueError, match="blocks"):
+        BlockLayout(65)
+
+
+# -- contract against brute force -----------------------------------------------------------
+
+
+def test_query_matches_brute_force(any_url: str) -> None:
+    """Every stored item within k (inclusive), never one farther, nearest first: random and
+    clustered data, k from 0 to beyond the index's k, after replaces and removes."""
+    rng = random.Random(11)
+    idx = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
+    fps = clustered_fps(rng, 40, 5, 6) + [rng.getrandbits(64) for _ in range(100)]
+    items: dict[Any, int] = {}
+    for j, f in enumerate(fps):
+        key: Any = j if j % 3 else f"doc-{j}"
+        idx.add(key, f)
+        items[key] = f
+    # replace some, remove some
+    for key in list(items)[:10]:
+        items[key] = rng.getrandbits(64)
+        idx.add(key, items[key])
+    for key in list(items)[10:20]:
+        idx.remove(key)
+        del items[key]
+    assert len(idx) == len(items)
+    queries = fps[:40] + [rng.getrandbits(64) for _ in range(10)]
+    for q in queries:
+        for k in (0, 1, 2, 3, 5, 7):
+            got = idx.query(q, k)
+            assert set(got) == brute(items, q, k), (q, k)
+            assert [d for _, d in got] == sorted(d for _, d in got)
+    assert idx.query(fps[0]) == idx.query(fps[0], 3)
+    idx.clear()
+
+
+def test_query_at_the_policy_radius(redis_url: str) -> None:
+    """k = 12 (the default policy's radius) uses wider blocks probed within radius 1."""
+    rng = random.Random(12)
+    idx = RedisIndex.from_url(redis_url, k=12, namespace=fresh_ns())
+    assert idx.layout.blocks == 7 and idx.layout.radius(12) == 1
+    fps = clustered_fps(rng, 20, 4, 14)
+    items = dict(enumerate(fps))
+    for i, f in items.items():
+        idx.add(i, f)
+    for q in fps[:30]:
+        for k in (4, 12, 13):
+            assert set(idx.query(q, k)) == brute(items, q, k)
+    idx.clear()
+
+
+def test_remove_get_contains_and_errors(any_url: str) -> None:
+    idx = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
+    idx.add(7, 0xFFFF, timestamp=1000.0)
+    idx.add("a|b{c}", 0xFFFF)  # separators and hash-tag braces inside an id are fine
+    assert 7 in idx and "a|b{c}" in idx and 8 not in idx
+    assert idx.get(7) == (0xFFFF, 1000.0)
+    assert {i for i, _ in idx.query(0xFFFF, 0)} == {7, "a|b{c}"}
+    idx.remove(7)
+    assert 7 not in idx and len(idx) == 1
+    with pytest.raises(KeyError, match="7"):
+        idx.remove(7)
+    with pytest.raises(KeyError):
+        idx.get(7)
+    with pytest.raises(ValueError, match="fingerprint"):
+        idx.add(1, -1)
+    with pytest.raises(ValueError, match="fingerprint"):
+        idx.add(1, 1 << 64)
+    with pytest.raises(TypeError, match="fingerprint"):
+        idx.add(1, "12")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="id"):
+        idx.add(1.5, 3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="k must"):
+        idx.query(3, 65)
+    with pytest.raises(ValueError, match="namespace"):
+        RedisIndex(idx.client, namespace="a{b}")
+    idx.clear()
+
+
+def test_settings_are_stored_and_checked(redis_url: str) -> None:
+    ns = fresh_ns()
+    RedisIndex.from_url(redis_url, k=3, namespace=ns).add(1, 5)
+    again = RedisIndex.from_url(redis_url + f"?namespace={ns}", k=3)
+    assert again.namespace == ns and again.query(5, 0) == [(1, 0)]
+    with pytest.raises(IncompatibleIndexError, match="k: stored 3, given 4"):
+        RedisIndex.from_url(redis_url, k=4, namespace=ns)
+    with pytest.raises(IncompatibleIndexError, match="retention"):
+        RedisIndex.from_url(redis_url, k=3, namespace=ns, retention=60.0)
+    again.clear()
+
+
+def test_url_options_and_bad_urls(redis_url: str) -> None:
+    client, options = connect(redis_url + "?namespace=abc&retention=60&socket_timeout=5")
+    assert options == {"namespace": "abc", "retention": 60.0}
+    assert client.ping()
+    with pytest.raises(ValueError, match="scheme"):
+        connect("http://localhost:6379")
+    with pytest.raises(ValueError, match="retention"):
+        connect(redis_url + "?retention=soon")
+
+
+def test_password_is_passed_through(tmp_path: Path) -> None:
+    """Auth from the URL reaches the server (and a wrong password is refused)."""
+    server = RedisServer(tmp_path, "--requirepass", "s3cret")
+    try:
+        url = f"redis://:s3cret@127.0.0.1:{server.port}/0"
+        d = RedisDeduplicator.from_url(url, namespace=fresh_ns())
+        d.add(1, "hello world, this is a text")
+        assert d.get(1) == "hello world, this is a text"
+        assert "s3cret" not in repr(d) and "s3cret" not in str(d.stats())
+        with pytest.raises(redis.AuthenticationError):
+            RedisIndex.from_url(f"redis://:wrong@127.0.0.1:{server.port}/0")
+    finally:
+        server.stop()
+
+
+# -- retention -------------------------------------------------------------------------------
+
+
+def test_retention_uses_redis_expiry_and_expire_hides_periods(redis_url: str) -> None:
+    ns = fresh_ns()
+    idx = RedisIndex.from_url(redis_url, k=3, namespace=ns, retention=2.0, period=1.0)
+    now = time.time()
+    idx.add("old", 0xABC, timestamp=now - 60)  # long expired: never visible
+    idx.add("new", 0xABC, timestamp=now)
+    idx.add("older", 0xABD, timestamp=now - 1.5)
+    assert {i for i, _ in idx.query(0xABC, 1)} <= {"new", "older"}
+    assert "new" in idx and "old" not in idx
+    # Every key carries its period's expiry time: Redis deletes it, no scan needed.
+    bucket = idx._bucket(idx._period_of(now), 0, idx.layout.values(0xABC)[0])
+    ttl = idx.client.pttl(bucket)
+    assert 0 < ttl <= 3000
+    # expire() hides whole periods at once (before the server-side expiry).
+    gone = idx.expire(now + 1.0)
+    assert gone >= 1
+    assert idx.query(0xABC, 1) == [] and len(idx) == 0
+    # And Redis drops the keys by itself.
+    deadline = time.time() + 6
+    while time.time() < deadline and idx.client.exists(bucket):
+        time.sleep(0.2)
+    assert not idx.client.exists(bucket)
+    assert not idx.client.exists(idx._record("snew"))
+
+
+# -- check-and-add ---------------------------------------------------------------------------
+
+
+def test_check_and_add_sequential(any_url: str) -> None:
+    idx = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
+    assert idx.check_and_add(1, 0b1111) == (True, [])
+    added, matches = idx.check_and_add(2, 0b0111)
+    assert not added and matches == [(1, 1)]
+    assert 2 not in idx and len(idx) == 1  # the loser left no trace
+    assert idx.query(0b0111, 3) == [(1, 1)]
+    assert idx.check_and_add(3, 0b1111 ^ (0b1111 << 20)) == (True, [])
+    idx.clear()
+
+
+def _race_worker(
+    url: str, ns: str, k: int, jobs: list[tuple[Any, int]], start: Any, out: Any
+) -> None:
+    idx = RedisIndex.from_url(url, k=k, namespace=ns)
+    start.wait()
+    results = [(i, idx.check_and_add(i, f)[0]) for i, f in jobs]
+    out.put(results)
+
+
+def _race_text_worker(url: str, ns: str, jobs: list[tuple[Any, str]], start: Any, out: Any) -> None:
+    d = RedisDeduplicator.from_url(url, namespace=ns)
+    start.wait()
+    out.put([(i, d.check_and_add(i, t)[0]) for i, t in jobs])
+
+
+def _run_race(target: Any, args_per_proc: list[tuple[Any, ...]]) -> list[tuple[Any, bool]]:
+    ctx = mp.get_context("spawn")
+    start = ctx.Event()
+    out = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*a, start, out)) for a in args_per_proc]
+    for p in procs:
+        p.start()
+    time.sleep(1.0)  # let every process import and connect, then release them at once
+    start.set()
+    results: list[tuple[Any, bool]] = []
+    for _ in procs:
+        results += out.get(timeout=120)
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    return results
+
+
+@pytest.mark.slow
+def test_racing_processes_add_exactly_one_near_copy(any_url: str) -> None:
+    """6 processes send near-copies (pairwise <= 2 bits apart) of 30 fingerprints at once, in
+    different orders: of each group exactly one is added, and nothing else is lost."""
+    rng = random.Random(21)
+    ns = fresh_ns()
+    RedisIndex.from_url(any_url, k=3, namespace=ns)
+    centres = [rng.getrandbits(64) for _ in range(30)]
+    procs = 6
+    per_proc: list[list[tuple[Any, int]]] = [[] for _ in range(procs)]
+    for g, c in enumerate(centres):
+        for p in range(procs):
+            per_proc[p].append((f"g{g}-p{p}", c ^ (1 << rng.randrange(64))))
+    for jobs in per_proc:
+        rng.shuffle(jobs)
+    results = _run_race(_race_worker, [(any_url, ns, 3, jobs) for jobs in per_proc])
+    added = [i for i, ok in results if ok]
+    per_group: dict[str, int] = {}
+    for i in added:
+        g = i.split("-")[0]
+        per_group[g] = per_group.get(g, 0) + 1
+    assert per_group == {f"g{g}": 1 for g in range(len(centres))}
+    idx = RedisIndex.from_url(any_url, k=3, namespace=ns)
+    assert len(idx) == len(centres)
+    assert sorted(added) == sorted(str(i) for c in centres for i, _ in idx.query(c, 1))
+    idx.clear()
+
+
+def _words(rng: random.Random, n: int) -> str:
+    vocab = [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 8)))
+        for _ in range(400)
+    ]
+    return " ".join(rng.choice(vocab) for _ in range(n))
+
+
+@pytest.mark.slow
+def test_racing_processes_texts_with_the_verifier(any_url: str) -> None:
+    """RedisDeduplicator (default policy, Jaccard verifier): 4 processes race near-copies of
+    12 texts (one word changed each): exactly one of each group is added."""
+    rng = random.Random(22)
+    ns = fresh_ns()
+    RedisDeduplicator.from_url(any_url, namespace=ns)
+    bases = [_words(rng, 120) for _ in range(12)]
+    procs = 4
+    per_proc: list[list[tuple[Any, str]]] = [[] for _ in range(procs)]
+    for g, base in enumerate(bases):
+        for p in range(procs):
+            words = base.split()
+            words[rng.randrange(len(words))] = "changed"
+            per_proc[p].append((f"g{g}-p{p}", " ".join(words)))
+    for jobs in per_proc:
+        rng.shuffle(jobs)
+    results = _run_race(_race_text_worker, [(any_url, ns, jobs) for jobs in per_proc])
+    groups = sorted(i.split("-")[0] for i, ok in results if ok)
+    assert groups == sorted(f"g{g}" for g in range(len(bases)))
+    d = RedisDeduplicator.from_url(any_url, namespace=ns)
+    assert len(d) == len(bases)
+    d.index.clear()
+
+
+# -- the deduplicator ------------------------------------------------------------------------
+
+
+def test_redis_deduplicator_matches_the_in_process_one(any_url: str) -> None:
+    """The same operations give the same answers as neardup.Deduplicator (default policy)."""
+    rng = random.Random(31)
+    bases = [_words(rng, 80) for _ in range(15)]
+    texts = []
+    for b in bases:
+        texts.append(b)
+        w = b.split()
+        w[3] = "zzz"
+        texts.append(" ".join(w))
+        texts.append(_words(rng, 30))
+    local = Deduplicator()
+    shared = RedisDeduplicator.from_url(any_url, namespace=fresh_ns())
+    for j, t in enumerate(texts):
+        got = shared.check_and_add(j, t, timestamp=1000.0 + j)
+        want = local.check_and_add(j, t, timestamp=1000.0 + j)
+        assert got[0] == want[0], j
+        assert [(m.id, m.distance) for m in got[1]] == [(m.id, m.distance) for m in want[1]]
+        for ma, mb in zip(got[1], want[1]):
+            assert ma.similarity == pytest.approx(mb.similarity)
+    for t in texts[:10]:
+        assert shared.check(t) == local.check(t)
+    assert len(shared) == len(local)
+    assert shared.get(0) == texts[0]
+    shared.remove(0)
+    local.remove(0)
+    assert shared.check(texts[0]) == local.check(texts[0])
+    assert 0 not in shared and 3 in shared
+    with pytest.raises(KeyError):
+        shared.get(0)
+    with pytest.raises(TypeError, match="text"):
+        shared.check(b"bytes")  # type: ignore[arg-type]
+    stats = shared.stats()
+    assert stats["documents"] == len(local) and stats["policy"] == Policy.default().to_dict()
+    shared.index.clear()
+
+
+def test_redis_deduplicator_policy_is_stored(redis_url: str) -> None:
+    ns = fresh_ns()
+    RedisDeduplicator.from_url(redis_url, namespace=ns)
+    with pytest.raises(IncompatibleIndexError, match="policy"):
+        RedisDeduplicator.from_url(redis_url, namespace=ns, policy=Policy(threshold=0.5))
+    with pytest.raises(ValueError, match="policy"):
+        RedisDeduplicator.from_url(redis_url, namespace=fresh_ns(), policy="strictest")
+    with pytest.raises(IncompatibleIndexError, match="k_long"):
+        RedisDeduplicator.from_url(redis_url, namespace=ns, k=Policy.default().k_max + 1)
+    d = RedisDeduplicator.from_url(redis_url, namespace=ns, policy=Policy.default().to_dict())
+    assert d.policy == Policy.default()
+    d.index.clear()
+
+
+def test_check_and_add_many_equals_one_by_one(any_url: str) -> None:
+    """A pipelined batch gives what one call per item gives, including a chain a~b~c where
+    b is rejected (c is then checked against a only, like a sequential run)."""
+    rng = random.Random(41)
+    fps = clustered_fps(rng, 30, 4, 3)
+    fps += [0, 0b11, 0b1111]  # chain: 2 bits, then 2 more (4 from the first)
+    ids = list(range(len(fps)))
+    batch = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
+    single = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
+    got = batch.check_and_add_many(ids, fps)
+    want = [single.check_and_add(i, f) for i, f in zip(ids, fps)]
+    assert got == want
+    assert [ok for ok, _ in got[-3:]] == [True, False, True]
+    # and the reference: a sequential loop over brute force
+    kept: dict[int, int] = {}
+    for i, f in zip(ids, fps):
+        if not brute(kept, f, 3):
+            kept[i] = f
+    assert {i for i, (ok, _) in zip(ids, got) if ok} == set(kept)
+    assert len(batch) == len(kept)
+    batch.clear()
+    single.clear()
+
+
+def test_wait_replicas_with_a_real_replica(redis_server: RedisServer, tmp_path: Path) -> None:
+    """wait_replicas=1 succeeds with a real replica attached, and a write that no replica
+    acknowledges raises TimeoutError instead of returning as if it were safe."""
+    replica = RedisServer(tmp_path, "--replicaof", "127.0.0.1", str(redis_server.port))
+    try:
+        ns = fresh_ns()
+        base = f"redis://127.0.0.1:{redis_server.port}/0?namespace={ns}"
+        copy = redis.Redis(port=replica.port)
+        deadline = time.time() + 60
+        while time.time() < deadline:  # attached and in sync
+            try:
+                if copy.info("replication").get("master_link_status") == "up":
+                    break
+            except redis.BusyLoadingError:
+                pass
+            time.sleep(0.1)
+        d = RedisDeduplicator.from_url(base + "&wait_replicas=1&wait_timeout=5000")
+        assert d.check_and_add(1, "a text that must reach the replica before the reply") == (
+            True,
+            [],
+        )
+        assert copy.exists(d.index._record("i1"))
+        strict = RedisIndex.from_url(
+            base.replace(ns, fresh_ns()) + "&wait_replicas=2&wait_timeout=100"
+        )
+        with pytest.raises(TimeoutError, match="wait_replicas=2"):
+            strict.add(5, 123)
+    finally:
+        replica.stop()
+
+
+def test_survives_a_script_flush(redis_url: str) -> None:
+    """Scripts are loaded at open; after SCRIPT FLUSH (or a restart) they are loaded again."""
+    idx = RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns())
+    idx.add(1, 0xF0)
+    idx.client.script_flush()
+    assert idx.check_and_add_many([2, 3], [0xF1, 1 << 40]) == [(False, [(1, 1)]), (True, [])]
+    idx.client.script_flush()
+    assert idx.check_and_add(4, 0xF3) == (False, [(1, 2)])
+    assert len(idx) == 2
+    idx.clear()
+
+
+def test_reads_after_the_write_when_too_many_probes(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path for very wide radii (buckets read after the atomic append, predecessors by
+    ticket) gives the same answers as the inline one."""
+    import neardup.backends.redis as backend
+
+    monkeypatch.setattr(backend, "_INLINE_READ_KEYS", 0)
+    rng = random.Random(43)
+    fps = clustered_fps(rng, 25, 4, 3)
+    idx = RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns())
+    got = idx.check_and_add_many(list(range(len(fps))), fps)
+    kept: dict[int, int] = {}
+    for i, f in enumerate(fps):
+        if not brute(kept, f, 3):
+            kept[i] = f
+    assert {i for i, (ok, _) in enumerate(got) if ok} == set(kept)
+    assert [idx.check_and_add(1000 + i, f)[0] for i, f in enumerate(fps[:5])] == [False] * 5
+    idx.clear()

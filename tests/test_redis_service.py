@@ -1,0 +1,76 @@
+"""``neardup serve --store redis://...``: two real service processes share one Redis.
+
+Each server is a real ``neardup serve`` subprocess on a free loopback port (the harness of the
+service tests) whose store is a real redis-server (or the 3-master cluster) started by the
+fixtures of tests/test_redis.py.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import random
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("redis", reason="the [redis] extra is required")
+pytest.importorskip("fastapi", reason="the [service] extra is required")
+
+from test_redis import (  # noqa: E402, F401  (fixtures)
+    any_url,
+    cluster_url,
+    fresh_ns,
+    redis_server,
+    redis_url,
+)
+from test_service_harness import ServerProcess, post  # noqa: E402
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+def _text(rng: random.Random, n: int = 120) -> str:
+    vocab = ["".join(rng.choice("abcdefghij") for _ in range(6)) for _ in range(300)]
+    return " ".join(rng.choice(vocab) for _ in range(n))
+
+
+def test_two_services_share_one_redis(any_url: str, tmp_path: Path) -> None:  # noqa: F811
+    """An add through one service is seen by the other; near-copies sent to both at once are
+    added exactly once; a removal through one is seen by the other."""
+    store = f"{any_url}{'&' if '?' in any_url else '?'}namespace={fresh_ns()}"
+    rng = random.Random(3)
+    first = _text(rng)
+    args = ("--store", store, "--retention", "none")
+    with ServerProcess(tmp_path / "a", *args) as a, ServerProcess(tmp_path / "b", *args) as b:
+        r = post(a.url + "/v1/add", {"id": "doc-1", "text": first})
+        assert r.status_code == 200, r.text
+        # b sees a's add, by text and by id
+        r = post(b.url + "/v1/check", {"text": first.replace(first.split()[5], "other", 1)})
+        assert r.status_code == 200, r.text
+        assert [d["id"] for d in r.json()["duplicates"]] == ["doc-1"]
+        assert httpx.get(b.url + "/v1/documents/doc-1", timeout=30).json()["text"] == first
+        # near-copies raced through both services: exactly one added per group
+        jobs = []
+        for g in range(8):
+            base = _text(rng)
+            for j in range(4):
+                words = base.split()
+                words[rng.randrange(len(words))] = f"edit{j}"
+                jobs.append(((a, b)[j % 2].url, f"g{g}-{j}", " ".join(words)))
+        rng.shuffle(jobs)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            replies = list(
+                pool.map(
+                    lambda job: post(job[0] + "/v1/check-and-add", {"id": job[1], "text": job[2]}),
+                    jobs,
+                )
+            )
+        assert all(r.status_code == 200 for r in replies), [r.text for r in replies]
+        added = sorted(r.json()["id"].split("-")[0] for r in replies if r.json()["added"])
+        assert added == [f"g{g}" for g in range(8)]
+        for srv in (a, b):
+            stats = httpx.get(srv.url + "/v1/stats", timeout=30).json()
+            assert stats.get("count", stats.get("documents")) == 9, stats
+        # a removal through b is seen by a
+        assert httpx.delete(b.url + "/v1/documents/doc-1", timeout=30).status_code in (200, 204)
+        assert httpx.get(a.url + "/v1/documents/doc-1", timeout=30).status_code == 404

@@ -1,0 +1,71 @@
+"""``neardup serve --store redis://...`` dispatches to the Redis backend (real redis-server)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from test_service_api import near_copy, words
+from test_service_harness import ServerProcess
+
+pytestmark = pytest.mark.redis
+
+
+def test_serve_on_a_redis_store(tmp_path: Path) -> None:
+    redis_server = shutil.which("redis-server")
+    assert redis_server, "redis-server missing: run scripts/setup-test.sh"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    redis = subprocess.Popen(
+        [
+            redis_server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        store = f"redis://127.0.0.1:{port}/0"
+        with ServerProcess(tmp_path / "unused", "--store", store, "--retention", "1d") as srv:
+            base = words(7)
+            with httpx.Client(base_url=srv.url, timeout=30) as http:
+                first = http.post("/v1/check-and-add", json={"id": "r1", "text": base}).json()
+                assert first == {"id": "r1", "added": True, "duplicates": []}
+                second = http.post(
+                    "/v1/check-and-add", json={"id": "r2", "text": near_copy(base, 1)}
+                ).json()
+                assert second["added"] is False
+                assert [d["id"] for d in second["duplicates"]] == ["r1"]
+                stats = http.get("/v1/stats").json()
+                assert stats["store"] == "redis" and stats["count"] == 1
+                assert http.get("/v1/documents/r1").json()["text"] == base
+        # the data lives in Redis: a new server on the same URL sees it
+        with ServerProcess(tmp_path / "unused", "--store", store, "--retention", "1d") as again:
+            r = httpx.post(again.url + "/v1/check", json={"text": base}, timeout=30)
+            assert [d["id"] for d in r.json()["duplicates"]] == ["r1"]
+        assert not (tmp_path / "unused").exists(), "a Redis store writes no local files"
+    finally:
+        redis.terminate()
+        redis.wait(20)

@@ -1,0 +1,175 @@
+"""neardup.spark in Spark local mode: the same kept rows and clusters as the single-machine
+engine (``CorpusDeduper`` and the ``neardup dedup`` command) on the same input.
+
+Spark is slow to start on two cores: one session for the module, few and small jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="the [spark] extra is required")
+
+from neardup import spark as nspark  # noqa: E402
+from neardup.dedup import CorpusDeduper, Policy  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    # pyspark 4 warns about pandas >= 3 on every pandas call; the calls used here work.
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+]
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    if shutil.which("java") is None:
+        pytest.fail("java is not installed: run scripts/setup-test.sh (default-jre-headless)")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("neardup-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, Any]]:
+    """Real text: 150 rows of the sample corpus plus exact and edited copies of 20 of them."""
+    with open(SAMPLE, encoding="utf-8") as f:
+        base = [json.loads(line) for _, line in zip(range(150), f)]
+    out = list(base)
+    for i, r in enumerate(base[:20]):
+        text = (
+            r["text"]
+            if i % 2
+            else r["text"][: len(r["text"]) // 2] + "，" + r["text"][len(r["text"]) // 2 :]
+        )
+        out.insert(3 * i + 5, dict(r, id=f"copy{i:02d}", text=text))
+    return out
+
+
+def _local(rows: list[dict[str, Any]], keep_order: Any = None) -> Any:
+    d = CorpusDeduper()
+    d.feed([r["text"] for r in rows])
+    return d.result(keep_order)
+
+
+def _expected_clusters(res: Any, ids: list[Any]) -> list[tuple[Any, Any, bool, int]]:
+    rep = res.representative
+    n = rep.size
+    member = rep != np.arange(n)
+    in_cluster = member.copy()
+    in_cluster[rep[member]] = True
+    rows = np.flatnonzero(in_cluster)
+    order = np.lexsort((rows, rows != rep[rows], rep[rows]))
+    return [
+        (ids[r], ids[int(rep[r])], bool(rep[r] == r), int(res.distance[r]))
+        for r in rows[order].tolist()
+    ]
+
+
+def test_dedup_matches_the_single_machine_engine(
+    spark: SparkSession, rows: list[dict[str, Any]]
+) -> None:
+    """Default policy, keep first, ids = row numbers: same kept rows, same clusters (ids,
+    kept flags, distances, similarities), in the same order."""
+    df = spark.createDataFrame([(r["text"], r["id"]) for r in rows], "text string, key string")
+    kept_df, clusters_df = nspark.dedup(df, "text")
+    res = _local(rows)
+    assert res.duplicates >= 20
+    kept = [r["key"] for r in kept_df.collect()]
+    assert kept == [r["id"] for r, k in zip(rows, res.kept) if k]
+    got = [tuple(r) for r in clusters_df.collect()]
+    want = _expected_clusters(res, list(range(len(rows))))
+    assert [g[:4] for g in got] == want
+    for g in got:
+        if not g[2]:
+            assert g[4] == pytest.approx(res.similarity[g[0]])
+    assert set(kept_df.columns) == {"text", "key"}
+
+
+def test_cli_engine_matches_neardup_dedup(
+    spark: SparkSession, rows: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """run_dedup_cli (what `neardup dedup --engine spark` calls) writes the same kept ids and the
+    same clusters file as the local `neardup dedup` command on the same JSONL input."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    exe = shutil.which("neardup")
+    assert exe is not None, "the neardup command is not installed (pip install -e .)"
+    local_out, local_cl = tmp_path / "local.jsonl", tmp_path / "local-clusters.jsonl"
+    r = subprocess.run(
+        [exe, "dedup", str(src), "-o", str(local_out), "--clusters", str(local_cl)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out, cl = tmp_path / "spark.jsonl", tmp_path / "spark-clusters.jsonl"
+    summary = nspark.run_dedup_cli([str(src)], str(out), text_field="text", clusters=str(cl))
+
+    def ids(p: Path) -> list[Any]:
+        return [json.loads(line)["id"] for line in p.read_text("utf-8").splitlines()]
+
+    assert ids(out) == ids(local_out)
+    assert cl.read_text("utf-8").splitlines() == local_cl.read_text("utf-8").splitlines()
+    first = json.loads(out.read_text("utf-8").splitlines()[0])
+    assert first == {k: rows[0][k] for k in first} and set(first) == set(rows[0])
+    assert summary["documents"] == len(rows)
+    assert summary["kept"] == len(ids(local_out))
+    assert summary["removed"] == len(rows) - summary["kept"]
+
+
+def test_resolve_keep_longest_matches_corpus_deduper(rows: list[dict[str, Any]]) -> None:
+    """The driver-side keep rule equals CorpusDeduper.result for keep="longest" too (no Spark
+    needed: fed with the engine's own verified pairs)."""
+    d = CorpusDeduper()
+    d.feed([r["text"] for r in rows])
+    lengths = np.asarray(d._lengths[0]) if len(d._lengths) == 1 else np.concatenate(d._lengths)
+    n = len(rows)
+    order = np.lexsort((np.arange(n), -lengths))
+    res = d.result(order)
+    v = res.pairs_verified
+    pairs = list(
+        zip(
+            res.pairs_a[v].tolist(),
+            res.pairs_b[v].tolist(),
+            res.pairs_distance[v].tolist(),
+            res.pairs_similarity[v].tolist(),
+        )
+    )
+    dec = nspark._resolve(pairs, "longest", {i: int(x) for i, x in enumerate(lengths)})
+    got = dict(zip(dec[nspark._ROW].tolist(), dec["__rep"].tolist()))
+    want = {i: int(r) for i, r in enumerate(res.representative) if i in got or r != i}
+    assert got == want
+
+
+def test_bad_arguments(spark: SparkSession) -> None:
+    df = spark.createDataFrame([("a",)], "text string")
+    with pytest.raises(ValueError, match="text_col 'body'"):
+        nspark.dedup(df, "body")
+    with pytest.raises(ValueError, match="id_col 'key'"):
+        nspark.dedup(df, "text", "key")
+    with pytest.raises(ValueError, match="keep must be one of"):
+        nspark.dedup(df, "text", keep="newest")
+    with pytest.raises(ValueError, match="verifier"):
+        nspark.dedup(df, "text", policy=Policy(verifier="levenshtein"))
+    with pytest.raises(ValueError, match="k must"):
+        nspark.dedup(df, "text", k=65)
