@@ -309,7 +309,9 @@ fn nfkc_fast_path_equals_full_nfkc_on_random_mixes() {
     let mut s = 7u64;
     for _ in 0..20000 {
         let len = (lcg(&mut s) % 12) as usize;
-        let text: String = (0..len).map(|_| pool[(lcg(&mut s) % pool.len() as u64) as usize]).collect();
+        let text: String = (0..len)
+            .map(|_| pool[(lcg(&mut s) % pool.len() as u64) as usize])
+            .collect();
         let want: String = text.nfkc().collect();
         assert_eq!(nfkc(&text), want, "{text:?}");
     }
