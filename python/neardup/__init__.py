@@ -10,12 +10,17 @@ import importlib
 from typing import Any
 
 from neardup._core import (
+    PRESETS,
     CorruptIndexError,
     Fingerprinter,
     IncompatibleIndexError,
     Index,
     __version__,
+    from_bitstring,
     hamming,
+    hamming_many,
+    to_bitstring,
+    to_hex,
 )
 
 # Names from modules that pull in more (or optional) dependencies load on first use.
@@ -36,9 +41,14 @@ __all__ = [
     "IncompatibleIndexError",
     "Index",
     "Match",
+    "PRESETS",
     "Policy",
     "__version__",
+    "from_bitstring",
     "hamming",
+    "hamming_many",
+    "to_bitstring",
+    "to_hex",
 ]
 
 
