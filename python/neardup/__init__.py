@@ -30,6 +30,8 @@ _LAZY = {
     "Policy": "neardup.dedup",
     "CorpusDeduper": "neardup.dedup",
     "Client": "neardup.client",
+    "RedisDeduplicator": "neardup.backends.redis",
+    "RedisIndex": "neardup.backends.redis",
 }
 
 __all__ = [
@@ -43,6 +45,8 @@ __all__ = [
     "Match",
     "PRESETS",
     "Policy",
+    "RedisDeduplicator",
+    "RedisIndex",
     "__version__",
     "from_bitstring",
     "hamming",
