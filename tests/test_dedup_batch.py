@@ -68,7 +68,7 @@ def test_check_and_add_many_equals_brute_force(size: int) -> None:
     stored_texts = corpus(rng, 200)
     d.add_many(list(range(200)), stored_texts)
     fps = [int(x) for x in policy.fingerprint_many(d.fingerprinter, stored_texts)]
-    stored = [(i, fps[i], stored_texts[i]) for i in range(200)]
+    stored: list[tuple[object, int, str]] = [(i, fps[i], stored_texts[i]) for i in range(200)]
     batch = corpus(rng, size)
     # near-copies of stored texts too
     batch = [
@@ -81,7 +81,7 @@ def test_check_and_add_many_equals_brute_force(size: int) -> None:
     for j, ((added, matches), (want_added, want)) in enumerate(zip(got, expected)):
         assert added == want_added, j
         assert {m.id: m.distance for m in matches} == want, j
-        sims = [m.similarity for m in matches]
+        sims = [m.similarity or 0.0 for m in matches]
         assert sims == sorted(sims, reverse=True)  # best first
     assert len(d) == 200 + sum(1 for a, _ in expected if a)
     if size >= 37:  # the corpus makes in-batch near-copies: the path is exercised

@@ -546,7 +546,9 @@ class Deduplicator:
         self._ensure_open()
         return self._check_norm(norm, fp, k)
 
-    def check_fingerprint(self, fingerprint: int, k: int | None = None) -> list[Match]:
+    def check_fingerprint(
+        self, fingerprint: int | np.integer[Any], k: int | None = None
+    ) -> list[Match]:
         """Stored items whose fingerprint is within ``k`` bits of ``fingerprint`` (default: the
         policy's widest radius), nearest first. There is no text, so nothing is verified:
         ``similarity`` is None."""
