@@ -826,6 +826,50 @@ class Deduplicator:
 # Batch
 
 
+def resolve_keep(
+    rank: npt.NDArray[np.int64],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    distances: npt.NDArray[np.int64],
+    similarities: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The keep rule over verified near pairs of ``rank.size`` rows.
+
+    ``rank[i]`` is row ``i``'s place in the preference order (lower is kept first); pair ``j``
+    joins rows ``a[j]`` and ``b[j]`` at Hamming distance ``distances[j]`` with similarity
+    ``similarities[j]`` (NaN: not computed, counts as 1.0). Rows are visited in preference
+    order; a row is dropped for its best kept earlier partner (highest similarity, then
+    nearest, then earliest). Returns, per row, its representative (itself when kept) and the
+    distance and similarity to it (0 and 1.0 when kept).
+    """
+    n = rank.size
+    representative = np.arange(n, dtype=np.int64)
+    distance = np.zeros(n, dtype=np.int64)
+    similarity = np.ones(n, dtype=np.float64)
+    # Orient each pair as (earlier, later) in preference order.
+    swap = rank[a] > rank[b]
+    early = np.where(swap, b, a)
+    late = np.where(swap, a, b)
+    score = np.nan_to_num(similarities, nan=1.0)
+    # Visit the later rows in preference order; among their earlier partners, best first.
+    visit = np.lexsort((rank[early], distances, -score, rank[late]))
+    kept = np.ones(n, dtype=bool)
+    late_l, early_l = late[visit].tolist(), early[visit].tolist()
+    vd_l, vs_l = distances[visit].tolist(), similarities[visit].tolist()
+    current, decided = -1, False
+    for lt, er, dist, s in zip(late_l, early_l, vd_l, vs_l):
+        if lt != current:
+            current, decided = lt, False
+        if decided or not kept[er]:
+            continue
+        kept[lt] = False
+        decided = True
+        representative[lt] = er
+        distance[lt] = dist
+        similarity[lt] = 1.0 if math.isnan(s) else s
+    return representative, distance, similarity
+
+
 @dataclass
 class CorpusResult:
     """Outcome of :meth:`CorpusDeduper.result`; arrays indexed by row (feeding order).
@@ -1022,31 +1066,9 @@ class CorpusDeduper:
             sim = np.full(a.size, np.nan)
             verified = np.ones(a.size, dtype=bool)
 
-        representative = np.arange(n, dtype=np.int64)
-        distance = np.zeros(n, dtype=np.int64)
-        similarity = np.ones(n, dtype=np.float64)
-        va, vb, vd, vs = a[verified], b[verified], d[verified], sim[verified]
-        # Orient each verified pair as (earlier, later) in preference order.
-        swap = rank[va] > rank[vb]
-        early = np.where(swap, vb, va)
-        late = np.where(swap, va, vb)
-        score = np.nan_to_num(vs, nan=1.0)
-        # Visit the later rows in preference order; among their earlier partners, best first.
-        visit = np.lexsort((rank[early], vd, -score, rank[late]))
-        kept = np.ones(n, dtype=bool)
-        late_l, early_l = late[visit].tolist(), early[visit].tolist()
-        vd_l, vs_l = vd[visit].tolist(), vs[visit].tolist()
-        current, decided = -1, False
-        for lt, er, dist, s in zip(late_l, early_l, vd_l, vs_l):
-            if lt != current:
-                current, decided = lt, False
-            if decided or not kept[er]:
-                continue
-            kept[lt] = False
-            decided = True
-            representative[lt] = er
-            distance[lt] = dist
-            similarity[lt] = 1.0 if math.isnan(s) else s
+        representative, distance, similarity = resolve_keep(
+            rank, a[verified], b[verified], d[verified], sim[verified]
+        )
         return CorpusResult(
             representative=representative,
             distance=distance,
