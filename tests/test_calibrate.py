@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _helpers import SAMPLE
 from neardup.calibrate import (
     LabelledPair,
     calibrate,
@@ -19,8 +20,6 @@ from neardup.calibrate import (
 )
 from neardup.dedup import Policy
 from neardup.verify import normalise, shingles
-
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
 
 
 def sample_texts(limit: int = 400) -> list[str]:

@@ -5,26 +5,15 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _helpers import SAMPLE, neardup
 from neardup import io as nio
 from neardup.dedup import Policy
-
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
-
-
-def neardup(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("neardup")
-    assert exe is not None, "the neardup command is not installed (pip install -e .)"
-    return subprocess.run(
-        [exe, *args], capture_output=True, text=True, timeout=300, cwd=cwd, stdin=subprocess.DEVNULL
-    )
 
 
 @pytest.fixture(scope="module")

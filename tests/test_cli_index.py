@@ -6,30 +6,19 @@ that need it are expected to fail (strictly: they run and must pass once it is t
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import SAMPLE, neardup
 from neardup import Index, hamming
 from neardup.dedup import Policy
-
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
 
 needs_durable_index = pytest.mark.xfail(
     not hasattr(Index, "open"),
     reason="Index.open (the durable index) is not in this build yet",
     strict=True,
 )
-
-
-def neardup(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("neardup")
-    assert exe is not None, "the neardup command is not installed (pip install -e .)"
-    return subprocess.run(
-        [exe, *args], capture_output=True, text=True, timeout=300, cwd=cwd, stdin=subprocess.DEVNULL
-    )
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _helpers import SAMPLE
 from neardup import Fingerprinter, hamming
 from neardup.dedup import CorpusDeduper, DedupBackend, Deduplicator, Match, Policy
 from neardup.textstore import MemoryTextStore, SqliteTextStore
 from neardup.verify import normalise, shingles
-
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
 
 
 def rows(limit: int) -> list[dict[str, str]]:

@@ -14,9 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _helpers import SAMPLE
 from neardup import io as nio
-
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
 
 
 @pytest.fixture(scope="module")

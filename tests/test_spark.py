@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="the [spark] extra is required")
 
+from _helpers import SAMPLE, neardup  # noqa: E402
 from neardup import spark as nspark  # noqa: E402
 from neardup.dedup import CorpusDeduper, Policy  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
@@ -28,8 +28,6 @@ pytestmark = [
     # pyspark 4 warns about pandas >= 3 on every pandas call; the calls used here work.
     pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
 ]
-
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -114,13 +112,8 @@ def test_cli_engine_matches_neardup_dedup(
     same clusters file as the local `neardup dedup` command on the same JSONL input."""
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
-    exe = shutil.which("neardup")
-    assert exe is not None, "the neardup command is not installed (pip install -e .)"
     local_out, local_cl = tmp_path / "local.jsonl", tmp_path / "local-clusters.jsonl"
-    r = subprocess.run(
-        [exe, "dedup", str(src), "-o", str(local_out), "--clusters", str(local_cl)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    r = neardup("dedup", str(src), "-o", str(local_out), "--clusters", str(local_cl))
     assert r.returncode == 0, r.stderr
     out, cl = tmp_path / "spark.jsonl", tmp_path / "spark-clusters.jsonl"
     summary = nspark.run_dedup_cli([str(src)], str(out), text_field="text", clusters=str(cl))

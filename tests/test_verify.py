@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _helpers import SAMPLE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from neardup import verify
 from neardup.htmltext import looks_like_html, main_text, visible_text
-
-SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "news-sample.jsonl"
 
 
 def sample_texts(limit: int = 600) -> list[str]:
