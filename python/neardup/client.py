@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Union
 from urllib.parse import quote
 
-from neardup.dedup import Match
+from neardup.dedup import Match, check_batch, check_texts
 
 __all__ = [
     "AuthenticationError",
@@ -225,8 +225,7 @@ class Client:
 
     def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
         """:meth:`check` for each text, in order."""
-        if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of str, not a single str")
+        check_texts(texts)
         out: list[list[Match]] = []
         for a, b in _chunks(len(texts), self.batch_size):
             body: dict[str, Any] = {"items": [{"text": t} for t in texts[a:b]]}
@@ -242,17 +241,12 @@ class Client:
     def _items(
         ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
     ) -> list[dict[str, Any]]:
-        if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of str, not a single str")
-        if len(ids) != len(texts):
-            raise ValueError(f"ids has {len(ids)} items but texts has {len(texts)}")
-        if timestamps is not None and len(timestamps) != len(texts):
-            raise ValueError(f"timestamps has {len(timestamps)} items but texts has {len(texts)}")
+        tss = check_batch(ids, texts, timestamps)
         items: list[dict[str, Any]] = []
-        for i, (id, text) in enumerate(zip(ids, texts)):
+        for id, text, ts in zip(ids, texts, tss):
             item: dict[str, Any] = {"id": id, "text": text}
-            if timestamps is not None and timestamps[i] is not None:
-                item["timestamp"] = timestamps[i]
+            if ts is not None:
+                item["timestamp"] = ts
             items.append(item)
         return items
 

@@ -146,7 +146,7 @@ class Policy:
     def prepare(self, text: str) -> str:
         """The text both stages see: the main visible text of an HTML page (see
         :func:`neardup.htmltext.main_text`), then :func:`neardup.verify.normalise`."""
-        _check_text(text)
+        check_text(text)
         if self.is_html(text):
             text = main_text(text)
         return normalise(text)
@@ -278,7 +278,8 @@ def _match_order(m: Match) -> tuple[float, int]:
     return (-(m.similarity if m.similarity is not None else 1.0), m.distance)
 
 
-def _check_text(text: object, name: str = "text") -> str:
+def check_text(text: object, name: str = "text") -> str:
+    """``text`` when it is a ``str``; a :class:`TypeError` naming ``name`` otherwise."""
     if not isinstance(text, str):
         raise TypeError(f"{name} must be str, got {type(text).__name__}")
     return text
@@ -292,11 +293,26 @@ def _check_k(k: int | None) -> int | None:
     return k
 
 
-def _timestamps(timestamps: Sequence[float | None] | None, n: int) -> Sequence[float | None]:
+def check_texts(texts: object) -> None:
+    """Refuse a single ``str`` where a sequence of texts is expected (it would be taken for one
+    text per character)."""
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of str, not a single str")
+
+
+def check_batch(
+    ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
+) -> Sequence[float | None]:
+    """Check the shapes of a batch call (``add_many``, ``check_and_add_many``): ``texts`` a
+    sequence, as many ids and timestamps as texts. Returns the timestamps (``None`` each when
+    not given). Shared by :class:`Deduplicator`, the Redis backend and :class:`neardup.Client`."""
+    check_texts(texts)
+    if len(ids) != len(texts):
+        raise ValueError(f"ids has {len(ids)} items but texts has {len(texts)}")
     if timestamps is None:
-        return [None] * n
-    if len(timestamps) != n:
-        raise ValueError(f"timestamps has {len(timestamps)} items but texts has {n}")
+        return [None] * len(texts)
+    if len(timestamps) != len(texts):
+        raise ValueError(f"timestamps has {len(timestamps)} items but texts has {len(texts)}")
     return timestamps
 
 
@@ -540,7 +556,7 @@ class Deduplicator:
         ``k`` overrides the policy's length-aware candidate radius. A check does not wait for
         writes: it sees the store as of some moment during the call.
         """
-        norm = self.policy.prepare(_check_text(text))
+        norm = self.policy.prepare(check_text(text))
         k = _check_k(k)
         fp = self.fingerprinter.fingerprint(norm)
         self._ensure_open()
@@ -587,9 +603,8 @@ class Deduplicator:
         return self.check_and_add_many([id], [text], None if timestamp is None else [timestamp])[0]
 
     def _prepare(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
-        if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of str, not a single str")
-        norms = [self.policy.prepare(_check_text(t, "texts[]")) for t in texts]
+        check_texts(texts)
+        norms = [self.policy.prepare(check_text(t, "texts[]")) for t in texts]
         fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
         return norms, fps
 
@@ -615,11 +630,9 @@ class Deduplicator:
         timestamps: Sequence[float | None] | None = None,
     ) -> list[int]:
         """:meth:`add` for each text, in order; returns the fingerprints."""
-        if len(ids) != len(texts):
-            raise ValueError(f"ids has {len(ids)} items but texts has {len(texts)}")
+        tss = check_batch(ids, texts, timestamps)
         for i in ids:
             check_id(i)
-        tss = _timestamps(timestamps, len(texts))
         norms, fps = self._prepare(texts)
         with self._lock:
             self._ensure_open()
@@ -676,11 +689,9 @@ class Deduplicator:
     ) -> list[tuple[bool, list[Match]]]:
         """:meth:`check_and_add` for each text, in order: a text is checked against the stored
         ones and the earlier texts of the batch that were added."""
-        if len(ids) != len(texts):
-            raise ValueError(f"ids has {len(ids)} items but texts has {len(texts)}")
+        tss = check_batch(ids, texts, timestamps)
         for i in ids:
             check_id(i)
-        tss = _timestamps(timestamps, len(texts))
         norms, fps = self._prepare(texts)
         radii = [self.policy.radius(len(n)) for n in norms]
         # In-batch candidate pairs depend only on the batch: found before taking the lock.
@@ -945,8 +956,7 @@ class CorpusDeduper:
 
     def feed(self, texts: Sequence[str]) -> None:
         """Add the next chunk of texts; they get rows ``len(self) .. len(self)+len(texts)-1``."""
-        if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of str, not a single str")
+        check_texts(texts)
         norms = self._prepare_chunk(texts)
         if not norms:
             return
@@ -960,7 +970,7 @@ class CorpusDeduper:
 
     def _prepare_chunk(self, texts: Sequence[str]) -> list[str]:
         for t in texts:
-            _check_text(t, "texts[]")
+            check_text(t, "texts[]")
         pages = [i for i, t in enumerate(texts) if self.policy.is_html(t)]
         if not pages:
             return [normalise(t) for t in texts]

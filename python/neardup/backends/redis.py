@@ -63,7 +63,7 @@ except ModuleNotFoundError as e:  # pragma: no cover - exercised only without th
 
 from neardup._core import Fingerprinter, IncompatibleIndexError
 from neardup.backends.layout import BlockLayout, default_blocks
-from neardup.dedup import Match, Policy
+from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
 from neardup.textstore import Id, check_id
 from neardup.verify import cosine, jaccard_sketch, levenshtein, normalise, sketch
 
@@ -1061,7 +1061,7 @@ class RedisDeduplicator:
     def check(self, text: str, k: int | None = None) -> list[Match]:
         """Stored near-duplicates of ``text``, best first (highest similarity, then distance)."""
         self._ensure_open()
-        norm = self._prepare(_check_text(text))
+        norm = self._prepare(check_text(text))
         fp = int(self.fingerprinter.fingerprint(norm))
         radius = self._radius(norm, k)
         entries = self.index._sorted(self.index._read(fp, radius).values())
@@ -1088,17 +1088,17 @@ class RedisDeduplicator:
 
     def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
         """:meth:`check` for each text."""
-        _check_texts(texts)
+        check_texts(texts)
         return [self.check(t, k) for t in texts]
 
     def _prepare_batch(
         self, ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
     ) -> tuple[Sequence[float | None], list[str], list[int]]:
         self._ensure_open()
-        tss = _batch(ids, texts, timestamps)
+        tss = check_batch(ids, texts, timestamps)
         for i in ids:
             check_id(i)
-        norms = [self._prepare(_check_text(t, "texts[]")) for t in texts]
+        norms = [self._prepare(check_text(t, "texts[]")) for t in texts]
         fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
         return tss, norms, [int(f) for f in fps]
 
@@ -1209,30 +1209,6 @@ class RedisDeduplicator:
 
     def __repr__(self) -> str:
         return f"RedisDeduplicator({self.url or self.index!r}, policy={self.policy!r})"
-
-
-def _check_text(text: object, name: str = "text") -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be str, got {type(text).__name__}")
-    return text
-
-
-def _check_texts(texts: object) -> None:
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of str, not a single str")
-
-
-def _batch(
-    ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
-) -> Sequence[float | None]:
-    _check_texts(texts)
-    if len(ids) != len(texts):
-        raise ValueError(f"ids has {len(ids)} items but texts has {len(texts)}")
-    if timestamps is None:
-        return [None] * len(texts)
-    if len(timestamps) != len(texts):
-        raise ValueError(f"timestamps has {len(timestamps)} items but texts has {len(texts)}")
-    return timestamps
 
 
 def _redact(url: str) -> str:
