@@ -8,6 +8,7 @@ from pathlib import Path
 
 import neardup
 import pytest
+from _helpers import near_copy, words
 from neardup.client import (
     AuthenticationError,
     BadRequestError,
@@ -17,7 +18,6 @@ from neardup.client import (
     ServiceUnavailableError,
 )
 from neardup.dedup import Deduplicator, Match
-from test_service_api import near_copy, words
 from test_service_harness import ServerProcess
 
 TOKEN = "client-token-abcdef"

@@ -16,25 +16,9 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from _helpers import near_copy, words
 from neardup.dedup import Deduplicator
 from test_service_harness import ServerProcess, post
-
-
-def words(seed: int, n: int = 80) -> str:
-    """A random text of ``n`` words (distinct seeds give unrelated texts)."""
-    r = random.Random(seed)
-    return " ".join(
-        "".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(3, 8)))
-        for _ in range(n)
-    )
-
-
-def near_copy(text: str, seed: int) -> str:
-    """``text`` with one word replaced."""
-    r = random.Random(seed)
-    w = text.split()
-    w[r.randrange(len(w))] = "changed"
-    return " ".join(w)
 
 
 @pytest.fixture(scope="module", params=["fast-path", "fastapi-only"])

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _helpers import near_copy, words
 from neardup.dedup import Deduplicator
-from test_service_api import near_copy, words
 from test_service_harness import ServerProcess
 
 CLIENTS = 50

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,24 +117,6 @@ def post(url: str, body: Any, **kwargs: Any) -> httpx.Response:
     if isinstance(body, (bytes, str)):
         return httpx.post(url, content=body, headers=headers, timeout=30, **kwargs)
     return httpx.post(url, json=body, headers=headers, timeout=30, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One server for a test module (default settings, retention none, small limits)."""
-    data = tmp_path_factory.mktemp("service")
-    with ServerProcess(
-        data / "store",
-        "--retention",
-        "none",
-        "--max-text",
-        "64k",
-        "--max-body",
-        "1MiB",
-        "--max-batch",
-        "500",
-    ) as srv:
-        yield srv
 
 
 def test_harness_reports_a_server_that_cannot_start(tmp_path: Path) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _helpers import near_copy, words
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
-from test_service_api import near_copy, words
 from test_service_harness import ServerProcess
 
 pytestmark = pytest.mark.browser

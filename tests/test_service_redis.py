@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_service_api import near_copy, words
+from _helpers import near_copy, words
 from test_service_harness import ServerProcess
 
 pytestmark = pytest.mark.redis

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import httpx
-from test_service_api import words
+from _helpers import words
 from test_service_harness import ServerProcess
 
 
