@@ -550,7 +550,11 @@ impl State {
     }
 
     fn end_tag(&mut self, name: &str) {
-        if self.skip.as_ref().is_some_and(|sk| sk.tag == "head" && name == "head") {
+        if self
+            .skip
+            .as_ref()
+            .is_some_and(|sk| sk.tag == "head" && name == "head")
+        {
             self.skip = None;
         }
         if is_void(name) {

@@ -11,7 +11,10 @@ fn keeps_main_and_drops_boilerplate() {
         <main><h1>Title</h1><p>The article &amp; body.</p></main>\
         <div class=\"site-footer\">Copyright</div><script>var x = '</div>';</script></body></html>";
     assert_eq!(main0(page), "Title\nThe article & body.");
-    assert_eq!(visible_text(page), "Home\nTitle\nThe article & body.\nCopyright");
+    assert_eq!(
+        visible_text(page),
+        "Home\nTitle\nThe article & body.\nCopyright"
+    );
 }
 
 #[test]
@@ -19,7 +22,10 @@ fn link_dense_blocks_are_dropped() {
     let page = "<html><body><div><a href=1>one</a> <a href=2>two</a></div>\
         <p>Real paragraph with a <a href=4>link</a> inside it.</p></body></html>";
     assert_eq!(main0(page), "Real paragraph with a link inside it.");
-    assert_eq!(main_text(page, 1.0), "one two\nReal paragraph with a link inside it.");
+    assert_eq!(
+        main_text(page, 1.0),
+        "one two\nReal paragraph with a link inside it."
+    );
 }
 
 #[test]
@@ -34,7 +40,10 @@ fn class_id_role_and_hidden_attributes() {
 #[test]
 fn unclosed_head_ends_at_body_content() {
     assert_eq!(main0("<html><head><title>T</title><body><p>text"), "text");
-    assert_eq!(main0("<html><head><meta charset=utf-8>Hello <b>you</b>"), "Hello you");
+    assert_eq!(
+        main0("<html><head><meta charset=utf-8>Hello <b>you</b>"),
+        "Hello you"
+    );
     assert_eq!(visible_text("<title>T</title><p>x</p>"), "x");
 }
 
@@ -80,4 +89,50 @@ fn many_equals_one_by_one() {
         assert_eq!(many[i], main0(p));
         assert_eq!(vis[i], visible_text(p));
     }
+}
+
+/// Where the time goes (run with `--ignored --nocapture`): the tokenizer alone vs extraction.
+#[test]
+#[ignore]
+fn timing_tokenizer_vs_extraction() {
+    struct Noop;
+    impl TokenSink for Noop {
+        type Handle = ();
+        fn process_token(&self, _t: Token, _l: u64) -> TokenSinkResult<()> {
+            TokenSinkResult::Continue
+        }
+    }
+    let nav: String = (0..30)
+        .map(|i| format!("<li><a href=\"/{i}.html\">Section title number {i} &amp; more</a></li>"))
+        .collect();
+    let body: String = (0..6)
+        .map(|i| format!("<p>Paragraph {i} of the article, with words and words &amp; words.</p>"))
+        .collect();
+    let page = format!(
+        "<!DOCTYPE html><html><head><title>t</title><style>body{{margin:0}}</style></head><body>\
+         <header><nav><ul>{nav}</ul></nav></header><main><article><h1>T</h1>{body}</article></main>\
+         <aside><ul>{nav}</ul></aside><footer><p>copyright</p></footer>\
+         <script>var _track = {{page: 1}};</script></body></html>"
+    );
+    let n = 2000;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        let tok = Tokenizer::new(Noop, TokenizerOpts::default());
+        let input = BufferQueue::default();
+        input.push_back(StrTendril::from_slice(&page));
+        let _ = tok.feed(&input);
+        tok.end();
+    }
+    let a = t.elapsed();
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(main_text(&page, 0.5));
+    }
+    let b = t.elapsed();
+    let mb = (n * page.len()) as f64 / 1e6;
+    println!(
+        "tokenizer only {:.1} MB/s, main_text {:.1} MB/s",
+        mb / a.as_secs_f64(),
+        mb / b.as_secs_f64()
+    );
 }
