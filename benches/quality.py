@@ -32,8 +32,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# benches/ holds modules named like packages (benches/redis.py): keep it off sys.path so that
-# the peers' own imports (datasketch imports redis) find the real packages.
+# benches/ holds modules with common names (index.py, service.py, dedup.py): keep it off
+# sys.path so that the peers' own imports find the real packages.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 _spec = importlib.util.spec_from_file_location("corpus", os.path.join(_HERE, "corpus.py"))
 assert _spec is not None and _spec.loader is not None

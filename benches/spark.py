@@ -24,9 +24,6 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# benches/redis.py would shadow redis-py (imported by neardup's Redis backend) if this folder
-# stayed on sys.path.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 SAMPLE = os.path.join(HERE, "..", "examples", "news-sample.jsonl")
 
 

@@ -10,12 +10,17 @@ import importlib
 from typing import Any
 
 from neardup._core import (
+    PRESETS,
     CorruptIndexError,
     Fingerprinter,
     IncompatibleIndexError,
     Index,
     __version__,
+    from_bitstring,
     hamming,
+    hamming_many,
+    to_bitstring,
+    to_hex,
 )
 
 # Names from modules that pull in more (or optional) dependencies load on first use.
@@ -25,6 +30,8 @@ _LAZY = {
     "Policy": "neardup.dedup",
     "CorpusDeduper": "neardup.dedup",
     "Client": "neardup.client",
+    "RedisDeduplicator": "neardup.backends.redis",
+    "RedisIndex": "neardup.backends.redis",
 }
 
 __all__ = [
@@ -36,9 +43,16 @@ __all__ = [
     "IncompatibleIndexError",
     "Index",
     "Match",
+    "PRESETS",
     "Policy",
+    "RedisDeduplicator",
+    "RedisIndex",
     "__version__",
+    "from_bitstring",
     "hamming",
+    "hamming_many",
+    "to_bitstring",
+    "to_hex",
 ]
 
 

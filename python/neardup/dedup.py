@@ -34,7 +34,7 @@ from typing import (
 import numpy as np
 import numpy.typing as npt
 
-from neardup._core import Fingerprinter, Index, hamming
+from neardup._core import Fingerprinter, Index
 from neardup.htmltext import looks_like_html, main_text
 from neardup.textstore import Id, MemoryTextStore, SqliteTextStore, TextStore, check_id
 from neardup.verify import (
@@ -339,10 +339,15 @@ class Deduplicator:
         self.index = index if index is not None else Index(k=policy.k_max)
         self.store: TextStore = store if store is not None else MemoryTextStore()
         self.path: str | None = None
+        # Writes (and whatever must see a stable store) hold _lock; reads only take the small
+        # _cache_lock around the sketch cache and the counters (the index is thread-safe and the
+        # text store reads on a connection of their own).
         self._lock = threading.RLock()
+        self._cache_lock = threading.Lock()
         # Jaccard sketches of stored texts, most recently used last; at most SKETCH_CACHE of
         # them (4 bytes per shingle each): a miss re-reads the text from the store.
         self._sketches: OrderedDict[Id, Any] = OrderedDict()
+        self._epoch = 0  # bumped when texts are replaced or removed (see _sketch_of)
         self._retention: float | None = None
         self._last_expire = 0.0
         self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
@@ -443,19 +448,34 @@ class Deduplicator:
             raise ValueError("deduplicator is closed")
 
     def _sketch_of(self, id: Id) -> Any:
-        sk = self._sketches.get(id)
-        if sk is None:
-            sk = sketch(self.policy.prepare(self.store.get(id)), self.policy.shingle).hashes
-            self._cache_sketch(id, sk)
-        else:
-            self._sketches.move_to_end(id)
+        with self._cache_lock:
+            sk = self._sketches.get(id)
+            if sk is not None:
+                self._sketches.move_to_end(id)
+                return sk
+            epoch = self._epoch
+        sk = sketch(self.policy.prepare(self.store.get(id)), self.policy.shingle).hashes
+        with self._cache_lock:
+            # Not cached when a write replaced or removed texts meanwhile (it may be this one's
+            # old text: a reader does not hold the writers' lock).
+            if epoch == self._epoch:
+                self._sketches[id] = sk
+                while len(self._sketches) > self.sketch_cache:
+                    self._sketches.popitem(last=False)
         return sk
 
-    def _cache_sketch(self, id: Id, sk: Any) -> None:
-        self._sketches[id] = sk
-        self._sketches.move_to_end(id)
-        while len(self._sketches) > self.sketch_cache:
-            self._sketches.popitem(last=False)
+    def _forget_sketches(self, ids: Sequence[Id]) -> None:
+        with self._cache_lock:
+            self._epoch += 1
+            for i in ids:
+                self._sketches.pop(i, None)
+
+    def _count(self, checks: int, candidates: int, matches: int) -> None:
+        with self._cache_lock:
+            c = self._counters
+            c["checks"] += checks
+            c["candidates"] += candidates
+            c["matches"] += matches
 
     def _score(self, norm: str, query_sketch: Any, id: Id) -> float | None:
         kind = self.policy.verifier
@@ -466,52 +486,82 @@ class Deduplicator:
         other = self.policy.prepare(self.store.get(id))
         return levenshtein(norm, other) if kind == "levenshtein" else cosine(norm, other)
 
-    def _check_norm(self, norm: str, fp: int, k: int | None) -> list[Match]:
-        radius = self.policy.radius(len(norm)) if k is None else k
-        cands = self.index.query(fp, radius)
-        self._counters["checks"] += 1
-        self._counters["candidates"] += len(cands)
-        if not cands:
-            return []
+    def _verify(
+        self, norm: str, cands: Sequence[tuple[Id, int]], gone: list[Id] | None
+    ) -> list[Match]:
+        """The candidates whose verifier score reaches the threshold (unsorted). A candidate
+        whose text is gone (a crash between the two deletes of a removal) is skipped and, when
+        ``gone`` is a list, appended to it so that a writer can drop it from the index."""
         qs = sketch(norm, self.policy.shingle).hashes if self.policy.verifier == "jaccard" else None
         out: list[Match] = []
         for cid, dist in cands:
             try:
                 sim = self._score(norm, qs, cid)
             except KeyError:
-                # In the index but its text is gone (a crash between the two deletes): drop it.
+                if gone is not None:
+                    gone.append(cid)
+                continue
+            if sim is None or sim >= self.policy.threshold:
+                out.append(Match(cid, int(dist), sim))
+        return out
+
+    def _drop_gone(self, gone: list[Id]) -> None:
+        # Called with _lock held: index entries whose text is gone.
+        for cid in gone:
+            if cid not in self.store:
                 try:
                     self.index.remove(cid)
                 except KeyError:
                     pass
-                continue
-            if sim is None or sim >= self.policy.threshold:
-                out.append(Match(cid, int(dist), sim))
+
+    def _query_many(self, fps: Sequence[int], radii: Sequence[int]) -> list[list[tuple[Id, int]]]:
+        """``index.query(fps[i], radii[i])`` for every i, one core call per distinct radius."""
+        out: list[list[tuple[Id, int]]] = [[] for _ in fps]
+        by_radius: dict[int, list[int]] = {}
+        for i, r in enumerate(radii):
+            by_radius.setdefault(r, []).append(i)
+        for r, rows in by_radius.items():
+            found = self.index.query_many(np.asarray([fps[i] for i in rows], np.uint64), r)
+            for i, cands in zip(rows, found):
+                out[i] = cands
+        return out
+
+    def _check_norm(self, norm: str, fp: int, k: int | None) -> list[Match]:
+        radius = self.policy.radius(len(norm)) if k is None else k
+        cands = self.index.query(fp, radius)
+        out = self._verify(norm, cands, None) if cands else []
         out.sort(key=_match_order)
-        self._counters["matches"] += len(out)
+        self._count(1, len(cands), len(out))
         return out
 
     def check(self, text: str, k: int | None = None) -> list[Match]:
         """Stored near-duplicates of ``text``, best first (highest similarity, then distance).
 
-        ``k`` overrides the policy's length-aware candidate radius.
+        ``k`` overrides the policy's length-aware candidate radius. A check does not wait for
+        writes: it sees the store as of some moment during the call.
         """
         norm = self.policy.prepare(_check_text(text))
         k = _check_k(k)
         fp = self.fingerprinter.fingerprint(norm)
-        with self._lock:
-            self._ensure_open()
-            return self._check_norm(norm, fp, k)
+        self._ensure_open()
+        return self._check_norm(norm, fp, k)
 
-    def _add_norm(self, id: Id, text: str, norm: str, fp: int, timestamp: float | None) -> None:
-        ts = time.time() if timestamp is None else float(timestamp)
-        self.store.put(id, text, ts)
-        self._sketches.pop(id, None)
-        if self.policy.verifier == "jaccard":
-            self._cache_sketch(id, sketch(norm, self.policy.shingle).hashes)
-        self.index.add(id, fp, ts)
-        self._counters["added"] += 1
-        self._maybe_expire()
+    def check_fingerprint(
+        self, fingerprint: int | np.integer[Any], k: int | None = None
+    ) -> list[Match]:
+        """Stored items whose fingerprint is within ``k`` bits of ``fingerprint`` (default: the
+        policy's widest radius), nearest first. There is no text, so nothing is verified:
+        ``similarity`` is None."""
+        if isinstance(fingerprint, bool) or not isinstance(fingerprint, (int, np.integer)):
+            raise TypeError(f"fingerprint must be int, got {type(fingerprint).__name__}")
+        fp = int(fingerprint)
+        if not 0 <= fp < 2**64:
+            raise ValueError(f"fingerprint must be an unsigned 64-bit int, got {fp}")
+        k = _check_k(k)
+        self._ensure_open()
+        cands = self.index.query(fp, self.policy.k_max if k is None else k)
+        self._count(1, len(cands), len(cands))
+        return [Match(cid, int(dist), None) for cid, dist in cands]
 
     def _maybe_expire(self) -> None:
         # Retention is applied at most once a second, so that it costs nothing per add.
@@ -524,14 +574,7 @@ class Deduplicator:
 
     def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
         """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint."""
-        check_id(id)
-        norm = self.policy.prepare(_check_text(text))
-        fp = int(self.fingerprinter.fingerprint(norm))
-        with self._lock:
-            self._ensure_open()
-            self._counters["adds"] += 1
-            self._add_norm(id, text, norm, fp, timestamp)
-        return fp
+        return self.add_many([id], [text], None if timestamp is None else [timestamp])[0]
 
     def check_and_add(
         self, id: Id, text: str, timestamp: float | None = None
@@ -541,32 +584,29 @@ class Deduplicator:
         Returns ``(added, matches)``: ``added`` is True when there were no matches. The check and
         the add happen under one lock, so of near-copies sent concurrently exactly one is added.
         """
-        check_id(id)
-        norm = self.policy.prepare(_check_text(text))
-        fp = int(self.fingerprinter.fingerprint(norm))
-        with self._lock:
-            self._ensure_open()
-            matches = self._check_norm(norm, fp, None)
-            if matches:
-                return False, matches
-            self._counters["adds"] += 1
-            self._add_norm(id, text, norm, fp, timestamp)
-            return True, []
+        return self.check_and_add_many([id], [text], None if timestamp is None else [timestamp])[0]
 
     def _prepare(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of str, not a single str")
         norms = [self.policy.prepare(_check_text(t, "texts[]")) for t in texts]
         fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
-        return norms, [int(f) for f in fps]
+        return norms, fps
 
     def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
-        """:meth:`check` for each text (fingerprints computed in one batch)."""
+        """:meth:`check` for each text (fingerprints and index queries in one batch each)."""
         k = _check_k(k)
         norms, fps = self._prepare(texts)
-        with self._lock:
-            self._ensure_open()
-            return [self._check_norm(n, f, k) for n, f in zip(norms, fps)]
+        self._ensure_open()
+        radii = [self.policy.radius(len(n)) if k is None else k for n in norms]
+        found = self._query_many(fps, radii)
+        out: list[list[Match]] = []
+        for n, cands in zip(norms, found):
+            ms = self._verify(n, cands, None) if cands else []
+            ms.sort(key=_match_order)
+            out.append(ms)
+        self._count(len(norms), sum(map(len, found)), sum(map(len, out)))
+        return out
 
     def add_many(
         self,
@@ -583,38 +623,50 @@ class Deduplicator:
         norms, fps = self._prepare(texts)
         with self._lock:
             self._ensure_open()
-            self._add_batch(list(zip(ids, texts, norms, fps, tss)))
+            self._add_batch(list(ids), list(texts), fps, tss)
+            self._counters["adds"] += len(fps)
         return fps
 
-    def _add_batch(self, items: list[tuple[Id, str, str, int, float | None]]) -> None:
-        """Store a batch with one store transaction (one fsync) and one index call."""
-        if not items:
+    def _add_batch(
+        self,
+        ids: list[Id],
+        texts: list[str],
+        fps: list[int],
+        tss: Sequence[float | None],
+    ) -> None:
+        """Store a batch (with _lock held): texts first in one store transaction (one fsync),
+        then one index call (one write-ahead-log record). Sketches are made when a later check
+        needs them, not here."""
+        if not ids:
             return
         now = time.time()
-        rows = [(i, t, now if ts is None else float(ts)) for i, t, _, _, ts in items]
+        stamps = [now if ts is None else float(ts) for ts in tss]
+        rows = list(zip(ids, texts, stamps))
         put_many = getattr(self.store, "put_many", None)
         if put_many is not None:
             put_many(rows)
         else:
             for i, t, ts in rows:
                 self.store.put(i, t, ts)
-        for i, _, n, _, _ in items:
-            self._sketches.pop(i, None)
-            if self.policy.verifier == "jaccard":
-                self._cache_sketch(i, sketch(n, self.policy.shingle).hashes)
-        add_many = getattr(self.index, "add_many", None)
-        if add_many is not None:
-            add_many(
-                [i for i, _, _, _, _ in items],
-                [f for _, _, _, f, _ in items],
-                [ts for _, _, ts in rows],
-            )
-        else:
-            for (i, _, ts), (_, _, _, f, _) in zip(rows, items):
-                self.index.add(i, f, ts)
-        self._counters["adds"] += len(items)
-        self._counters["added"] += len(items)
+        self._forget_sketches(ids)
+        self.index.add_many(ids, np.asarray(fps, np.uint64), np.asarray(stamps, np.float64))
+        self._counters["added"] += len(ids)
         self._maybe_expire()
+
+    def _batch_pairs(self, fps: list[int], radii: list[int]) -> dict[int, list[tuple[int, int]]]:
+        """For each row i of the batch, its earlier rows j < i within ``radii[i]`` bits."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        if len(fps) < 2:
+            return out
+        k = max(radii)
+        scratch = Index(k=k)
+        scratch.add_many(np.arange(len(fps), dtype=np.int64), np.asarray(fps, np.uint64))
+        a, b, dist = (np.asarray(x, np.int64) for x in scratch.near_pairs(k))
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        for j, i, d in zip(lo.tolist(), hi.tolist(), dist.tolist()):
+            if d <= radii[i]:
+                out.setdefault(i, []).append((j, d))
+        return out
 
     def check_and_add_many(
         self,
@@ -630,32 +682,58 @@ class Deduplicator:
             check_id(i)
         tss = _timestamps(timestamps, len(texts))
         norms, fps = self._prepare(texts)
+        radii = [self.policy.radius(len(n)) for n in norms]
+        # In-batch candidate pairs depend only on the batch: found before taking the lock.
+        earlier = self._batch_pairs(fps, radii)
+        jaccard = self.policy.verifier == "jaccard"
+        sketches: dict[int, Any] = {}
+
+        def sketch_of_row(r: int) -> Any:
+            sk = sketches.get(r)
+            if sk is None:
+                sk = sketches[r] = sketch(norms[r], self.policy.shingle).hashes
+            return sk
+
         out: list[tuple[bool, list[Match]]] = []
+        added = [False] * len(norms)
+        gone: list[Id] = []
         with self._lock:
             self._ensure_open()
-            # The texts to add are written together at the end (one fsync for the batch); until
-            # then later items are also checked against the pending ones.
-            pending: list[tuple[Id, str, str, int, float | None]] = []
-            pending_sketches: list[Any] = []
-            for i, t, n, f, ts in zip(ids, texts, norms, fps, tss):
-                matches = self._check_norm(n, f, None)
-                qs = sketch(n, self.policy.shingle).hashes
-                radius = self.policy.radius(len(n))
-                for (pi, _, pn, pf, _), ps in zip(pending, pending_sketches):
-                    dist = hamming(f, pf)
-                    if dist > radius:
+            # One core query per radius for the whole batch (the GIL is released in the core);
+            # the texts to add are written together at the end (one fsync for the batch).
+            stored = self._query_many(fps, radii)
+            n_cands = n_matches = 0
+            for r, n in enumerate(norms):
+                cands = stored[r]
+                n_cands += len(cands)
+                matches = self._verify(n, cands, gone) if cands else []
+                for j, dist in earlier.get(r, ()):
+                    if not added[j]:
                         continue
-                    sim = self._score_pair(n, qs, pn, ps)
+                    if jaccard:
+                        sim: float | None = jaccard_sketch(sketch_of_row(r), sketch_of_row(j))
+                    else:
+                        sim = self._score_pair(n, None, norms[j], None)
                     if sim is None or sim >= self.policy.threshold:
-                        matches.append(Match(pi, dist, sim))
+                        matches.append(Match(ids[j], dist, sim))
                 if matches:
                     matches.sort(key=_match_order)
+                    n_matches += len(matches)
                     out.append((False, matches))
                     continue
-                pending.append((i, t, n, f, ts))
-                pending_sketches.append(qs)
+                added[r] = True
                 out.append((True, []))
-            self._add_batch(pending)
+            if gone:
+                self._drop_gone(gone)
+            rows = [r for r in range(len(norms)) if added[r]]
+            self._add_batch(
+                [ids[r] for r in rows],
+                [texts[r] for r in rows],
+                [fps[r] for r in rows],
+                [tss[r] for r in rows],
+            )
+            self._counters["adds"] += len(rows)
+            self._count(len(norms), n_cands, n_matches)
         return out
 
     def _score_pair(self, norm: str, qs: Any, other_norm: str, other_sketch: Any) -> float | None:
@@ -670,9 +748,10 @@ class Deduplicator:
         """Forget ``id``; ``KeyError`` if unknown."""
         with self._lock:
             self._ensure_open()
-            # Text first: an index entry without text is ignored (and dropped) by check.
+            # Text first: an index entry without text is ignored by check (dropped by the next
+            # check_and_add that finds it).
             self.store.delete(id)
-            self._sketches.pop(id, None)
+            self._forget_sketches([id])
             try:
                 self.index.remove(id)
             except KeyError:
@@ -680,9 +759,8 @@ class Deduplicator:
 
     def get(self, id: Id) -> str:
         """The stored text of ``id``; ``KeyError`` if unknown."""
-        with self._lock:
-            self._ensure_open()
-            return self.store.get(id)
+        self._ensure_open()
+        return self.store.get(id)
 
     def expire(self, before: float) -> int:
         """Forget every text added with a timestamp < ``before``; return how many."""
@@ -691,8 +769,7 @@ class Deduplicator:
         with self._lock:
             self._ensure_open()
             gone = self.store.expire(float(before))
-            for i in gone:
-                self._sketches.pop(i, None)
+            self._forget_sketches(gone)
             self.index.expire(float(before))
             for i in gone:  # ids whose index timestamp differs from the store's (replaced ids)
                 if i in self.index:
@@ -735,12 +812,10 @@ class Deduplicator:
         self.close()
 
     def __contains__(self, id: object) -> bool:
-        with self._lock:
-            return id in self.store
+        return id in self.store
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self.store)
+        return len(self.store)
 
     def __repr__(self) -> str:
         where = f"path={self.path!r}" if self.path else "in memory"
@@ -749,6 +824,50 @@ class Deduplicator:
 
 # ---------------------------------------------------------------------------------------------
 # Batch
+
+
+def resolve_keep(
+    rank: npt.NDArray[np.int64],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    distances: npt.NDArray[np.int64],
+    similarities: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The keep rule over verified near pairs of ``rank.size`` rows.
+
+    ``rank[i]`` is row ``i``'s place in the preference order (lower is kept first); pair ``j``
+    joins rows ``a[j]`` and ``b[j]`` at Hamming distance ``distances[j]`` with similarity
+    ``similarities[j]`` (NaN: not computed, counts as 1.0). Rows are visited in preference
+    order; a row is dropped for its best kept earlier partner (highest similarity, then
+    nearest, then earliest). Returns, per row, its representative (itself when kept) and the
+    distance and similarity to it (0 and 1.0 when kept).
+    """
+    n = rank.size
+    representative = np.arange(n, dtype=np.int64)
+    distance = np.zeros(n, dtype=np.int64)
+    similarity = np.ones(n, dtype=np.float64)
+    # Orient each pair as (earlier, later) in preference order.
+    swap = rank[a] > rank[b]
+    early = np.where(swap, b, a)
+    late = np.where(swap, a, b)
+    score = np.nan_to_num(similarities, nan=1.0)
+    # Visit the later rows in preference order; among their earlier partners, best first.
+    visit = np.lexsort((rank[early], distances, -score, rank[late]))
+    kept = np.ones(n, dtype=bool)
+    late_l, early_l = late[visit].tolist(), early[visit].tolist()
+    vd_l, vs_l = distances[visit].tolist(), similarities[visit].tolist()
+    current, decided = -1, False
+    for lt, er, dist, s in zip(late_l, early_l, vd_l, vs_l):
+        if lt != current:
+            current, decided = lt, False
+        if decided or not kept[er]:
+            continue
+        kept[lt] = False
+        decided = True
+        representative[lt] = er
+        distance[lt] = dist
+        similarity[lt] = 1.0 if math.isnan(s) else s
+    return representative, distance, similarity
 
 
 @dataclass
@@ -947,31 +1066,9 @@ class CorpusDeduper:
             sim = np.full(a.size, np.nan)
             verified = np.ones(a.size, dtype=bool)
 
-        representative = np.arange(n, dtype=np.int64)
-        distance = np.zeros(n, dtype=np.int64)
-        similarity = np.ones(n, dtype=np.float64)
-        va, vb, vd, vs = a[verified], b[verified], d[verified], sim[verified]
-        # Orient each verified pair as (earlier, later) in preference order.
-        swap = rank[va] > rank[vb]
-        early = np.where(swap, vb, va)
-        late = np.where(swap, va, vb)
-        score = np.nan_to_num(vs, nan=1.0)
-        # Visit the later rows in preference order; among their earlier partners, best first.
-        visit = np.lexsort((rank[early], vd, -score, rank[late]))
-        kept = np.ones(n, dtype=bool)
-        late_l, early_l = late[visit].tolist(), early[visit].tolist()
-        vd_l, vs_l = vd[visit].tolist(), vs[visit].tolist()
-        current, decided = -1, False
-        for lt, er, dist, s in zip(late_l, early_l, vd_l, vs_l):
-            if lt != current:
-                current, decided = lt, False
-            if decided or not kept[er]:
-                continue
-            kept[lt] = False
-            decided = True
-            representative[lt] = er
-            distance[lt] = dist
-            similarity[lt] = 1.0 if math.isnan(s) else s
+        representative, distance, similarity = resolve_keep(
+            rank, a[verified], b[verified], d[verified], sim[verified]
+        )
         return CorpusResult(
             representative=representative,
             distance=distance,

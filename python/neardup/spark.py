@@ -34,7 +34,6 @@ Install with ``pip install 'neardup[spark]'``; pyspark is imported only by this 
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -44,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.backends.layout import BlockLayout, default_blocks
-from neardup.dedup import Policy
+from neardup.dedup import Policy, resolve_keep
 from neardup.verify import jaccard_sketch, normalise, sketch_many
 
 try:
@@ -341,28 +340,7 @@ def _resolve(rows: Sequence[Any], keep: str, lengths: Mapping[int, int]) -> pd.D
     if keep == "longest":
         length = np.fromiter((lengths.get(int(x), 0) for x in nodes), np.int64, n)
         rank[np.lexsort((np.arange(n), -length))] = np.arange(n, dtype=np.int64)
-    representative = np.arange(n, dtype=np.int64)
-    distance = np.zeros(n, dtype=np.int64)
-    similarity = np.ones(n, dtype=np.float64)
-    swap = rank[va] > rank[vb]
-    early = np.where(swap, vb, va)
-    late = np.where(swap, va, vb)
-    score = np.nan_to_num(vs, nan=1.0)
-    visit = np.lexsort((rank[early], vd, -score, rank[late]))
-    kept = np.ones(n, dtype=bool)
-    current, decided = -1, False
-    for lt, er, d, s in zip(
-        late[visit].tolist(), early[visit].tolist(), vd[visit].tolist(), vs[visit].tolist()
-    ):
-        if lt != current:
-            current, decided = lt, False
-        if decided or not kept[er]:
-            continue
-        kept[lt] = False
-        decided = True
-        representative[lt] = er
-        distance[lt] = d
-        similarity[lt] = 1.0 if math.isnan(s) else s
+    representative, distance, similarity = resolve_keep(rank, va, vb, vd, vs)
     dropped = np.flatnonzero(representative != np.arange(n))
     members = np.union1d(dropped, representative[dropped])
     return pd.DataFrame(

@@ -5,7 +5,9 @@ Two stores share one interface (:class:`TextStore`):
 - :class:`MemoryTextStore`: a dict, for in-process use and tests.
 - :class:`SqliteTextStore`: one SQLite file in WAL mode with ``synchronous=FULL``, so a ``put``
   that has returned survives ``kill -9`` and power loss of the process (the commit is fsynced
-  before ``put`` returns). Safe to share between threads (one connection behind a lock).
+  before ``put`` returns). Safe to share between threads: writes go through one connection
+  behind a lock; reads (``get``, ``in``) use a connection per reading thread, so they neither wait
+  for a write's commit nor block it (WAL readers see the last committed state).
 
 Ids are ``int`` (signed 64-bit) or ``str``, like the index. Each text is stored with its
 timestamp (float seconds since the epoch) so that :meth:`TextStore.expire` can drop old ones.
@@ -180,6 +182,24 @@ class SqliteTextStore:
         db.execute("CREATE INDEX IF NOT EXISTS texts_ts ON texts (ts)")
         row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM texts").fetchone()
         self._seq = int(row[0])
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+
+    def _reader(self) -> sqlite3.Connection:
+        # This thread's read connection (opened on first use; closed by close()).
+        if self._db is None:
+            raise ValueError(f"text store {self.path!r} is closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA query_only=1")
+            with self._lock:
+                if self._db is None:
+                    conn.close()
+                    raise ValueError(f"text store {self.path!r} is closed")
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -209,15 +229,15 @@ class SqliteTextStore:
             prepared.append((kind, key, text, _now(timestamp)))
         with self._lock:
             db = self._conn()
+            first = self._seq + 1
+            self._seq += len(prepared)
             db.execute("BEGIN IMMEDIATE")
             try:
-                for kind, key, text, ts in prepared:
-                    self._seq += 1
-                    db.execute(
-                        "INSERT OR REPLACE INTO texts (kind, key, text, ts, seq)"
-                        " VALUES (?, ?, ?, ?, ?)",
-                        (kind, key, text, ts, self._seq),
-                    )
+                db.executemany(
+                    "INSERT OR REPLACE INTO texts (kind, key, text, ts, seq)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    [(k, key, t, ts, first + j) for j, (k, key, t, ts) in enumerate(prepared)],
+                )
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -229,12 +249,11 @@ class SqliteTextStore:
             kind, key = _key(id)
         except (TypeError, ValueError):
             raise KeyError(id) from None
-        with self._lock:
-            row = (
-                self._conn()
-                .execute("SELECT text FROM texts WHERE kind = ? AND key = ?", (kind, key))
-                .fetchone()
-            )
+        row = (
+            self._reader()
+            .execute("SELECT text FROM texts WHERE kind = ? AND key = ?", (kind, key))
+            .fetchone()
+        )
         if row is None:
             raise KeyError(id)
         return str(row[0])
@@ -276,12 +295,11 @@ class SqliteTextStore:
             kind, key = _key(id)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return False
-        with self._lock:
-            row = (
-                self._conn()
-                .execute("SELECT 1 FROM texts WHERE kind = ? AND key = ?", (kind, key))
-                .fetchone()
-            )
+        row = (
+            self._reader()
+            .execute("SELECT 1 FROM texts WHERE kind = ? AND key = ?", (kind, key))
+            .fetchone()
+        )
         return row is not None
 
     def __len__(self) -> int:
@@ -291,6 +309,9 @@ class SqliteTextStore:
     def close(self) -> None:
         """Close the database (idempotent)."""
         with self._lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
             if self._db is not None:
                 self._db.close()
                 self._db = None

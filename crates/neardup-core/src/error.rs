@@ -20,9 +20,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::InvalidArgument(m) | Error::NotFound(m) | Error::Corrupt(m) | Error::Incompatible(m) => {
-                f.write_str(m)
-            }
+            Error::InvalidArgument(m)
+            | Error::NotFound(m)
+            | Error::Corrupt(m)
+            | Error::Incompatible(m) => f.write_str(m),
             Error::Io(e) => write!(f, "{e}"),
         }
     }

@@ -4,7 +4,12 @@ use neardup_core::Error;
 use pyo3::exceptions::{PyKeyError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 
-pyo3::create_exception!(neardup, CorruptIndexError, PyValueError, "An index file fails its checks.");
+pyo3::create_exception!(
+    neardup,
+    CorruptIndexError,
+    PyValueError,
+    "An index file fails its checks."
+);
 pyo3::create_exception!(
     neardup,
     IncompatibleIndexError,
@@ -14,7 +19,10 @@ pyo3::create_exception!(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CorruptIndexError", m.py().get_type::<CorruptIndexError>())?;
-    m.add("IncompatibleIndexError", m.py().get_type::<IncompatibleIndexError>())?;
+    m.add(
+        "IncompatibleIndexError",
+        m.py().get_type::<IncompatibleIndexError>(),
+    )?;
     Ok(())
 }
 

@@ -245,7 +245,8 @@ class RedisIndex:
 
     ``retention`` (seconds, ``None`` = keep forever): items live until the end of their time
     period plus ``retention``; Redis deletes them itself. ``period`` defaults to
-    ``retention / 4``. ``blocks`` defaults to :func:`default_blocks` of ``k``.
+    ``retention / 2`` (a query reads 3 periods; an item stays 1 to 1.5 retentions).
+    ``blocks`` defaults to :func:`default_blocks` of ``k``.
 
     ``wait_replicas`` (one server with replicas): after each write, ``WAIT`` until that many
     replicas acknowledged it (``wait_timeout`` ms); fewer raises ``TimeoutError`` and the
@@ -281,7 +282,7 @@ class RedisIndex:
             if not (math.isfinite(retention) and retention > 0):
                 raise ValueError(f"retention must be positive seconds or None, got {retention!r}")
         if period is None:
-            period = retention / 4.0 if retention is not None else _NO_RETENTION_PERIOD
+            period = retention / 2.0 if retention is not None else _NO_RETENTION_PERIOD
         if isinstance(period, bool) or not isinstance(period, (int, float)):
             raise TypeError(f"period must be seconds (float), got {period!r}")
         if not (math.isfinite(period) and period >= 1.0):

@@ -121,7 +121,7 @@ class DedupService:
 
     def _check_and_add_group(self, items: list[AddItem]) -> list[Any]:
         # Consecutive calls on this one thread: a later chunk sees the adds of earlier ones, so
-        # the answers are those of one call (which costs O(n^2) in-batch comparisons today).
+        # the answers are those of one call; the cap bounds how long other writes wait.
         if len(items) == 1:
             it = items[0]
             return [self.backend.check_and_add(it.id, it.text, timestamp=it.timestamp)]

@@ -121,7 +121,7 @@ class Settings:
     """Seconds between retention sweeps (``None``: retention / 100, between 1 s and 60 s)."""
     read_threads: int = 4
     """Threads that run checks (fingerprint + query) off the event loop."""
-    writer_max_batch: int = 256
+    writer_max_batch: int = 1024
     """Most documents per backend call: queued single writes are grouped up to this many, and a
     larger batch request is applied in consecutive calls of this many (same answers; one
     durable commit per call)."""

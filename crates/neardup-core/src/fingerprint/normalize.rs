@@ -83,11 +83,30 @@ fn is_inline(name: &str) -> bool {
     )
 }
 
-/// ASCII and CJK unified ideographs are NFKC-stable starters that never compose with a
-/// neighbour, so NFKC can be applied to the runs between them alone.
+/// How NFKC treats a char, for the fast path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NfkcKind {
+    /// NFKC-stable starter that never composes with a neighbour (ASCII, CJK ideographs, common
+    /// CJK punctuation without decomposition).
+    Inert,
+    /// Full-width ASCII (U+FF01-FF5E): NFKC maps it to `c - 0xFEE0`.
+    Wide,
+    /// Anything else: through the normaliser.
+    Other,
+}
+
 #[inline]
-fn nfkc_inert(c: char) -> bool {
-    (c as u32) < 0x80 || ('\u{4e00}'..='\u{9fff}').contains(&c)
+fn nfkc_kind(c: char) -> NfkcKind {
+    match c as u32 {
+        0..=0x7F
+        | 0x4E00..=0x9FFF
+        | 0x3001..=0x3002
+        | 0x3008..=0x3011
+        | 0x2018..=0x201D
+        | 0x2014 => NfkcKind::Inert,
+        0xFF01..=0xFF5E => NfkcKind::Wide,
+        _ => NfkcKind::Other,
+    }
 }
 
 /// Byte offset of the first char that is not NFKC-inert, scanning ASCII bytes without decoding.
@@ -100,7 +119,7 @@ fn first_non_inert(text: &str) -> Option<usize> {
             continue;
         }
         let c = text[i..].chars().next()?;
-        if !nfkc_inert(c) {
+        if nfkc_kind(c) != NfkcKind::Inert {
             return Some(i);
         }
         i += c.len_utf8();
@@ -108,13 +127,14 @@ fn first_non_inert(text: &str) -> Option<usize> {
     None
 }
 
-/// NFKC with a fast path: only the stretches holding other characters go through the
-/// normaliser (a stable char right before such a stretch joins it, as it may compose with it).
+/// NFKC with a fast path: inert chars are copied, full-width ASCII is mapped, and only the
+/// stretches holding other characters go through the normaliser (a char right before such a
+/// stretch joins it, as it may compose with it). Equal to full NFKC (tested).
 pub fn nfkc(text: &str) -> std::borrow::Cow<'_, str> {
     let Some(first) = first_non_inert(text) else {
         return std::borrow::Cow::Borrowed(text);
     };
-    // The char before the first non-inert one may compose with it: start the slow part there.
+    // The char before the first non-inert one may compose with it: start there.
     let start = text[..first]
         .char_indices()
         .next_back()
@@ -124,22 +144,25 @@ pub fn nfkc(text: &str) -> std::borrow::Cow<'_, str> {
     let rest = &text[start..];
     let mut chars = rest.char_indices().peekable();
     let mut slow_start: Option<usize> = None;
-    let mut fast_start = 0usize;
     while let Some((i, c)) = chars.next() {
-        let next_inert = chars.peek().is_none_or(|&(_, n)| nfkc_inert(n));
-        if nfkc_inert(c) && next_inert {
+        let kind = nfkc_kind(c);
+        let next_ok = chars
+            .peek()
+            .is_none_or(|&(_, n)| nfkc_kind(n) != NfkcKind::Other);
+        if kind != NfkcKind::Other && next_ok {
             if let Some(s) = slow_start.take() {
                 out.extend(rest[s..i].nfkc());
-                fast_start = i;
+            }
+            match kind {
+                NfkcKind::Wide => out.push(char::from_u32(c as u32 - 0xFEE0).unwrap_or(c)),
+                _ => out.push(c),
             }
         } else if slow_start.is_none() {
-            out.push_str(&rest[fast_start..i]);
             slow_start = Some(i);
         }
     }
-    match slow_start {
-        Some(s) => out.extend(rest[s..].nfkc()),
-        None => out.push_str(&rest[fast_start..]),
+    if let Some(s) = slow_start {
+        out.extend(rest[s..].nfkc());
     }
     std::borrow::Cow::Owned(out)
 }
@@ -305,7 +328,18 @@ pub fn normalize<'a>(text: &'a str, config: &Config) -> std::borrow::Cow<'a, str
         let Some(c) = cur[i..].chars().next() else {
             break;
         };
-        i += c.len_utf8();
+        let len = c.len_utf8();
+        i += len;
+        if is_cjk(c) {
+            if pending {
+                if !out.is_empty() {
+                    out.push(b' ');
+                }
+                pending = false;
+            }
+            out.extend_from_slice(&b[i - len..i]);
+            continue;
+        }
         let space_like = c.is_whitespace() || (strip && classify(c) == Class::Other);
         if space_like {
             if collapse {

@@ -119,6 +119,13 @@ fn nfkc_fast_path_equals_full_nfkc() {
         "",
         "\u{212b}\u{2126}",
         "中文ﾃｽﾄ",
+        "你好，世界：Ａ\u{301}ｂ！",
+        "「引号」【括号】“双引号”——…",
+        "ｶﾞ\u{3099}が\u{3099}",
+        "，\u{301}。\u{301}",
+        "\u{3000}全角空格\u{3000}",
+        "Ｆｕｌｌ\u{FF5E}\u{FF5F}",
+        "a\u{301}",
     ];
     for s in samples {
         let want: String = s.nfkc().collect();
@@ -291,5 +298,21 @@ fn hamming_many_matches_pairwise() {
     let d = crate::hamming::hamming_many(fps[3], &fps);
     for (i, &x) in fps.iter().enumerate() {
         assert_eq!(d[i], crate::hamming::hamming(fps[3], x));
+    }
+}
+
+#[test]
+fn nfkc_fast_path_equals_full_nfkc_on_random_mixes() {
+    let pool: Vec<char> = "aZ9 ,.中文国，。、「」【】“”—…：！Ａｚ０～｟\u{3000}\u{301}\u{308}\u{3099}\u{309a}かがｶﾞﾞ한\u{1100}\u{1161}\u{11a8}ﬁ①㎏İ\u{212b}Åe\u{0327}\u{0301}😀"
+        .chars()
+        .collect();
+    let mut s = 7u64;
+    for _ in 0..20000 {
+        let len = (lcg(&mut s) % 12) as usize;
+        let text: String = (0..len)
+            .map(|_| pool[(lcg(&mut s) % pool.len() as u64) as usize])
+            .collect();
+        let want: String = text.nfkc().collect();
+        assert_eq!(nfkc(&text), want, "{text:?}");
     }
 }

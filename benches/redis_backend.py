@@ -14,16 +14,15 @@ together; the rate is all documents / wall time of the slowest process.
 The documents are the rows of examples/news-sample.jsonl (real Chinese and English text) and
 near-copies of them (a few characters changed), shuffled, 20 % copies.
 
-    python benches/redis.py --quick       # 4 000 documents per run
-    python benches/redis.py               # 20 000 documents per run
-    python benches/redis.py --url redis://host:6379   # an existing server (FLUSHes nothing;
+    python benches/redis_backend.py --quick       # 4 000 documents per run
+    python benches/redis_backend.py               # 20 000 documents per run
+    python benches/redis_backend.py --url redis://host:6379   # an existing server (FLUSHes nothing;
                                                        # uses fresh namespaces)
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import multiprocessing as mp
 import os
@@ -39,9 +38,6 @@ from collections.abc import Sequence
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# This file is named redis.py: keep its folder off sys.path so `import redis` finds redis-py
-# (here and in the spawned client processes, which inherit sys.path).
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 SAMPLE = os.path.join(HERE, "..", "examples", "news-sample.jsonl")
 
 
@@ -79,8 +75,8 @@ class Server:
              "--appendonly", "no", "--dir", self.dir],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        # Through importlib: type checkers would take this file (redis.py) for redis-py.
-        redis_py: Any = importlib.import_module("redis")
+        import redis as redis_py
+
         for _ in range(200):
             try:
                 if redis_py.Redis(port=self.port).ping():
