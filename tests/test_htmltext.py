@@ -168,6 +168,8 @@ CASES: list[tuple[str, str, str, bool]] = [
     ("<nav><script>s = '</nav>'</script>menu</nav><p>body</p>", "body", "menu\nbody", False),
     # A title before the body belongs to the head even when <head> is implied.
     ("<title>T</title><p>x</p>", "x", "x", False),
+    # "<!-->" and "--!>" end a comment (the regex reader ran on to the next "-->").
+    ("<p>a<!-->b</p><p>c<!-- x --!>d</p>", "ab\ncd", "ab\ncd", False),
     # NUL characters in text are dropped, as the tree builder does.
     ("<p>a\x00b</p>", "ab", "ab", False),
     # Self-closing syntax on a non-void HTML element is ignored: <div/> opens a div.
