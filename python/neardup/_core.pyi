@@ -20,6 +20,10 @@ __all__ = [
     "from_bitstring",
     "Index",
     "_disable_parallelism_after_fork",
+    "main_text",
+    "visible_text",
+    "main_text_many",
+    "visible_text_many",
 ]
 
 __version__: str
@@ -147,3 +151,9 @@ class Index:
     def __exit__(self, *_exc: object) -> bool: ...
 
 def _disable_parallelism_after_fork() -> None: ...
+
+# HTML main text (crates/neardup-core/src/html)
+def main_text(markup: str, max_link_density: float = 0.5) -> str: ...
+def visible_text(markup: str) -> str: ...
+def main_text_many(markups: Iterable[str], max_link_density: float = 0.5) -> list[str]: ...
+def visible_text_many(markups: Iterable[str]) -> list[str]: ...

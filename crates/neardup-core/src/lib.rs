@@ -7,6 +7,7 @@
 pub mod error;
 pub mod fingerprint;
 pub mod hamming;
+pub mod html;
 pub mod index;
 
 pub use error::{Error, Result};

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod errors;
 mod fingerprint;
+mod html;
 mod index;
 
 #[pymodule]
@@ -12,6 +13,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     fingerprint::register(m)?;
+    html::register(m)?;
     index::register(m)?;
     Ok(())
 }

@@ -1,0 +1,138 @@
+use super::*;
+
+fn main0(html: &str) -> String {
+    main_text(html, DEFAULT_MAX_LINK_DENSITY)
+}
+
+#[test]
+fn keeps_main_and_drops_boilerplate() {
+    let page = "<!DOCTYPE html><html><head><title>t</title><style>p{}</style></head><body>\
+        <header><nav><ul><li><a href=/>Home</a></li></ul></nav></header>\
+        <main><h1>Title</h1><p>The article &amp; body.</p></main>\
+        <div class=\"site-footer\">Copyright</div><script>var x = '</div>';</script></body></html>";
+    assert_eq!(main0(page), "Title\nThe article & body.");
+    assert_eq!(
+        visible_text(page),
+        "Home\nTitle\nThe article & body.\nCopyright"
+    );
+}
+
+#[test]
+fn link_dense_blocks_are_dropped() {
+    let page = "<html><body><div><a href=1>one</a> <a href=2>two</a></div>\
+        <p>Real paragraph with a <a href=4>link</a> inside it.</p></body></html>";
+    assert_eq!(main0(page), "Real paragraph with a link inside it.");
+    assert_eq!(
+        main_text(page, 1.0),
+        "one two\nReal paragraph with a link inside it."
+    );
+}
+
+#[test]
+fn class_id_role_and_hidden_attributes() {
+    let page = "<body><div id=Main-Menu>menu</div><div class='x comments_box'>c</div>\
+        <div class='navigate'>kept</div><div role=' Navigation '>r</div>\
+        <div aria-hidden=TRUE>h</div><div hidden>shown</div><p class='\u{17f}hare'>s</p></body>";
+    assert_eq!(main0(page), "kept\nshown");
+    assert_eq!(visible_text(page), "menu\nc\nkept\nr\nh\nshown\ns");
+}
+
+#[test]
+fn unclosed_head_ends_at_body_content() {
+    assert_eq!(main0("<html><head><title>T</title><body><p>text"), "text");
+    assert_eq!(
+        main0("<html><head><meta charset=utf-8>Hello <b>you</b>"),
+        "Hello you"
+    );
+    assert_eq!(visible_text("<title>T</title><p>x</p>"), "x");
+}
+
+#[test]
+fn raw_text_comments_and_cdata() {
+    let page = "<p>a<!-- <p>hidden</p> -->b</p><script>if (a < b) document.write(\"</p>\")\
+        </script><p><![CDATA[gone]]>c</p><textarea>&lt;t&gt; <b></textarea><xmp><i>x</xmp>";
+    assert_eq!(visible_text(page), "ab\nc\n<t> <b><i>x");
+}
+
+#[test]
+fn messy_markup_never_fails() {
+    for page in [
+        "",
+        "<",
+        "</>",
+        "<p>unterminated <b>bold",
+        "<div class=\"x>never closed",
+        "</div></div>text</p>",
+        "\u{0}<p>\u{0}nul</p>",
+        "<svg><p/><text>t</text></svg>after",
+    ] {
+        let _ = main0(page);
+        let _ = visible_text(page);
+    }
+    assert_eq!(main0("<p>unterminated <b>bold"), "unterminated bold");
+    assert_eq!(main0("<svg><p/><text>t</text></svg>after"), "after");
+}
+
+#[test]
+fn many_equals_one_by_one() {
+    let pages: Vec<String> = (0..300)
+        .map(|i| {
+            format!(
+                "<html><body><nav><a href=/>n{i}</a></nav><p>para {i} {}</p></body></html>",
+                "word ".repeat(i % 50)
+            )
+        })
+        .collect();
+    let many = main_text_many(&pages, 0.5);
+    let vis = visible_text_many(&pages);
+    for (i, p) in pages.iter().enumerate() {
+        assert_eq!(many[i], main0(p));
+        assert_eq!(vis[i], visible_text(p));
+    }
+}
+
+/// Where the time goes (run with `--ignored --nocapture`): the tokenizer alone vs extraction.
+#[test]
+#[ignore]
+fn timing_tokenizer_vs_extraction() {
+    struct Noop;
+    impl TokenSink for Noop {
+        type Handle = ();
+        fn process_token(&self, _t: Token, _l: u64) -> TokenSinkResult<()> {
+            TokenSinkResult::Continue
+        }
+    }
+    let nav: String = (0..30)
+        .map(|i| format!("<li><a href=\"/{i}.html\">Section title number {i} &amp; more</a></li>"))
+        .collect();
+    let body: String = (0..6)
+        .map(|i| format!("<p>Paragraph {i} of the article, with words and words &amp; words.</p>"))
+        .collect();
+    let page = format!(
+        "<!DOCTYPE html><html><head><title>t</title><style>body{{margin:0}}</style></head><body>\
+         <header><nav><ul>{nav}</ul></nav></header><main><article><h1>T</h1>{body}</article></main>\
+         <aside><ul>{nav}</ul></aside><footer><p>copyright</p></footer>\
+         <script>var _track = {{page: 1}};</script></body></html>"
+    );
+    let n = 2000;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        let tok = Tokenizer::new(Noop, TokenizerOpts::default());
+        let input = BufferQueue::default();
+        input.push_back(StrTendril::from_slice(&page));
+        let _ = tok.feed(&input);
+        tok.end();
+    }
+    let a = t.elapsed();
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(main_text(&page, 0.5));
+    }
+    let b = t.elapsed();
+    let mb = (n * page.len()) as f64 / 1e6;
+    println!(
+        "tokenizer only {:.1} MB/s, main_text {:.1} MB/s",
+        mb / a.as_secs_f64(),
+        mb / b.as_secs_f64()
+    );
+}

@@ -1,0 +1,271 @@
+"""The former regular-expression main-text extractor of neardup.htmltext, kept as the reference
+that the Rust (html5ever) extractor is compared with in tests/test_htmltext.py (no tests here).
+
+This is the pure-Python code that neardup.htmltext held before the extraction moved into the core
+(commit 2591e7c), unchanged except for the names of its two entry points.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+_HIDDEN = frozenset({"head", "script", "style", "noscript", "template", "svg", "iframe", "object"})
+_BOILER_TAGS = frozenset({"nav", "header", "footer", "aside", "form", "button", "select", "menu"})
+_MAIN_TAGS = frozenset({"main", "article"})
+_BLOCK = frozenset(
+    {
+        "address", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption", "h1", "h2", "h3",
+        "h4", "h5", "h6", "hr", "li", "ol", "p", "pre", "section", "table", "td", "th", "tr",
+        "ul", "main", "article", "body", "html", "caption", "summary", "details", "figure",
+    }
+)  # fmt: skip
+_VOID = frozenset(
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+     "track", "wbr", "param"}
+)  # fmt: skip
+_BOILER_NAME = re.compile(
+    r"(?:^|[\s_-])(?:nav|navbar|navigation|navheader|navfooter|menu|footer|sidebar|sphinxsidebar|"
+    r"related|breadcrumbs?|banner|masthead|comments?|share|social|copyright|cookie|"
+    r"advert|ads|promo|subscribe|toc|pagination|pager)(?:$|[\s_-])",
+    re.I,
+)
+_BOILER_ROLE = frozenset({"navigation", "banner", "contentinfo", "complementary", "search"})
+_WS = re.compile(r"[ \t\r\f\v\n]+")
+
+
+class _Extractor:
+    def __init__(self, drop_boilerplate: bool) -> None:
+        self.drop = drop_boilerplate
+        self.stack: list[tuple[str, bool, bool]] = []  # (tag, hidden-or-boiler, main)
+        self.hidden_depth = 0
+        self.main_depth = 0
+        self.link_depth = 0
+        self.saw_main = False
+        # Blocks: [text parts, link chars, in main]
+        self.blocks: list[tuple[str, int, bool]] = []
+        self.parts: list[str] = []
+        self.link_chars = 0
+        self.block_in_main = False
+
+    def _flush(self) -> None:
+        if self.parts:
+            text = " ".join("".join(self.parts).split())
+            if text:
+                self.blocks.append((text, self.link_chars, self.block_in_main))
+            self.parts = []
+        self.link_chars = 0
+        self.block_in_main = self.main_depth > 0
+
+    def _is_boiler(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+        if tag in _HIDDEN:
+            return True
+        if not self.drop:
+            return False
+        if tag in _BOILER_TAGS:
+            return True
+        for name, value in attrs:
+            if not value:
+                continue
+            if name in ("class", "id") and _BOILER_NAME.search(value):
+                return True
+            if name == "role" and value.strip().lower() in _BOILER_ROLE:
+                return True
+            if name in ("hidden", "aria-hidden") and value.lower() in ("", "true", "hidden"):
+                return True
+        return False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _BLOCK:
+            self._flush()
+        if tag in _VOID:
+            return
+        boiler = self._is_boiler(tag, attrs)
+        is_main = tag in _MAIN_TAGS or (
+            bool(attrs) and any(n == "role" and (v or "").lower() == "main" for n, v in attrs)
+        )
+        self.stack.append((tag, boiler, is_main))
+        if boiler:
+            self.hidden_depth += 1
+        if is_main:
+            self.main_depth += 1
+            self.saw_main = True
+            self.block_in_main = True
+        if tag == "a":
+            self.link_depth += 1
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _BLOCK:
+            self._flush()
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _VOID:
+            if tag in _BLOCK:
+                self._flush()
+            return
+        stack = self.stack
+        if stack and stack[-1][0] == tag:  # the common, well-nested case
+            _, boiler, is_main = stack.pop()
+            if tag in _BLOCK:
+                self._flush()
+            if boiler:
+                self.hidden_depth -= 1
+            if is_main:
+                self.main_depth -= 1
+            if tag == "a":
+                self.link_depth -= 1
+            self.block_in_main = self.main_depth > 0
+            return
+        # Close up to the matching open tag (tolerates unclosed <p>, <li>, ...).
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                break
+        else:
+            return
+        if tag in _BLOCK or any(t in _BLOCK for t, _, _ in self.stack[i:]):
+            self._flush()
+        for t, boiler, is_main in reversed(self.stack[i:]):
+            if boiler:
+                self.hidden_depth -= 1
+            if is_main:
+                self.main_depth -= 1
+            if t == "a":
+                self.link_depth -= 1
+        del self.stack[i:]
+        self.block_in_main = self.main_depth > 0
+
+    def handle_data(self, data: str) -> None:
+        if self.hidden_depth:
+            return
+        if self.main_depth:
+            self.block_in_main = True
+        self.parts.append(data)
+        if self.link_depth:
+            self.link_chars += len(data.strip())
+
+    def result(self) -> list[tuple[str, int, bool]]:
+        self._flush()
+        return self.blocks
+
+
+_TOKEN = re.compile(
+    r"<!--.*?(?:-->|\Z)|<![^>]*>|<\?[^>]*>"
+    r"|<(/?)([A-Za-z][A-Za-z0-9:_-]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>",
+    re.S,
+)
+_ATTR = re.compile(r"""([^\s=/>"']+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]+))?""")
+_RAW_TEXT = frozenset({"script", "style", "textarea", "title", "xmp", "noscript", "template"})
+_RAW_END: dict[str, re.Pattern[str]] = {
+    t: re.compile(rf"</{t}\s*>", re.I) for t in _RAW_TEXT
+}  # fmt: skip
+_ATTR_HINT = re.compile(r"class|id|role|hidden", re.I)
+
+
+def _attrs(raw: str) -> list[tuple[str, str | None]]:
+    if not raw or not _ATTR_HINT.search(raw):
+        return []
+    out: list[tuple[str, str | None]] = []
+    for m in _ATTR.finditer(raw):
+        value = m.group(2)
+        if value is not None:
+            if value[:1] in "\"'" and value[-1:] == value[:1]:
+                value = value[1:-1]
+            value = html.unescape(value)
+        out.append((m.group(1).lower(), value))
+    return out
+
+
+_SAME_TAG: dict[str, re.Pattern[str]] = {}
+
+
+def _skip_element(markup: str, pos: int, tag: str) -> int:
+    """The position after the end tag that closes the ``tag`` element opened before ``pos``."""
+    if tag in _RAW_TEXT:
+        close = _RAW_END[tag].search(markup, pos)
+        return close.end() if close else len(markup)
+    pat = _SAME_TAG.get(tag)
+    if pat is None:
+        pat = _SAME_TAG[tag] = re.compile(
+            rf"<!--.*?(?:-->|\Z)|<(/?){re.escape(tag)}(?=[\s/>])(?:[^>\"']|\"[^\"]*\"|'[^']*')*>",
+            re.I | re.S,
+        )
+    depth = 1
+    while True:
+        m = pat.search(markup, pos)
+        if m is None:
+            return len(markup)
+        pos = m.end()
+        if m.group(1) is None:  # a comment
+            continue
+        if m.group(1):
+            depth -= 1
+            if depth == 0:
+                return pos
+        elif not m.group(0).endswith("/>"):
+            depth += 1
+
+
+def _scan(markup: str, p: _Extractor) -> None:
+    # A tokenizer for the tags the extractor needs: one regex finds the next tag, comment or
+    # declaration; the text between is data. 1.6x faster than html.parser on the benchmark pages.
+    pos, end = 0, len(markup)
+    find = _TOKEN.search
+    while pos < end:
+        m = find(markup, pos)
+        if m is None:
+            p.handle_data(html.unescape(markup[pos:]))
+            return
+        if m.start() > pos:
+            text = markup[pos : m.start()]
+            p.handle_data(html.unescape(text) if "&" in text else text)
+        pos = m.end()
+        closing, tag, raw = m.groups()
+        if tag is None:  # comment, doctype, processing instruction
+            continue
+        tag = tag.lower()
+        if closing:
+            p.handle_endtag(tag)
+            continue
+        attrs = _attrs(raw) if raw else []
+        if raw.endswith("/"):
+            p.handle_startendtag(tag, attrs)
+            continue
+        p.handle_starttag(tag, attrs)
+        if p.stack and p.stack[-1][0] == tag and p.stack[-1][1]:
+            # A hidden or boilerplate element: its content is dropped whole, so jump to its
+            # end tag instead of reading every link of a menu.
+            pos = _skip_element(markup, pos, tag)
+            p.handle_endtag(tag)
+            continue
+        if tag in _RAW_TEXT:
+            close = _RAW_END[tag].search(markup, pos)
+            stop = close.start() if close else end
+            text = markup[pos:stop]
+            p.handle_data(html.unescape(text) if tag in ("title", "textarea") else text)
+            pos = close.end() if close else end
+            p.handle_endtag(tag)
+
+
+def _extract(markup: str, drop_boilerplate: bool) -> list[tuple[str, int, bool]]:
+    if not isinstance(markup, str):
+        raise TypeError(f"markup must be str, got {type(markup).__name__}")
+    p = _Extractor(drop_boilerplate)
+    _scan(markup, p)
+    blocks = p.result()
+    if drop_boilerplate and p.saw_main:
+        main = [b for b in blocks if b[2]]
+        if main:
+            blocks = main
+    return blocks
+
+
+def regex_visible_text(markup: str) -> str:
+    """The former visible_text."""
+    return "\n".join(t for t, _, _ in _extract(markup, False))
+
+
+def regex_main_text(markup: str, max_link_density: float = 0.5) -> str:
+    """The former main_text."""
+    blocks = _extract(markup, True)
+    kept = [t for t, links, _ in blocks if links <= max_link_density * len(t)]
+    return "\n".join(kept)
