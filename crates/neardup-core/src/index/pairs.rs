@@ -13,7 +13,7 @@ impl Index {
     /// Every unordered pair of live items at distance <= k, exactly once, as locations (see
     /// [`Index::id_at`]): (older, newer, distance) in time order of the first item. When the
     /// index's own blocks are matched exactly (k < number of blocks) this sorts by each block;
-    /// otherwise it runs the batch self-join [`self_join`] over blocks chosen for the join.
+    /// otherwise it runs the batch self-join (`self_join`) over blocks chosen for the join.
     pub fn near_pairs_locs(&self, k: Option<u32>) -> Result<Vec<Pair>> {
         let k = k.unwrap_or(self.k);
         check_k(k)?;
