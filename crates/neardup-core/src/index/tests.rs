@@ -583,3 +583,41 @@ fn table_rows_of_any_width_find_the_same_entries() {
         }
     }
 }
+
+#[test]
+fn id_map_widens_past_65535_segments() {
+    // One segment per item: segment slots pass 0xFFFF, so the map's 6-byte slots widen to 8.
+    let mut idx = Index::new(Options {
+        k: 3,
+        segment_span: Some(1.0),
+        ..Options::default()
+    })
+    .unwrap();
+    let mut model = Model::default();
+    let mut rng = Rng(12);
+    let n = 0x1_0000 + 2000;
+    let fps = data(&mut rng, n, true);
+    for (i, &fp) in fps.iter().enumerate() {
+        assert_eq!(idx.map.is_wide(), idx.segs.len() > 0xFFFF, "{i}");
+        idx.add(IdRef::Int(i as i64), fp, i as f64).unwrap();
+        model.0.insert(Id::Int(i as i64), (fp, i as f64));
+        if i % 97 == 3 {
+            idx.remove(IdRef::Int(i as i64 - 2)).unwrap();
+            model.0.remove(&Id::Int(i as i64 - 2));
+        }
+    }
+    for (id, &(fp, t)) in &model.0 {
+        assert_eq!(idx.get(id.as_ref()), Some((fp, t)), "{id}");
+    }
+    assert!(idx.map.is_wide());
+    for i in (0..n as i64).step_by(97).map(|i| i + 1) {
+        assert!(!idx.contains(IdRef::Int(i)));
+    }
+    idx.expire(30_000.0).unwrap();
+    model.0.retain(|_, &mut (_, t)| t >= 30_000.0);
+    assert_eq!(idx.len(), model.0.len());
+    for (id, &(fp, t)) in &model.0 {
+        assert_eq!(idx.get(id.as_ref()), Some((fp, t)), "{id}");
+    }
+    check_against(&idx, &model, &mut rng, &fps, &[0, 3]);
+}
