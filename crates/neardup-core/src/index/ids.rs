@@ -1,8 +1,9 @@
 //! Item ids (int or str), stored column-wise per segment, and the id -> location map.
 //!
 //! The map is an open-addressing table of 6-byte locations only (8 beyond 65535 segments): the
-//! id itself stays in its segment's column, so an int id costs 8 bytes there plus about 7.5
-//! bytes of map (80% load after a bulk load).
+//! id itself stays in its segment's column, so an int id costs 8 bytes there (4 while the
+//! segment's int ids stay within +-2^31 of its first) plus about 7.5 bytes of map (80% load
+//! after a bulk load).
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -82,18 +83,94 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Ids of the rows of one segment: an i64 per row; a str id keeps (offset << 20 | length) into
-/// an arena there, flagged in a bitset.
+/// A column of i64 values: 4-byte offsets from the first value while every value is within
+/// +-2^31 of it (sequential or nearby int ids), then plain 8-byte values. Always exact.
+pub enum Vals {
+    Near { base: i64, offs: Vec<i32> },
+    Full(Vec<i64>),
+}
+
+impl Default for Vals {
+    fn default() -> Vals {
+        Vals::Near {
+            base: 0,
+            offs: Vec::new(),
+        }
+    }
+}
+
+impl Vals {
+    #[inline]
+    pub fn get(&self, row: usize) -> i64 {
+        match self {
+            Vals::Near { base, offs } => base.wrapping_add(i64::from(offs[row])),
+            Vals::Full(v) => v[row],
+        }
+    }
+
+    pub fn push(&mut self, x: i64) {
+        if let Vals::Near { base, offs } = self {
+            if offs.is_empty() {
+                *base = x;
+            }
+            if let Ok(off) = i32::try_from(x.wrapping_sub(*base)) {
+                offs.push(off);
+                return;
+            }
+            let mut v = Vec::with_capacity(offs.capacity().max(offs.len() + 1));
+            v.extend(offs.iter().map(|&o| base.wrapping_add(i64::from(o))));
+            *self = Vals::Full(v);
+        }
+        if let Vals::Full(v) = self {
+            v.push(x);
+        }
+    }
+
+    pub fn reserve(&mut self, n: usize) {
+        match self {
+            Vals::Near { offs, .. } => {
+                offs.reserve_exact(n);
+                super::table::advise_huge(offs);
+            }
+            Vals::Full(v) => {
+                v.reserve_exact(n);
+                super::table::advise_huge(v);
+            }
+        }
+    }
+
+    pub fn is_near(&self) -> bool {
+        matches!(self, Vals::Near { .. })
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        match self {
+            Vals::Near { offs, .. } => offs.capacity() * 4,
+            Vals::Full(v) => v.capacity() * 8,
+        }
+    }
+
+    pub fn shrink_to_fit(&mut self) {
+        match self {
+            Vals::Near { offs, .. } => offs.shrink_to_fit(),
+            Vals::Full(v) => v.shrink_to_fit(),
+        }
+    }
+}
+
+/// Ids of the rows of one segment: an i64 per row (4 bytes while they stay near the first, see
+/// [`Vals`]); a str id keeps (offset << 20 | length) into an arena there, flagged in a bitset.
 #[derive(Default)]
 pub struct IdColumn {
-    vals: Vec<i64>,
+    pub vals: Vals,
     is_str: Vec<u64>,
     arena: Vec<u8>,
+    len: usize,
 }
 
 impl IdColumn {
     pub fn push(&mut self, id: IdRef<'_>) {
-        let row = self.vals.len();
+        let row = self.len;
         if row / 64 >= self.is_str.len() {
             self.is_str.push(0);
         }
@@ -106,12 +183,13 @@ impl IdColumn {
                 self.is_str[row / 64] |= 1 << (row % 64);
             }
         }
+        self.len += 1;
     }
 
     #[inline]
     pub fn get(&self, row: u32) -> IdRef<'_> {
         let row = row as usize;
-        let v = self.vals[row];
+        let v = self.vals.get(row);
         if self.is_str[row / 64] >> (row % 64) & 1 == 0 {
             IdRef::Int(v)
         } else {
@@ -122,9 +200,8 @@ impl IdColumn {
     }
 
     pub fn reserve(&mut self, n: usize) {
-        self.vals.reserve_exact(n);
+        self.vals.reserve(n);
         self.is_str.reserve_exact(n / 64 + 1);
-        super::table::advise_huge(&self.vals);
     }
 
     pub fn has_str(&self) -> bool {
@@ -132,7 +209,7 @@ impl IdColumn {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.vals.capacity() * 8 + self.is_str.capacity() * 8 + self.arena.capacity()
+        self.vals.memory_bytes() + self.is_str.capacity() * 8 + self.arena.capacity()
     }
 
     pub fn shrink_to_fit(&mut self) {

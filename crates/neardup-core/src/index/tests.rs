@@ -621,3 +621,74 @@ fn id_map_widens_past_65535_segments() {
     }
     check_against(&idx, &model, &mut rng, &fps, &[0, 3]);
 }
+
+#[test]
+fn id_columns_come_back_exactly_and_stay_compact_when_they_can() {
+    use super::ids::IdColumn;
+    let near = [
+        7_000_000_000i64,
+        7_000_000_001,
+        6_999_999_000,
+        7_000_000_000 + i64::from(i32::MAX),
+    ];
+    let mut col = IdColumn::default();
+    for &i in &near {
+        col.push(IdRef::Int(i));
+    }
+    assert!(col.vals.is_near());
+    // One id too far from the first, then extremes and str ids: the column widens, exactly.
+    let mut all: Vec<Id> = near.iter().map(|&i| Id::Int(i)).collect();
+    all.extend([
+        Id::Int(7_000_000_000 - i64::from(i32::MAX) - 2),
+        Id::Int(i64::MIN),
+        Id::Str("é-doc".into()),
+        Id::Int(i64::MAX),
+        Id::Str(String::new()),
+    ]);
+    for id in &all[near.len()..] {
+        col.push(id.as_ref());
+    }
+    assert!(!col.vals.is_near());
+    for (row, id) in all.iter().enumerate() {
+        assert_eq!(col.get(row as u32), id.as_ref(), "row {row}");
+    }
+    // Wrapping differences never alias: i64::MIN after i64::MAX is 1 apart only modulo 2^64.
+    let mut col = IdColumn::default();
+    col.push(IdRef::Int(i64::MAX));
+    col.push(IdRef::Int(i64::MIN));
+    col.push(IdRef::Str("x"));
+    assert_eq!(col.get(0), IdRef::Int(i64::MAX));
+    assert_eq!(col.get(1), IdRef::Int(i64::MIN));
+    assert_eq!(col.get(2), IdRef::Str("x"));
+
+    // Through the index: random 64-bit ids next to sequential ones, removes and reopen.
+    let mut rng = Rng(44);
+    let dir = tmpdir("ids_exact");
+    let mut model = Model::default();
+    let fps = data(&mut rng, 2000, false);
+    {
+        let mut idx = Index::open(&dir, Some(3), opts(3, None), None, SyncPolicy::Never).unwrap();
+        for (i, &fp) in fps.iter().enumerate() {
+            let id = if i % 5 == 0 {
+                rng.next() as i64
+            } else {
+                i as i64
+            };
+            idx.add(IdRef::Int(id), fp, 1.0).unwrap();
+            model.0.insert(Id::Int(id), (fp, 1.0));
+        }
+        for i in (1..2000).step_by(9) {
+            if idx.contains(IdRef::Int(i)) {
+                idx.remove(IdRef::Int(i)).unwrap();
+                model.0.remove(&Id::Int(i));
+            }
+        }
+        idx.close().unwrap();
+    }
+    let idx = Index::open(&dir, None, opts(3, None), None, SyncPolicy::Never).unwrap();
+    assert_eq!(idx.len(), model.0.len());
+    for (id, &(fp, t)) in &model.0 {
+        assert_eq!(idx.get(id.as_ref()), Some((fp, t)), "{id}");
+    }
+    check_against(&idx, &model, &mut rng, &fps, &[0, 3]);
+}
