@@ -1,7 +1,9 @@
 //! Item ids (int or str), stored column-wise per segment, and the id -> location map.
 //!
-//! The map is an open-addressing table of 8-byte locations only: the id itself stays in its
-//! segment's column, so an int id costs 8 bytes there plus about 10 bytes of map.
+//! The map is an open-addressing table of 6-byte locations only (8 beyond 65535 segments): the
+//! id itself stays in its segment's column, so an int id costs 8 bytes there (4 while the
+//! segment's int ids stay within +-2^31 of its first) plus about 7.5 bytes of map (80% load
+//! after a bulk load).
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -81,18 +83,94 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Ids of the rows of one segment: an i64 per row; a str id keeps (offset << 20 | length) into
-/// an arena there, flagged in a bitset.
+/// A column of i64 values: 4-byte offsets from the first value while every value is within
+/// +-2^31 of it (sequential or nearby int ids), then plain 8-byte values. Always exact.
+pub enum Vals {
+    Near { base: i64, offs: Vec<i32> },
+    Full(Vec<i64>),
+}
+
+impl Default for Vals {
+    fn default() -> Vals {
+        Vals::Near {
+            base: 0,
+            offs: Vec::new(),
+        }
+    }
+}
+
+impl Vals {
+    #[inline]
+    pub fn get(&self, row: usize) -> i64 {
+        match self {
+            Vals::Near { base, offs } => base.wrapping_add(i64::from(offs[row])),
+            Vals::Full(v) => v[row],
+        }
+    }
+
+    pub fn push(&mut self, x: i64) {
+        if let Vals::Near { base, offs } = self {
+            if offs.is_empty() {
+                *base = x;
+            }
+            if let Ok(off) = i32::try_from(x.wrapping_sub(*base)) {
+                offs.push(off);
+                return;
+            }
+            let mut v = Vec::with_capacity(offs.capacity().max(offs.len() + 1));
+            v.extend(offs.iter().map(|&o| base.wrapping_add(i64::from(o))));
+            *self = Vals::Full(v);
+        }
+        if let Vals::Full(v) = self {
+            v.push(x);
+        }
+    }
+
+    pub fn reserve(&mut self, n: usize) {
+        match self {
+            Vals::Near { offs, .. } => {
+                offs.reserve_exact(n);
+                super::table::advise_huge(offs);
+            }
+            Vals::Full(v) => {
+                v.reserve_exact(n);
+                super::table::advise_huge(v);
+            }
+        }
+    }
+
+    pub fn is_near(&self) -> bool {
+        matches!(self, Vals::Near { .. })
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        match self {
+            Vals::Near { offs, .. } => offs.capacity() * 4,
+            Vals::Full(v) => v.capacity() * 8,
+        }
+    }
+
+    pub fn shrink_to_fit(&mut self) {
+        match self {
+            Vals::Near { offs, .. } => offs.shrink_to_fit(),
+            Vals::Full(v) => v.shrink_to_fit(),
+        }
+    }
+}
+
+/// Ids of the rows of one segment: an i64 per row (4 bytes while they stay near the first, see
+/// [`Vals`]); a str id keeps (offset << 20 | length) into an arena there, flagged in a bitset.
 #[derive(Default)]
 pub struct IdColumn {
-    vals: Vec<i64>,
+    pub vals: Vals,
     is_str: Vec<u64>,
     arena: Vec<u8>,
+    len: usize,
 }
 
 impl IdColumn {
     pub fn push(&mut self, id: IdRef<'_>) {
-        let row = self.vals.len();
+        let row = self.len;
         if row / 64 >= self.is_str.len() {
             self.is_str.push(0);
         }
@@ -105,12 +183,13 @@ impl IdColumn {
                 self.is_str[row / 64] |= 1 << (row % 64);
             }
         }
+        self.len += 1;
     }
 
     #[inline]
     pub fn get(&self, row: u32) -> IdRef<'_> {
         let row = row as usize;
-        let v = self.vals[row];
+        let v = self.vals.get(row);
         if self.is_str[row / 64] >> (row % 64) & 1 == 0 {
             IdRef::Int(v)
         } else {
@@ -121,9 +200,8 @@ impl IdColumn {
     }
 
     pub fn reserve(&mut self, n: usize) {
-        self.vals.reserve_exact(n);
+        self.vals.reserve(n);
         self.is_str.reserve_exact(n / 64 + 1);
-        super::table::advise_huge(&self.vals);
     }
 
     pub fn has_str(&self) -> bool {
@@ -131,7 +209,7 @@ impl IdColumn {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.vals.capacity() * 8 + self.is_str.capacity() * 8 + self.arena.capacity()
+        self.vals.memory_bytes() + self.is_str.capacity() * 8 + self.arena.capacity()
     }
 
     pub fn shrink_to_fit(&mut self) {
@@ -143,11 +221,17 @@ impl IdColumn {
 
 const EMPTY: u64 = u64::MAX;
 const GONE: u64 = u64::MAX - 1;
+/// Locations whose segment slot is below this fit a narrow (6-byte) map slot.
+const NARROW_SLOTS: u64 = 0xFFFF;
 
-/// Open-addressing (linear probing) table of locations keyed by the id stored at them.
+/// Open-addressing (linear probing) table of locations keyed by the id stored at them. A slot
+/// takes 3 u16 words (48 bits: segment slot < 0xFFFF, row) until a location with a larger
+/// segment slot arrives; the map then widens to 4 words per slot (same positions, no rehash).
 #[derive(Default)]
 pub struct IdMap {
-    slots: Vec<u64>,
+    words: Vec<u16>,
+    wide: bool,
+    n_slots: usize,
     len: usize,
     gone: usize,
 }
@@ -162,17 +246,81 @@ impl IdMap {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.slots.capacity() * 8
+        self.words.capacity() * 2
+    }
+
+    /// True once a location needed the 8-byte slots.
+    pub fn is_wide(&self) -> bool {
+        self.wide
+    }
+
+    #[inline]
+    fn width(&self) -> usize {
+        if self.wide {
+            4
+        } else {
+            3
+        }
+    }
+
+    /// The location (or EMPTY / GONE) in slot `i`.
+    #[inline]
+    fn slot(&self, i: usize) -> u64 {
+        if self.wide {
+            let w = &self.words[i * 4..i * 4 + 4];
+            u64::from(w[0]) | u64::from(w[1]) << 16 | u64::from(w[2]) << 32 | u64::from(w[3]) << 48
+        } else {
+            let w = &self.words[i * 3..i * 3 + 3];
+            let v = u64::from(w[0]) | u64::from(w[1]) << 16 | u64::from(w[2]) << 32;
+            if v >> 32 == NARROW_SLOTS {
+                // Only EMPTY and GONE have the all-ones segment field.
+                v | 0xFFFF << 48
+            } else {
+                v
+            }
+        }
+    }
+
+    #[inline]
+    fn put_slot(&mut self, i: usize, v: u64) {
+        if !self.wide && v >> 32 >= NARROW_SLOTS && v != EMPTY && v != GONE {
+            self.widen();
+        }
+        let w = self.width();
+        for (j, word) in self.words[i * w..i * w + w].iter_mut().enumerate() {
+            *word = (v >> (16 * j)) as u16;
+        }
+    }
+
+    /// Converts every slot to 4 words (in place, back to front).
+    fn widen(&mut self) {
+        let n = self.n_slots;
+        self.words.resize(n * 4, 0);
+        for i in (0..n).rev() {
+            let p = i * 3;
+            let v = u64::from(self.words[p])
+                | u64::from(self.words[p + 1]) << 16
+                | u64::from(self.words[p + 2]) << 32;
+            let v = if v >> 32 == NARROW_SLOTS {
+                v | 0xFFFF << 48
+            } else {
+                v
+            };
+            for j in 0..4 {
+                self.words[i * 4 + j] = (v >> (16 * j)) as u16;
+            }
+        }
+        self.wide = true;
     }
 
     /// Position of the location whose id `is(loc)` says matches, for an id hashing to `h`.
     pub fn find(&self, h: u64, mut is: impl FnMut(u64) -> bool) -> Option<usize> {
-        if self.slots.is_empty() {
+        if self.n_slots == 0 {
             return None;
         }
         let mut i = self.home(h);
         loop {
-            let s = self.slots[i];
+            let s = self.slot(i);
             if s == EMPTY {
                 return None;
             }
@@ -186,12 +334,12 @@ impl IdMap {
     /// First slot to look at for hash `h`: its high bits scaled to the table (multiply-shift).
     #[inline]
     fn home(&self, h: u64) -> usize {
-        ((u128::from(h) * self.slots.len() as u128) >> 64) as usize
+        ((u128::from(h) * self.n_slots as u128) >> 64) as usize
     }
 
     #[inline]
     fn next(&self, i: usize) -> usize {
-        if i + 1 == self.slots.len() {
+        if i + 1 == self.n_slots {
             0
         } else {
             i + 1
@@ -199,15 +347,15 @@ impl IdMap {
     }
 
     pub fn at(&self, pos: usize) -> u64 {
-        self.slots[pos]
+        self.slot(pos)
     }
 
     pub fn set(&mut self, pos: usize, loc: u64) {
-        self.slots[pos] = loc;
+        self.put_slot(pos, loc);
     }
 
     pub fn remove_at(&mut self, pos: usize) {
-        self.slots[pos] = GONE;
+        self.put_slot(pos, GONE);
         self.len -= 1;
         self.gone += 1;
     }
@@ -215,7 +363,7 @@ impl IdMap {
     /// Makes room for `extra` more entries; `hash_of(loc)` gives the hash of a stored location.
     pub fn reserve(&mut self, extra: usize, hash_of: impl Fn(u64) -> u64) {
         let need = self.len + self.gone + extra;
-        if !self.slots.is_empty() && need * 8 <= self.slots.len() * 7 {
+        if self.n_slots > 0 && need * 8 <= self.n_slots * 7 {
             return;
         }
         // Any size (slots are found by multiply-shift, not a mask): a bulk load is sized to 80%
@@ -228,18 +376,29 @@ impl IdMap {
             live * 2
         }
         .max(16);
-        let mut fresh: Vec<u64> = Vec::with_capacity(cap);
+        let w = self.width();
+        let mut fresh: Vec<u16> = Vec::with_capacity(cap * w);
         super::table::advise_huge(&fresh);
-        fresh.resize(cap, EMPTY);
-        let old = std::mem::replace(&mut self.slots, fresh);
+        fresh.resize(cap * w, u16::MAX);
+        let old_n = self.n_slots;
+        let old = std::mem::replace(&mut self.words, fresh);
+        self.n_slots = cap;
         self.gone = 0;
-        for s in old {
+        let old_map = IdMap {
+            words: old,
+            wide: self.wide,
+            n_slots: old_n,
+            len: 0,
+            gone: 0,
+        };
+        for j in 0..old_n {
+            let s = old_map.slot(j);
             if s != EMPTY && s != GONE {
                 let mut i = self.home(hash_of(s));
-                while self.slots[i] != EMPTY {
+                while self.slot(i) != EMPTY {
                     i = self.next(i);
                 }
-                self.slots[i] = s;
+                self.put_slot(i, s);
             }
         }
     }
@@ -247,18 +406,22 @@ impl IdMap {
     /// Inserts a location whose id is not in the map (callers `find` first, then `reserve`).
     pub fn insert_new(&mut self, h: u64, loc: u64) {
         let mut i = self.home(h);
-        while self.slots[i] != EMPTY && self.slots[i] != GONE {
+        let mut s = self.slot(i);
+        while s != EMPTY && s != GONE {
             i = self.next(i);
+            s = self.slot(i);
         }
-        if self.slots[i] == GONE {
+        if s == GONE {
             self.gone -= 1;
         }
-        self.slots[i] = loc;
+        self.put_slot(i, loc);
         self.len += 1;
     }
 
     pub fn clear(&mut self) {
-        self.slots = Vec::new();
+        self.words = Vec::new();
+        self.wide = false;
+        self.n_slots = 0;
         self.len = 0;
         self.gone = 0;
     }

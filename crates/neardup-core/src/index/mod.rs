@@ -287,7 +287,7 @@ impl Index {
 
     fn ts_at(&self, l: Loc) -> f64 {
         let (slot, row) = split(l);
-        self.seg(slot).ts[row as usize]
+        self.seg(slot).ts.get(row)
     }
 
     fn find(&self, id: IdRef<'_>) -> Option<usize> {
@@ -307,7 +307,7 @@ impl Index {
         let l = self.map.at(self.find(id)?);
         let (slot, row) = split(l);
         let s = self.seg(slot);
-        Some((s.fps[row as usize], s.ts[row as usize]))
+        Some((s.fps[row as usize], s.ts.get(row)))
     }
 
     /// True when every stored id is an int (batch results can then be int arrays).
@@ -577,7 +577,7 @@ impl Index {
             let old: Vec<(u32, Id)> = {
                 let seg = self.seg(slot);
                 (0..seg.rows())
-                    .filter(|&r| seg.is_live(r) && seg.ts[r as usize] < before)
+                    .filter(|&r| seg.is_live(r) && seg.ts.get(r) < before)
                     .map(|r| (r, seg.ids.get(r).to_owned()))
                     .collect()
             };
@@ -776,7 +776,7 @@ impl Index {
             let seg = self.seg(slot);
             (0..seg.rows())
                 .filter(move |&r| seg.is_live(r))
-                .map(move |r| (loc(slot, r), seg.fps[r as usize], seg.ts[r as usize]))
+                .map(move |r| (loc(slot, r), seg.fps[r as usize], seg.ts.get(r)))
         })
     }
 }

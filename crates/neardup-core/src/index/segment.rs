@@ -29,6 +29,90 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
+/// Timestamps of a segment's rows, exactly as given. While every timestamp is a whole number of
+/// milliseconds away from the segment's first one (within +-24 days: whole seconds, or a batch
+/// added with one timestamp), each takes 4 bytes (that offset); the first other value turns the
+/// column into plain 8-byte floats.
+pub enum TsColumn {
+    Ms { base: f64, offs: Vec<i32> },
+    Float(Vec<f64>),
+}
+
+impl Default for TsColumn {
+    fn default() -> TsColumn {
+        TsColumn::Ms {
+            base: 0.0,
+            offs: Vec::new(),
+        }
+    }
+}
+
+/// The value an offset of `off` milliseconds from `base` stands for.
+#[inline]
+fn from_ms(base: f64, off: i32) -> f64 {
+    base + f64::from(off) / 1000.0
+}
+
+impl TsColumn {
+    #[inline]
+    pub fn get(&self, row: u32) -> f64 {
+        match self {
+            TsColumn::Ms { base, offs } => from_ms(*base, offs[row as usize]),
+            TsColumn::Float(v) => v[row as usize],
+        }
+    }
+
+    pub fn push(&mut self, ts: f64) {
+        if let TsColumn::Ms { base, offs } = self {
+            if offs.is_empty() {
+                *base = ts;
+            }
+            let off = ((ts - *base) * 1000.0).round();
+            if off.abs() <= f64::from(i32::MAX) {
+                let off = off as i32;
+                if from_ms(*base, off).to_bits() == ts.to_bits() {
+                    offs.push(off);
+                    return;
+                }
+            }
+            // Not exact: widen (every stored value is reproduced exactly).
+            let mut v = Vec::with_capacity(offs.capacity().max(offs.len() + 1));
+            v.extend(offs.iter().map(|&o| from_ms(*base, o)));
+            *self = TsColumn::Float(v);
+        }
+        if let TsColumn::Float(v) = self {
+            v.push(ts);
+        }
+    }
+
+    pub fn reserve(&mut self, n: usize) {
+        match self {
+            TsColumn::Ms { offs, .. } => {
+                offs.reserve_exact(n);
+                advise_huge(offs);
+            }
+            TsColumn::Float(v) => {
+                v.reserve_exact(n);
+                advise_huge(v);
+            }
+        }
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        match self {
+            TsColumn::Ms { offs, .. } => offs.capacity() * 4,
+            TsColumn::Float(v) => v.capacity() * 8,
+        }
+    }
+
+    pub fn shrink_to_fit(&mut self) {
+        match self {
+            TsColumn::Ms { offs, .. } => offs.shrink_to_fit(),
+            TsColumn::Float(v) => v.shrink_to_fit(),
+        }
+    }
+}
+
 /// Rows kept unindexed before they are built into a run (scanned by every query meanwhile).
 pub const TAIL_MAX: usize = 512;
 
@@ -36,7 +120,7 @@ pub struct Segment {
     /// floor(timestamp / span) of every item here.
     pub key: i64,
     pub fps: Vec<u64>,
-    pub ts: Vec<f64>,
+    pub ts: TsColumn,
     pub ids: IdColumn,
     live: Vec<u64>,
     pub n_live: usize,
@@ -49,7 +133,7 @@ impl Segment {
         Segment {
             key,
             fps: Vec::new(),
-            ts: Vec::new(),
+            ts: TsColumn::default(),
             ids: IdColumn::default(),
             live: Vec::new(),
             n_live: 0,
@@ -78,11 +162,10 @@ impl Segment {
     /// Room for `n` more rows (big batches: backed by huge pages, see `advise_huge`).
     pub fn reserve(&mut self, n: usize) {
         self.fps.reserve_exact(n);
-        self.ts.reserve_exact(n);
+        self.ts.reserve(n);
         self.ids.reserve(n);
         self.live.reserve_exact(n / 64 + 1);
         advise_huge(&self.fps);
-        advise_huge(&self.ts);
     }
 
     #[inline]
@@ -235,7 +318,7 @@ impl Segment {
 
     pub fn memory_bytes(&self) -> usize {
         self.fps.capacity() * 8
-            + self.ts.capacity() * 8
+            + self.ts.memory_bytes()
             + self.live.capacity() * 8
             + self.ids.memory_bytes()
             + self.runs.iter().map(Run::memory_bytes).sum::<usize>()

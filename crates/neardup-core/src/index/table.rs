@@ -1,6 +1,7 @@
 //! One sorted table per block (the Manku et al. permuted table): entries sorted by a 32-bit key
-//! made of the block followed by the bits after it. Memory per entry: a 4-byte row and a 2-byte
-//! slice of the key (the top bits of the key are implied by the bucket directory).
+//! made of the block followed by the bits after it. Memory per entry: a 2-byte slice of the key
+//! (the top bits of the key are implied by the bucket directory) and the row, relative to the
+//! first row of the run, in 3 bytes (runs of up to 2^24 rows) or 4.
 
 use rayon::prelude::*;
 
@@ -69,13 +70,21 @@ pub struct Table {
     dir: Vec<u32>,
     /// Key bits `dir_bits .. dir_bits + 16` (from the top) of each entry, sorted within a bucket.
     mid: Vec<u16>,
-    /// Segment row of each entry.
-    rows: Vec<u32>,
+    /// Row of each entry minus `base`, `width` bytes little-endian, plus 4 bytes of padding so
+    /// every entry can be read with one 4-byte load.
+    rows: Vec<u8>,
+    width: usize,
+    base: u32,
+    len: usize,
 }
 
+/// Longest span of rows whose table entries take 3-byte rows.
+pub const ROW3_SPAN: u32 = 1 << 24;
+
 impl Table {
-    /// Table of `rows` (rows of `fps`) for `block`.
-    pub fn build(block: Block, fps: &[u64], rows: &[u32]) -> Table {
+    /// Table of `rows` (rows of `fps`, all in `base..base + span`) for `block`.
+    pub fn build(block: Block, fps: &[u64], rows: &[u32], base: u32, span: u32) -> Table {
+        let width = if span <= ROW3_SPAN { 3 } else { 4 };
         let mut keyed: Vec<u64> = rows
             .iter()
             .map(|&r| (u64::from(block.key(fps[r as usize])) << 32) | u64::from(r))
@@ -84,7 +93,7 @@ impl Table {
         let d = dir_bits_for(keyed.len());
         let mut dir = Vec::with_capacity((1usize << d) + 1);
         let mut mid = Vec::with_capacity(keyed.len());
-        let mut out_rows = Vec::with_capacity(keyed.len());
+        let mut out_rows: Vec<u8> = Vec::with_capacity(keyed.len() * width + 4);
         advise_huge(&mid);
         advise_huge(&out_rows);
         for (i, &e) in keyed.iter().enumerate() {
@@ -94,8 +103,9 @@ impl Table {
                 dir.push(i as u32);
             }
             mid.push(((key << d) >> 16) as u16);
-            out_rows.push(e as u32);
+            out_rows.extend_from_slice(&(e as u32).wrapping_sub(base).to_le_bytes()[..width]);
         }
+        out_rows.extend_from_slice(&[0; 4]);
         while dir.len() <= (1usize << d) {
             dir.push(keyed.len() as u32);
         }
@@ -104,19 +114,36 @@ impl Table {
             dir,
             mid,
             rows: out_rows,
+            width,
+            base,
+            len: keyed.len(),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.len == 0
+    }
+
+    /// Segment row of entry `i`.
+    #[inline(always)]
+    fn row(&self, i: usize) -> u32 {
+        let p = i * self.width;
+        let mut b = [0u8; 4];
+        b.copy_from_slice(&self.rows[p..p + 4]);
+        let mask = if self.width == 3 {
+            0x00FF_FFFF
+        } else {
+            u32::MAX
+        };
+        (u32::from_le_bytes(b) & mask).wrapping_add(self.base)
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.dir.capacity() * 4 + self.mid.capacity() * 2 + self.rows.capacity() * 4
+        self.dir.capacity() * 4 + self.mid.capacity() * 2 + self.rows.capacity()
     }
 
     /// The bucket searches that find every entry whose block value is `v` (a `block.bits`-bit
@@ -224,7 +251,7 @@ impl Table {
                     let a = part.partition_point(|&x| x < m);
                     let mut i = a;
                     while i < part.len() && part[i] == m {
-                        f(self.rows[lo + i]);
+                        f(self.row(lo + i));
                         i += 1;
                     }
                 });
@@ -235,7 +262,7 @@ impl Table {
         for i in lo..hi {
             let known = top | (u32::from(self.mid[i]) << (16 - d));
             if (known ^ qknown).count_ones() <= k {
-                f(self.rows[i]);
+                f(self.row(i));
             }
         }
     }
@@ -254,13 +281,13 @@ impl Run {
             layout
                 .blocks
                 .par_iter()
-                .map(|&b| Table::build(b, fps, live_rows))
+                .map(|&b| Table::build(b, fps, live_rows, start, end - start))
                 .collect()
         } else {
             layout
                 .blocks
                 .iter()
-                .map(|&b| Table::build(b, fps, live_rows))
+                .map(|&b| Table::build(b, fps, live_rows, start, end - start))
                 .collect()
         };
         Run { start, end, tables }

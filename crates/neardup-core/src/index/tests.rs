@@ -459,3 +459,236 @@ fn timing_10m() {
     let p = idx.near_pairs_locs(Some(3)).unwrap();
     println!("near_pairs {:?} pairs {}", t.elapsed(), p.len());
 }
+
+#[test]
+fn timestamps_come_back_exactly_and_stay_compact_when_they_can() {
+    use super::segment::TsColumn;
+    // Whole seconds, one repeated batch time, whole milliseconds: 4 bytes each.
+    let mut col = TsColumn::default();
+    let compact = [
+        1_700_000_000.0,
+        1_700_000_000.0,
+        1_700_003_600.0,
+        1_699_999_999.5,
+        1_700_000_000.25,
+    ];
+    for &t in &compact {
+        col.push(t);
+    }
+    assert!(matches!(col, TsColumn::Ms { .. }));
+    assert_eq!(col.memory_bytes(), col_capacity_bytes(&col));
+    // A value that is not a whole millisecond away (and -0.0) widens the column, losslessly.
+    let rest = [1_700_000_000.123_456_7, -0.0, 1e15, -1e15, 0.1];
+    for &t in &rest {
+        col.push(t);
+    }
+    assert!(matches!(col, TsColumn::Float(_)));
+    for (row, &t) in compact.iter().chain(&rest).enumerate() {
+        assert_eq!(col.get(row as u32).to_bits(), t.to_bits(), "row {row}");
+    }
+    // Offsets beyond +-24 days from the first value also widen.
+    let mut far = TsColumn::default();
+    far.push(0.0);
+    far.push(30.0 * 86_400.0);
+    assert!(matches!(far, TsColumn::Float(_)));
+    assert_eq!(far.get(1), 30.0 * 86_400.0);
+
+    // Through the index: random float timestamps and whole seconds in the same segments, with
+    // expiry at a float cutoff and a reopen, against the model.
+    let mut rng = Rng(31);
+    let dir = tmpdir("ts_exact");
+    let mut model = Model::default();
+    let fps = data(&mut rng, 3000, true);
+    {
+        let mut idx = Index::open(&dir, Some(3), opts(3, None), None, SyncPolicy::Never).unwrap();
+        for (i, &fp) in fps.iter().enumerate() {
+            let t = if i % 3 == 0 {
+                (rng.below(1_000_000) as f64) / 7.0
+            } else {
+                rng.below(1_000_000) as f64
+            };
+            idx.add(IdRef::Int(i as i64), fp, t).unwrap();
+            model.0.insert(Id::Int(i as i64), (fp, t));
+        }
+        idx.expire(400_000.5).unwrap();
+        model.0.retain(|_, &mut (_, t)| t >= 400_000.5);
+        idx.close().unwrap();
+    }
+    let idx = Index::open(&dir, None, opts(3, None), None, SyncPolicy::Never).unwrap();
+    assert_eq!(idx.len(), model.0.len());
+    for (id, &(fp, t)) in &model.0 {
+        let (gfp, gt) = idx.get(id.as_ref()).unwrap();
+        assert_eq!((gfp, gt.to_bits()), (fp, t.to_bits()), "{id}");
+    }
+    check_against(&idx, &model, &mut rng, &fps, &[0, 3, 5]);
+}
+
+fn col_capacity_bytes(col: &super::segment::TsColumn) -> usize {
+    match col {
+        super::segment::TsColumn::Ms { offs, .. } => offs.capacity() * 4,
+        super::segment::TsColumn::Float(v) => v.capacity() * 8,
+    }
+}
+
+#[test]
+fn table_rows_of_any_width_find_the_same_entries() {
+    use super::table::{Table, ROW3_SPAN};
+    let mut rng = Rng(8);
+    let n = 20_000u32;
+    let fps: Vec<u64> = data(&mut rng, 30_000, true);
+    // Rows 5000.. of the segment, every other one (dead rows skipped), in a run starting at 5000.
+    let rows: Vec<u32> = (5000..5000 + n).filter(|r| r % 2 == 0).collect();
+    let layout = Layout::new(4).unwrap();
+    let block = layout.blocks[1];
+    let narrow = Table::build(block, &fps, &rows, 5000, n);
+    let wide = Table::build(block, &fps, &rows, 5000, ROW3_SPAN + 1);
+    assert!(wide.memory_bytes() > narrow.memory_bytes());
+    for i in 0..300 {
+        let q = rng.flip(fps[rows[i * 7 % rows.len()] as usize], (i % 4) as u32);
+        for k in [0, 3, 8] {
+            let find = |t: &Table| {
+                let mut plan = Vec::new();
+                t.plan(block, block.value(q), &mut plan);
+                let mut got = Vec::new();
+                for s in &plan {
+                    t.run_search(s, block.key(q), k, &mut |r| got.push(r));
+                }
+                got.sort_unstable();
+                got
+            };
+            let a = find(&narrow);
+            assert_eq!(a, find(&wide));
+            // Every row with the probed block value and the key within k is there, nothing else.
+            let mut want: Vec<u32> = rows
+                .iter()
+                .copied()
+                .filter(|&r| {
+                    let fp = fps[r as usize];
+                    block.value(fp) == block.value(q)
+                        && (block.key(fp) ^ block.key(q)).count_ones() <= k
+                })
+                .collect();
+            want.sort_unstable();
+            let got_exact: Vec<u32> = a
+                .iter()
+                .copied()
+                .filter(|&r| {
+                    let fp = fps[r as usize];
+                    block.value(fp) == block.value(q)
+                        && (block.key(fp) ^ block.key(q)).count_ones() <= k
+                })
+                .collect();
+            assert_eq!(got_exact, want);
+            assert!(a.iter().all(|&r| rows.binary_search(&r).is_ok()));
+        }
+    }
+}
+
+#[test]
+fn id_map_widens_past_65535_segments() {
+    // One segment per item: segment slots pass 0xFFFF, so the map's 6-byte slots widen to 8.
+    let mut idx = Index::new(Options {
+        k: 3,
+        segment_span: Some(1.0),
+        ..Options::default()
+    })
+    .unwrap();
+    let mut model = Model::default();
+    let mut rng = Rng(12);
+    let n = 0x1_0000 + 2000;
+    let fps = data(&mut rng, n, true);
+    for (i, &fp) in fps.iter().enumerate() {
+        assert_eq!(idx.map.is_wide(), idx.segs.len() > 0xFFFF, "{i}");
+        idx.add(IdRef::Int(i as i64), fp, i as f64).unwrap();
+        model.0.insert(Id::Int(i as i64), (fp, i as f64));
+        if i % 97 == 3 {
+            idx.remove(IdRef::Int(i as i64 - 2)).unwrap();
+            model.0.remove(&Id::Int(i as i64 - 2));
+        }
+    }
+    for (id, &(fp, t)) in &model.0 {
+        assert_eq!(idx.get(id.as_ref()), Some((fp, t)), "{id}");
+    }
+    assert!(idx.map.is_wide());
+    for i in (0..n as i64).step_by(97).map(|i| i + 1) {
+        assert!(!idx.contains(IdRef::Int(i)));
+    }
+    idx.expire(30_000.0).unwrap();
+    model.0.retain(|_, &mut (_, t)| t >= 30_000.0);
+    assert_eq!(idx.len(), model.0.len());
+    for (id, &(fp, t)) in &model.0 {
+        assert_eq!(idx.get(id.as_ref()), Some((fp, t)), "{id}");
+    }
+    check_against(&idx, &model, &mut rng, &fps, &[0, 3]);
+}
+
+#[test]
+fn id_columns_come_back_exactly_and_stay_compact_when_they_can() {
+    use super::ids::IdColumn;
+    let near = [
+        7_000_000_000i64,
+        7_000_000_001,
+        6_999_999_000,
+        7_000_000_000 + i64::from(i32::MAX),
+    ];
+    let mut col = IdColumn::default();
+    for &i in &near {
+        col.push(IdRef::Int(i));
+    }
+    assert!(col.vals.is_near());
+    // One id too far from the first, then extremes and str ids: the column widens, exactly.
+    let mut all: Vec<Id> = near.iter().map(|&i| Id::Int(i)).collect();
+    all.extend([
+        Id::Int(7_000_000_000 - i64::from(i32::MAX) - 2),
+        Id::Int(i64::MIN),
+        Id::Str("é-doc".into()),
+        Id::Int(i64::MAX),
+        Id::Str(String::new()),
+    ]);
+    for id in &all[near.len()..] {
+        col.push(id.as_ref());
+    }
+    assert!(!col.vals.is_near());
+    for (row, id) in all.iter().enumerate() {
+        assert_eq!(col.get(row as u32), id.as_ref(), "row {row}");
+    }
+    // Wrapping differences never alias: i64::MIN after i64::MAX is 1 apart only modulo 2^64.
+    let mut col = IdColumn::default();
+    col.push(IdRef::Int(i64::MAX));
+    col.push(IdRef::Int(i64::MIN));
+    col.push(IdRef::Str("x"));
+    assert_eq!(col.get(0), IdRef::Int(i64::MAX));
+    assert_eq!(col.get(1), IdRef::Int(i64::MIN));
+    assert_eq!(col.get(2), IdRef::Str("x"));
+
+    // Through the index: random 64-bit ids next to sequential ones, removes and reopen.
+    let mut rng = Rng(44);
+    let dir = tmpdir("ids_exact");
+    let mut model = Model::default();
+    let fps = data(&mut rng, 2000, false);
+    {
+        let mut idx = Index::open(&dir, Some(3), opts(3, None), None, SyncPolicy::Never).unwrap();
+        for (i, &fp) in fps.iter().enumerate() {
+            let id = if i % 5 == 0 {
+                rng.next() as i64
+            } else {
+                i as i64
+            };
+            idx.add(IdRef::Int(id), fp, 1.0).unwrap();
+            model.0.insert(Id::Int(id), (fp, 1.0));
+        }
+        for i in (1..2000).step_by(9) {
+            if idx.contains(IdRef::Int(i)) {
+                idx.remove(IdRef::Int(i)).unwrap();
+                model.0.remove(&Id::Int(i));
+            }
+        }
+        idx.close().unwrap();
+    }
+    let idx = Index::open(&dir, None, opts(3, None), None, SyncPolicy::Never).unwrap();
+    assert_eq!(idx.len(), model.0.len());
+    for (id, &(fp, t)) in &model.0 {
+        assert_eq!(idx.get(id.as_ref()), Some((fp, t)), "{id}");
+    }
+    check_against(&idx, &model, &mut rng, &fps, &[0, 3]);
+}
