@@ -14,7 +14,8 @@ dev:  ## editable install with every extra (rebuilds the Rust core)
 setup-test:  ## install what the tests need: apt packages, the package, test tools
 	bash scripts/setup-test.sh
 
-test: setup-test  ## install test dependencies, then run Rust and Python tests
+test: setup-test  ## install test dependencies, then lint, run Rust and Python tests
+	$(MAKE) lint
 	cargo test --release -p neardup-core
 	$(PY) -m pytest -q
 
