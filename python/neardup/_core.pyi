@@ -24,6 +24,7 @@ __all__ = [
     "visible_text",
     "main_text_many",
     "visible_text_many",
+    "sketch_jaccard_pairs",
 ]
 
 __version__: str
@@ -157,3 +158,10 @@ def main_text(markup: str, max_link_density: float = 0.5) -> str: ...
 def visible_text(markup: str) -> str: ...
 def main_text_many(markups: Iterable[str], max_link_density: float = 0.5) -> list[str]: ...
 def visible_text_many(markups: Iterable[str]) -> list[str]: ...
+def sketch_jaccard_pairs(
+    hashes: npt.NDArray[np.uint32],
+    offsets: npt.NDArray[np.int64],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """Jaccard of the sketches of rows a[p] and b[p]; row r owns hashes[offsets[r]:offsets[r+1]]."""

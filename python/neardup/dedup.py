@@ -34,7 +34,7 @@ from typing import (
 import numpy as np
 import numpy.typing as npt
 
-from neardup._core import Fingerprinter, Index
+from neardup._core import Fingerprinter, Index, sketch_jaccard_pairs
 from neardup.htmltext import looks_like_html, main_text
 from neardup.textstore import Id, MemoryTextStore, SqliteTextStore, TextStore, check_id
 from neardup.verify import (
@@ -1013,22 +1013,11 @@ class CorpusDeduper:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         k = self.policy.k_max
         index = Index(k=k)
-        add_many = getattr(index, "add_many", None)
-        if add_many is not None:
-            add_many(np.arange(fps.size, dtype=np.int64), fps)
-        else:
-            for row, fp in enumerate(fps.tolist()):
-                index.add(row, int(fp), 0.0)
-        raw = index.near_pairs(k)
-        if isinstance(raw, tuple) and len(raw) == 3 and not isinstance(raw[0], tuple):
-            a = np.asarray(raw[0], dtype=np.int64)
-            b = np.asarray(raw[1], dtype=np.int64)
-            d = np.asarray(raw[2], dtype=np.int64)
-        else:
-            triples = list(raw)
-            a = np.fromiter((t[0] for t in triples), np.int64, len(triples))
-            b = np.fromiter((t[1] for t in triples), np.int64, len(triples))
-            d = np.fromiter((t[2] for t in triples), np.int64, len(triples))
+        index.add_many(np.arange(fps.size, dtype=np.int64), fps, 0.0)
+        raw_a, raw_b, raw_d = index.near_pairs(k)
+        a = np.asarray(raw_a, dtype=np.int64)
+        b = np.asarray(raw_b, dtype=np.int64)
+        d = np.asarray(raw_d, dtype=np.int64)
         lo, hi = np.minimum(a, b), np.maximum(a, b)
         if self.policy.k_short != self.policy.k_long:
             # A pair is a candidate when the check of either text would find the other.
@@ -1105,10 +1094,5 @@ class CorpusDeduper:
         bound[(sa == 0) & (sb == 0)] = 1.0
         possible = bound >= self.policy.threshold
         out[~possible] = np.nan
-        for j, x, y in zip(
-            np.flatnonzero(possible).tolist(), a[possible].tolist(), b[possible].tolist()
-        ):
-            out[j] = jaccard_sketch(
-                hashes[offsets[x] : offsets[x + 1]], hashes[offsets[y] : offsets[y + 1]]
-            )
+        out[possible] = sketch_jaccard_pairs(hashes, offsets, a[possible], b[possible])
         return out

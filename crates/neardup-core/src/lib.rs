@@ -9,5 +9,6 @@ pub mod fingerprint;
 pub mod hamming;
 pub mod html;
 pub mod index;
+pub mod verify;
 
 pub use error::{Error, Result};

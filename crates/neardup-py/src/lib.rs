@@ -7,6 +7,7 @@ mod errors;
 mod fingerprint;
 mod html;
 mod index;
+mod verify;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -15,5 +16,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fingerprint::register(m)?;
     html::register(m)?;
     index::register(m)?;
+    verify::register(m)?;
     Ok(())
 }
