@@ -4,7 +4,7 @@ use neardup_core::fingerprint::{self as core, Config, Feature, Text, TextBuf};
 use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyIterator, PyString, PyTuple, PyType};
 
 use crate::errors::to_py;
 
@@ -47,20 +47,25 @@ enum Held<'py> {
     Utf16(Vec<u16>),
 }
 
-fn hold_texts<'py>(texts: &Bound<'py, PyAny>, name: &str) -> PyResult<Vec<Held<'py>>> {
+/// The items of `texts`, refusing a single str and non-iterables with errors naming `name`.
+fn text_items<'py>(texts: &Bound<'py, PyAny>, name: &str) -> PyResult<Bound<'py, PyIterator>> {
     if texts.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err(format!(
             "{name} must be an iterable of str, not a single str"
         )));
     }
-    let iter = texts.try_iter().map_err(|_| {
+    texts.try_iter().map_err(|_| {
         let ty = texts
             .get_type()
             .name()
             .map(|n| n.to_string())
             .unwrap_or_else(|_| "?".into());
         PyTypeError::new_err(format!("{name} must be an iterable of str, not {ty}"))
-    })?;
+    })
+}
+
+fn hold_texts<'py>(texts: &Bound<'py, PyAny>, name: &str) -> PyResult<Vec<Held<'py>>> {
+    let iter = text_items(texts, name)?;
     let mut out = Vec::with_capacity(texts.len().unwrap_or(0));
     for (i, item) in iter.enumerate() {
         let item = item?;
@@ -79,19 +84,7 @@ fn hold_texts<'py>(texts: &Bound<'py, PyAny>, name: &str) -> PyResult<Vec<Held<'
 }
 
 fn extract_texts(texts: &Bound<'_, PyAny>, name: &str) -> PyResult<Vec<TextBuf>> {
-    if texts.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(format!(
-            "{name} must be an iterable of str, not a single str"
-        )));
-    }
-    let iter = texts.try_iter().map_err(|_| {
-        let ty = texts
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_else(|_| "?".into());
-        PyTypeError::new_err(format!("{name} must be an iterable of str, not {ty}"))
-    })?;
+    let iter = text_items(texts, name)?;
     let mut out = Vec::with_capacity(texts.len().unwrap_or(0));
     for (i, item) in iter.enumerate() {
         let item = item?;
