@@ -12,6 +12,12 @@ command -v java >/dev/null || need_apt+=(default-jre-headless)
 command -v javac >/dev/null || need_apt+=(default-jdk-headless)
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
+# Real text that benches/corpus.py builds its labelled sets from (a test compares the HTML
+# extractors on the benchmark's pages).
+for p in fortunes fortunes-zh manpages-zh python3-doc debian-reference-en debian-reference-zh-cn \
+         debian-handbook; do
+    dpkg -s "$p" >/dev/null 2>&1 || need_apt+=("$p")
+done
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: apt-get install ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
