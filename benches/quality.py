@@ -40,7 +40,8 @@ assert _spec is not None and _spec.loader is not None
 corpus = importlib.util.module_from_spec(_spec)
 sys.modules["corpus"] = corpus
 _spec.loader.exec_module(corpus)
-from neardup.dedup import CorpusDeduper, Policy  # noqa: E402
+from neardup.corpus import CorpusDeduper  # noqa: E402
+from neardup.dedup import Policy  # noqa: E402
 from neardup.htmltext import visible_text  # noqa: E402
 from neardup.verify import normalise  # noqa: E402
 

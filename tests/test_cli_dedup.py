@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from _helpers import SAMPLE, neardup
 from neardup import io as nio
-from neardup.dedup import CorpusDeduper
+from neardup.corpus import CorpusDeduper
 
 N_ROWS = 600
 

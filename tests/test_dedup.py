@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from _helpers import SAMPLE
 from neardup import Fingerprinter, hamming
-from neardup.dedup import CorpusDeduper, DedupBackend, Deduplicator, Match, Policy
+from neardup.corpus import CorpusDeduper
+from neardup.dedup import DedupBackend, Deduplicator, Match, Policy
 from neardup.textstore import MemoryTextStore, SqliteTextStore
 from neardup.verify import normalise, shingles
 

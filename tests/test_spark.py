@@ -19,7 +19,8 @@ pyspark = pytest.importorskip("pyspark", reason="the [spark] extra is required")
 
 from _helpers import SAMPLE, neardup  # noqa: E402
 from neardup import spark as nspark  # noqa: E402
-from neardup.dedup import CorpusDeduper, Policy  # noqa: E402
+from neardup.corpus import CorpusDeduper  # noqa: E402
+from neardup.dedup import Policy  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
 pytestmark = [

@@ -28,7 +28,7 @@ _LAZY = {
     "Deduplicator": "neardup.dedup",
     "Match": "neardup.dedup",
     "Policy": "neardup.dedup",
-    "CorpusDeduper": "neardup.dedup",
+    "CorpusDeduper": "neardup.corpus",
     "Client": "neardup.client",
     "RedisDeduplicator": "neardup.backends.redis",
     "RedisIndex": "neardup.backends.redis",

@@ -1,7 +1,7 @@
 """Batch near-duplicate removal on Apache Spark, for corpora larger than one machine.
 
 ``dedup(df, text_col, id_col)`` returns the rows to keep and the clusters, with the semantics of
-the single-machine ``neardup dedup`` (:class:`neardup.dedup.CorpusDeduper`): rows are visited
+the single-machine ``neardup dedup`` (:class:`neardup.corpus.CorpusDeduper`): rows are visited
 in input order (``keep="first"``) or longest first (``keep="longest"``), and a row is dropped
 when it is a verified near-duplicate of a row already kept; its cluster is that kept row (the
 most similar one, then the nearest, then the earliest).
@@ -43,7 +43,8 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.backends.layout import BlockLayout, default_blocks
-from neardup.dedup import Policy, resolve_keep
+from neardup.corpus import resolve_keep
+from neardup.dedup import Policy
 from neardup.verify import jaccard_sketch, normalise, sketch_many
 
 try:

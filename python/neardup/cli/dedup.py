@@ -27,7 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup import io as nio
-from neardup.dedup import CorpusDeduper, Policy
+from neardup.corpus import CorpusDeduper
+from neardup.dedup import Policy
 from neardup.htmltext import main_text
 
 EXIT_OK = 0
