@@ -4,30 +4,8 @@
 
 use super::{all_pairs, join_plan, self_join, self_join_with, JoinBlock};
 use crate::index::layout::ball;
+use crate::index::tests::Rng;
 use crate::index::{IdRef, Index, Options};
-
-/// xorshift64*: deterministic test data without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// `fp` with `d` distinct random bits flipped.
-    fn flip(&mut self, fp: u64, d: u32) -> u64 {
-        let mut mask = 0u64;
-        while mask.count_ones() < d.min(64) {
-            mask |= 1 << self.below(64);
-        }
-        fp ^ mask
-    }
-}
 
 fn brute(fps: &[u64], k: u32) -> Vec<(u32, u32, u32)> {
     let mut want = Vec::new();

@@ -7,23 +7,23 @@ use std::path::PathBuf;
 use super::layout::{for_each_within, Layout};
 use super::*;
 
-/// xorshift64*: deterministic test data without a dependency.
-struct Rng(u64);
+/// xorshift64*: deterministic test data without a dependency (shared with `pairs_tests.rs`).
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
-    /// `fp` with `d` distinct random bits flipped.
-    fn flip(&mut self, fp: u64, d: u32) -> u64 {
+    /// `fp` with `d` distinct random bits flipped (all 64 when `d` > 64).
+    pub(super) fn flip(&mut self, fp: u64, d: u32) -> u64 {
         let mut mask = 0u64;
-        while mask.count_ones() < d {
+        while mask.count_ones() < d.min(64) {
             mask |= 1 << self.below(64);
         }
         fp ^ mask
