@@ -594,7 +594,7 @@ def test_reads_after_the_write_when_too_many_probes(
 ) -> None:
     """The path for very wide radii (buckets read after the atomic append, predecessors by
     ticket) gives the same answers as the inline one."""
-    import neardup.backends.redis as backend
+    import neardup.backends.redis_index as backend
 
     monkeypatch.setattr(backend, "_INLINE_READ_KEYS", 0)
     rng = random.Random(43)

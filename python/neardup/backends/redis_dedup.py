@@ -1,0 +1,326 @@
+"""RedisDeduplicator: :class:`neardup.Deduplicator` semantics (stored texts, the policy's
+verifier) over :class:`~neardup.backends.redis_index.RedisIndex`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from neardup._core import Fingerprinter
+from neardup.backends.redis_connect import Client, connect, redact
+from neardup.backends.redis_format import _check_k, _dec_id, _Entry, _s, _Written
+from neardup.backends.redis_index import RedisIndex
+from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
+from neardup.textstore import Id, check_id
+from neardup.verify import cosine, jaccard_sketch, levenshtein, normalise, sketch
+
+__all__ = ["RedisDeduplicator"]
+
+
+def _policy_from(
+    policy: Policy | Mapping[str, Any] | str | None, k: int | None, preset: str | None
+) -> Policy:
+    if policy is None or policy == "default":
+        pol = Policy.default()
+    elif isinstance(policy, Policy):
+        pol = policy
+    elif isinstance(policy, Mapping):
+        pol = Policy.from_dict(policy)
+    elif isinstance(policy, str):
+        raise ValueError(f"unknown policy name {policy!r}; valid: 'default' (or a Policy)")
+    else:
+        raise TypeError(f"policy must be a Policy, dict or name, got {type(policy).__name__}")
+    if k is not None:
+        pol = pol.replace(k_short=_check_k(k), k_long=k)
+    if preset is not None:
+        pol = pol.replace(fingerprint={**pol.fingerprint, "preset": preset})
+    return pol
+
+
+class RedisDeduplicator:
+    """:class:`neardup.Deduplicator` semantics over Redis: the texts and the index live in Redis,
+    shared by every process that opens the same URL and namespace.
+
+    ``check(text)`` returns the stored near-duplicates of ``text`` (candidates within the
+    policy's radius whose verifier score is >= the threshold), best first. ``check_and_add`` is
+    atomic across processes and machines: of near-copies sent at once, exactly one is added.
+    The policy is stored in Redis with the index settings; opening with another one raises
+    :class:`neardup.IncompatibleIndexError`.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        policy: Policy | Mapping[str, Any] | str | None = None,
+        namespace: str = "neardup",
+        retention: float | None = None,
+        period: float | None = None,
+        blocks: int | None = None,
+        fingerprinter: Fingerprinter | None = None,
+        url: str | None = None,
+        wait_replicas: int = 0,
+        wait_timeout: int = 1000,
+    ) -> None:
+        self.policy = _policy_from(policy, None, None)
+        self.fingerprinter = (
+            fingerprinter if fingerprinter is not None else self.policy.make_fingerprinter()
+        )
+        self.index = RedisIndex(
+            client,
+            self.policy.k_max,
+            namespace=namespace,
+            blocks=blocks,
+            retention=retention,
+            period=period,
+            meta={"policy": self.policy.to_dict()},
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
+        )
+        self.url = redact(url) if url else None
+        self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
+        self._closed = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        policy: Policy | Mapping[str, Any] | str | None = None,
+        k: int | None = None,
+        preset: str | None = None,
+        retention: float | None = None,
+        namespace: str | None = None,
+        period: float | None = None,
+        blocks: int | None = None,
+        **client_kwargs: Any,
+    ) -> RedisDeduplicator:
+        """Open the deduplicator at ``url`` (``redis://``, ``rediss://``, ``redis+cluster://``,
+        ``unix://``; see :func:`connect`). ``k`` and ``preset`` override the policy's radius and
+        fingerprint preset; URL query options ``namespace``, ``retention``, ``period``,
+        ``blocks`` apply when the keyword is not given; ``wait_replicas``, ``wait_timeout``
+        come from the URL only (see :class:`RedisIndex`)."""
+        client, options = connect(url, **client_kwargs)
+        return cls(
+            client,
+            policy=_policy_from(policy, k, preset),
+            namespace=namespace if namespace is not None else options.get("namespace", "neardup"),
+            retention=retention if retention is not None else options.get("retention"),
+            period=period if period is not None else options.get("period"),
+            blocks=blocks if blocks is not None else options.get("blocks"),
+            url=url,
+            wait_replicas=options.get("wait_replicas", 0),
+            wait_timeout=options.get("wait_timeout", 1000),
+        )
+
+    # -- verification ------------------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise ValueError("deduplicator is closed")
+
+    def _texts(self, entries: Iterable[_Entry]) -> dict[str, str | None]:
+        """Stored texts of ``entries`` by encoded id, in one pipelined round trip."""
+        idencs = list(dict.fromkeys(e.idenc for e in entries))
+        if not idencs:
+            return {}
+        pipe = self.index.client.pipeline(transaction=False)
+        for idenc in idencs:
+            pipe.hget(self.index._record(idenc), "x")
+        return {i: (None if raw is None else _s(raw)) for i, raw in zip(idencs, pipe.execute())}
+
+    def _verify(
+        self,
+        norm: str,
+        entries: Sequence[_Entry],
+        texts: Mapping[str, str | None] | None = None,
+    ) -> list[Match]:
+        """Matches among ``entries`` whose stored text passes the policy's verifier."""
+        if not entries:
+            return []
+        if texts is None:
+            texts = self._texts(entries)
+        kind, threshold = self.policy.verifier, self.policy.threshold
+        qs = sketch(norm, self.policy.shingle).hashes if kind == "jaccard" else None
+        out: list[Match] = []
+        for e in entries:
+            other = texts.get(e.idenc)
+            if other is None:  # removed, expired or retracted meanwhile
+                continue
+            sim: float | None
+            if kind == "none":
+                sim = None
+            elif kind == "jaccard":
+                assert qs is not None
+                sim = jaccard_sketch(qs, sketch(self._prepare(other), self.policy.shingle).hashes)
+            elif kind == "levenshtein":
+                sim = levenshtein(norm, self._prepare(other))
+            else:
+                sim = cosine(norm, self._prepare(other))
+            if sim is None or sim >= threshold:
+                out.append(Match(_dec_id(e.idenc), e.distance, sim))
+        out.sort(key=lambda m: (-(m.similarity if m.similarity is not None else 1.0), m.distance))
+        return out
+
+    def _prepare(self, text: str) -> str:
+        # What both stages see (HTML main text, normalised), exactly as Deduplicator does.
+        prepare = getattr(self.policy, "prepare", None)
+        return str(prepare(text)) if prepare is not None else normalise(text)
+
+    def _radius(self, norm: str, k: int | None) -> int:
+        return self.policy.radius(len(norm)) if k is None else _check_k(k)
+
+    # -- DedupBackend ------------------------------------------------------------------------
+
+    def check(self, text: str, k: int | None = None) -> list[Match]:
+        """Stored near-duplicates of ``text``, best first (highest similarity, then distance)."""
+        self._ensure_open()
+        norm = self._prepare(check_text(text))
+        fp = int(self.fingerprinter.fingerprint(norm))
+        radius = self._radius(norm, k)
+        entries = self.index._sorted(self.index._read(fp, radius).values())
+        matches = self._verify(norm, entries)
+        self._counters["checks"] += 1
+        self._counters["candidates"] += len(entries)
+        self._counters["matches"] += len(matches)
+        return matches
+
+    def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
+        """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint."""
+        return self.add_many([id], [text], [timestamp])[0]
+
+    def check_and_add(
+        self, id: Id, text: str, timestamp: float | None = None
+    ) -> tuple[bool, list[Match]]:
+        """Add ``text`` unless it has stored near-duplicates, atomically across processes.
+
+        Returns ``(added, matches)``. Of near-copies sent concurrently from any number of
+        processes and machines exactly one is added: each write takes a ticket, and a text is
+        a duplicate when a near, verified text with a smaller ticket is stored.
+        """
+        return self.check_and_add_many([id], [text], [timestamp])[0]
+
+    def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
+        """:meth:`check` for each text."""
+        check_texts(texts)
+        return [self.check(t, k) for t in texts]
+
+    def _prepare_batch(
+        self, ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
+    ) -> tuple[Sequence[float | None], list[str], list[int]]:
+        self._ensure_open()
+        tss = check_batch(ids, texts, timestamps)
+        for i in ids:
+            check_id(i)
+        norms = [self._prepare(check_text(t, "texts[]")) for t in texts]
+        fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
+        return tss, norms, [int(f) for f in fps]
+
+    def add_many(
+        self,
+        ids: Sequence[Id],
+        texts: Sequence[str],
+        timestamps: Sequence[float | None] | None = None,
+    ) -> list[int]:
+        """:meth:`add` for each text, in order (pipelined); returns the fingerprints."""
+        tss, _, fps = self._prepare_batch(ids, texts, timestamps)
+        self.index._write_many(
+            [
+                self.index._prepare(i, f, ts, {"x": t.encode()}, None)
+                for i, t, f, ts in zip(ids, texts, fps, tss)
+            ]
+        )
+        self._counters["adds"] += len(fps)
+        self._counters["added"] += len(fps)
+        return fps
+
+    def check_and_add_many(
+        self,
+        ids: Sequence[Id],
+        texts: Sequence[str],
+        timestamps: Sequence[float | None] | None = None,
+    ) -> list[tuple[bool, list[Match]]]:
+        """:meth:`check_and_add` for each text, in order: a text is checked against the stored
+        ones and the earlier texts of the batch that were added. Pipelined: on one server a
+        batch costs two or three round trips, not two or three per text."""
+        tss, norms, fps = self._prepare_batch(ids, texts, timestamps)
+        batch = [
+            self.index._prepare(i, f, ts, {"x": t.encode()}, self._radius(n, None))
+            for i, t, n, f, ts in zip(ids, texts, norms, fps, tss)
+        ]
+        written = self.index._write_many(batch)
+        stored = self._texts(e for w in written for e in w.predecessors)
+        out: list[tuple[bool, list[Match]]] = []
+        losers: list[tuple[Id, int, _Written]] = []
+        rejected: set[str] = set()
+        for i, n, x, w in zip(ids, norms, batch, written):
+            preds = [e for e in self.index._sorted(w.predecessors) if e.idenc not in rejected]
+            self._counters["checks"] += 1
+            self._counters["candidates"] += len(preds)
+            matches = self._verify(n, preds, stored)
+            if matches:
+                rejected.add(x.idenc)
+                losers.append((i, x.fp, w))
+                self._counters["matches"] += len(matches)
+                out.append((False, matches))
+            else:
+                self._counters["adds"] += 1
+                self._counters["added"] += 1
+                out.append((True, []))
+        self.index._retract_many(losers)
+        return out
+
+    def remove(self, id: Id) -> None:
+        """Forget ``id``; ``KeyError`` if unknown."""
+        self._ensure_open()
+        self.index.remove(id)
+
+    def get(self, id: Id) -> str:
+        """The stored text of ``id``; ``KeyError`` if unknown."""
+        self._ensure_open()
+        return self.index._get_record(id, ("x",))[0]
+
+    def expire(self, before: float) -> int:
+        """Forget the texts of every time period that ends at or before ``before``; return how
+        many (see :meth:`RedisIndex.expire`: expiry works on whole periods)."""
+        self._ensure_open()
+        return self.index.expire(before)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of this process, the number of stored texts, the settings and the policy."""
+        self._ensure_open()
+        s = self.index.stats()
+        return {
+            "documents": s.pop("items"),
+            **self._counters,
+            "store": self.url,
+            **s,
+            "policy": self.policy.to_dict(),
+        }
+
+    def close(self) -> None:
+        """Close the connections (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self.index.close()
+
+    def __enter__(self) -> RedisDeduplicator:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __contains__(self, id: object) -> bool:
+        return id in self.index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __repr__(self) -> str:
+        return f"RedisDeduplicator({self.url or self.index!r}, policy={self.policy!r})"
