@@ -300,3 +300,141 @@ def test_kept_writer_detects_an_input_that_changed(tmp_path: Path) -> None:
         # pass 1 saw three documents; the file now has two
         with pytest.raises(nio.InputError, match="has 2 records now but had 3 when first read"):
             w.write(source, np.array([True, True, True]))
+
+
+# ---------------------------------------------------------------------------------------------
+# block reading: the same documents and errors as parsing each line alone
+
+
+def _one_by_one(data: bytes, path: str, fmt: str, spec: nio.FieldSpec) -> list[Any]:
+    """What a reader must return: every non-blank line parsed on its own."""
+    out: list[Any] = []
+    slot = 0
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        if fmt == "jsonl":
+            out.append(nio.parse_json_line(raw, spec, path, slot, number))
+        else:
+            try:
+                out.append(nio.Doc(slot, number, None, raw.decode().rstrip("\r"), None))
+            except UnicodeDecodeError as e:
+                out.append(
+                    nio.InputError(
+                        path, number, f"not valid UTF-8 (byte {e.start} of the line)", slot
+                    )
+                )
+        slot += 1
+    return out
+
+
+def _key(d: Any) -> tuple[Any, ...]:
+    if isinstance(d, nio.InputError):
+        return ("error", str(d), d.slot)
+    return ("doc", d.slot, d.line, d.id, d.text, d.time)
+
+
+@pytest.mark.parametrize("block_bytes", [1, 7, 64, 1000, 1 << 21])
+def test_blocks_read_like_lines(
+    tmp_path: Path, rows: list[dict[str, Any]], block_bytes: int
+) -> None:
+    good = [
+        json.dumps(dict(r, t=1700000000 + i), ensure_ascii=False).encode()
+        for i, r in enumerate(rows[:60])
+    ]
+    bad = [
+        b"",
+        b"  \r",
+        b"{not json",
+        b'{"body": "x"}',
+        b'{"text": null}',
+        b'{"text": "id", "id": 1.5}',
+        b'{"text": "t", "t": "2025-01-01T00:00:00Z"}',
+        b'{"text": "nan", "t": NaN}',
+        b'{"text": "\xff"}',
+        b'{"text": "long' + "长".encode() * 3000 + b'"}',
+    ]
+    lines = list(good)
+    for i, b in enumerate(bad):
+        lines.insert(5 * i + 3, b)
+    data = b"\n".join(lines)  # no newline at the end
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(data)
+    for spec in (nio.FieldSpec(), nio.FieldSpec(id_field="id", time_field="t")):
+        want = [_key(d) for d in _one_by_one(data, str(path), "jsonl", spec)]
+        batches = list(nio.read_batches(nio.detect(str(path)), spec, block_bytes=block_bytes))
+        got = [_key(d) for b in batches for d in b.docs()]
+        assert got == want
+        assert batches[-1].end == len(want)
+        assert [_key(d) for d in nio.read_docs(nio.detect(str(path)), spec)] == want
+    clean = tmp_path / "clean.jsonl"
+    clean.write_bytes(b"\n".join(good) + b"\n")
+    (batch,) = nio.read_batches(nio.detect(str(clean)), nio.FieldSpec(time_field="t"))
+    assert batch.texts == [r["text"] for r in rows[:60]] and not batch.errors
+    assert batch.times == [1700000000.0 + i for i in range(60)]
+    assert list(batch.lines) == list(range(1, 61)) and batch.ids == [r["id"] for r in rows[:60]]
+    # text lines
+    text = "第一行\r\n\n  \n\x0c\nsecond line\n\u3000\nthird".encode() + b"\n\xffbad\nlast\n"
+    tpath = tmp_path / "lines.txt"
+    tpath.write_bytes(text)
+    want = [_key(d) for d in _one_by_one(text, str(tpath), "txt", nio.FieldSpec())]
+    got = [
+        _key(d)
+        for b in nio.read_batches(nio.detect(str(tpath)), block_bytes=block_bytes)
+        for d in b.docs()
+    ]
+    assert got == want
+
+
+def test_truncated_gzip_keeps_every_whole_record(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    path = tmp_path / "cut.jsonl.gz"
+    data = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in rows * 4)
+    path.write_bytes(gzip.compress(data)[:-500])
+    readable = b""
+    with gzip.open(path, "rb") as f:
+        try:
+            for line in f:
+                readable += line
+        except EOFError:
+            pass
+    n_whole = readable.count(b"\n")
+    assert 0 < n_whole < len(rows) * 4
+    out = _docs(nio.detect(str(path)))
+    assert len(out) == n_whole + 1 and all(isinstance(d, nio.Doc) for d in out[:-1])
+    assert str(out[-1]).startswith(f"{path}:{n_whole + 1}: cannot read on")
+    # pass 2 copies the same whole records
+    keep = np.ones(n_whole, dtype=bool)
+    target = tmp_path / "out.jsonl"
+    with nio.KeptWriter(nio.output_source(str(target), [nio.detect(str(path))])) as w:
+        w.write(nio.detect(str(path)), keep)
+    assert target.read_bytes() == b"".join(readable.splitlines(keepends=True)[:n_whole])
+
+
+def test_kept_writer_lines_with_blank_lines_and_needed_slots(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    lines = [json.dumps(r, ensure_ascii=False).encode() for r in rows[:40]]
+    for i in (0, 7, 8, 30):
+        lines.insert(i, b" \t")
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\r\n".join(lines))  # CRLF, no newline at the end
+    source = nio.detect(str(path))
+    keep = np.arange(40) % 3 != 1
+    need = np.arange(40) % 4 == 0
+    seen: list[tuple[int, int, Any]] = []
+    out = tmp_path / "out.jsonl"
+    with nio.KeptWriter(nio.output_source(str(out), [source])) as w:
+        w.write(source, keep, need, lambda d: seen.append((d.slot, d.line, d.id)), nio.FieldSpec())
+        assert w.written == int(keep.sum())
+    records = [raw for raw in b"\r\n".join(lines).split(b"\n") if raw.strip()]
+    assert out.read_bytes() == b"".join(r + b"\n" for r, k in zip(records, keep) if k)
+    numbered = [
+        (n, raw) for n, raw in enumerate(b"\r\n".join(lines).split(b"\n"), 1) if raw.strip()
+    ]
+    assert seen == [(s, numbered[s][0], rows[s]["id"]) for s in range(40) if need[s]]
+    # a shorter keep mask stops the copy there
+    with nio.KeptWriter(nio.output_source(str(tmp_path / "head.jsonl"), [source])) as w:
+        w.write(source, np.ones(9, dtype=bool))
+    assert (tmp_path / "head.jsonl").read_bytes() == b"".join(r + b"\n" for r in records[:9])

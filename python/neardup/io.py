@@ -34,9 +34,10 @@ import math
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import compress
 from typing import IO, Any, Callable
 
 import numpy as np
@@ -53,6 +54,7 @@ except ImportError:  # pragma: no cover - orjson is a dependency
 __all__ = [
     "FORMATS",
     "Doc",
+    "DocBatch",
     "FieldSpec",
     "InputError",
     "KeptWriter",
@@ -65,6 +67,7 @@ __all__ = [
     "output_source",
     "parse_json_line",
     "parse_time",
+    "read_batches",
     "read_docs",
 ]
 
@@ -144,6 +147,71 @@ class Doc:
         self.id = id
         self.text = text
         self.time = time
+
+
+class DocBatch:
+    """Consecutive slots of one input read in pass 1, as columns (no object per document).
+
+    ``texts[i]``, ``ids[i]`` (None: the row number), ``times[i]`` (None unless a time field was
+    asked for) belong to the document in slot ``slots[i]``, on line ``lines[i]``; ``errors``
+    are the bad slots of the same stretch (and, last, an error with ``slot=None`` when the
+    file cannot be read on). ``end`` is one past the last slot the batch covers.
+    """
+
+    __slots__ = ("end", "errors", "ids", "lines", "slots", "texts", "times")
+
+    def __init__(
+        self,
+        slots: Sequence[int],
+        lines: Sequence[int],
+        texts: list[str],
+        ids: list[Any],
+        times: list[float] | None,
+        errors: list[InputError],
+        end: int,
+    ) -> None:
+        self.slots = slots
+        self.lines = lines
+        self.texts = texts
+        self.ids = ids
+        self.times = times
+        self.errors = errors
+        self.end = end
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def docs(self) -> Iterator[Doc | InputError]:
+        """The batch as :class:`Doc` and :class:`InputError` items in slot order."""
+        times = self.times if self.times is not None else [None] * len(self.texts)
+        items: list[Doc | InputError] = [
+            Doc(slot, line, doc_id, text, t)
+            for slot, line, doc_id, text, t in zip(
+                self.slots, self.lines, self.ids, self.texts, times
+            )
+        ]
+        if self.errors:
+            last = [e for e in self.errors if e.slot is None]
+            bad = [e for e in self.errors if e.slot is not None]
+            items = sorted([*items, *bad], key=lambda d: d.slot if d.slot is not None else -1)
+            items += last
+        yield from items
+
+    @classmethod
+    def of(cls, items: list[Doc | InputError], end: int) -> DocBatch:
+        """A batch of documents and errors read one by one."""
+        docs = [d for d in items if isinstance(d, Doc)]
+        return cls(
+            [d.slot for d in docs],
+            [d.line for d in docs],
+            [d.text for d in docs],
+            [d.id for d in docs],
+            [d.time for d in docs if d.time is not None]
+            if docs and docs[0].time is not None
+            else None,
+            [e for e in items if isinstance(e, InputError)],
+            end,
+        )
 
 
 ProgressFn = Callable[[int], None]
@@ -448,7 +516,8 @@ def read_docs(
     with one final InputError; the slots read before it stand.
     """
     if source.format in ("jsonl", "txt"):
-        yield from _read_lines(source, spec, progress)
+        for batch in _read_line_batches(source, spec, progress, _BLOCK_BYTES):
+            yield from batch.docs()
     elif source.format in ("csv", "tsv"):
         yield from _read_csv(source, spec, progress)
     elif source.format == "parquet":
@@ -465,6 +534,38 @@ def read_docs(
         raise UnknownFormatError(f"format {source.format!r} is not one of {', '.join(FORMATS)}")
 
 
+def read_batches(
+    source: Source,
+    spec: FieldSpec = FieldSpec(),
+    progress: ProgressFn | None = None,
+    block_bytes: int | None = None,
+) -> Iterator[DocBatch]:
+    """:func:`read_docs` in batches of consecutive slots, as columns.
+
+    The same documents and errors, in the same order; JSONL and text lines are read in blocks of
+    ``block_bytes`` (default 2 MiB) and parsed a block at a time, one record after the other
+    only in a block that holds a bad or blank line.
+    """
+    if source.format in ("jsonl", "txt"):
+        yield from _read_line_batches(source, spec, progress, block_bytes or _BLOCK_BYTES)
+        return
+    items: list[Doc | InputError] = []
+    end = 0
+    for item in read_docs(source, spec, progress):
+        items.append(item)
+        if item.slot is not None:
+            end = item.slot + 1
+        if len(items) >= _BATCH_DOCS:
+            yield DocBatch.of(items, end)
+            items = []
+    if items:
+        yield DocBatch.of(items, end)
+
+
+_BLOCK_BYTES = 1 << 21
+_BATCH_DOCS = 8192
+
+
 def _open_or_error(source: Source) -> tuple[IO[bytes], IO[bytes]] | InputError:
     try:
         return open_read(source.path, source.compression)
@@ -472,36 +573,93 @@ def _open_or_error(source: Source) -> tuple[IO[bytes], IO[bytes]] | InputError:
         return InputError(source.path, None, f"cannot open: {e.strerror or e}")
 
 
-def _read_lines(
-    source: Source, spec: FieldSpec, progress: ProgressFn | None
-) -> Iterator[Doc | InputError]:
+def _line_blocks(source: Source, stream: IO[bytes], block_bytes: int) -> Iterator[list[bytes]]:
+    """The lines of ``stream`` (split at ``\\n``, without it) in blocks of about ``block_bytes``.
+
+    Where the stream cannot be read on (truncated or corrupt compressed data), the file is read
+    again line by line from the last whole block, the whole lines before the damage are yielded,
+    and then the error is raised.
+    """
+    done = 0  # lines yielded so far
+    pending: list[bytes] = []  # the start of a line that goes on in the next read
+    while True:
+        try:
+            data = stream.read(block_bytes)
+        except (OSError, EOFError, ValueError):
+            yield from _lines_after(source, done)  # raises the error where it is
+            raise
+        if not data:
+            if pending:
+                yield [b"".join(pending)]
+            return
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pending.append(data)
+            continue
+        block = b"".join([*pending, data[:cut]]) if pending else data[:cut]
+        pending = [data[cut + 1 :]] if cut + 1 < len(data) else []
+        lines = block.split(b"\n")
+        done += len(lines)
+        yield lines
+
+
+def _lines_after(source: Source, skip: int) -> Iterator[list[bytes]]:
+    """The lines of ``source`` past the first ``skip``, read one by one: blocks of whole lines
+    until the file cannot be read on, where the error is raised."""
+    stream, raw = open_read(source.path, source.compression)
+    lines: list[bytes] = []
+    try:
+        seen = 0
+        for rawline in stream:
+            seen += 1
+            if seen <= skip:
+                continue
+            lines.append(rawline[:-1] if rawline.endswith(b"\n") else rawline)
+            if len(lines) >= 4096:
+                yield lines
+                lines = []
+    except BaseException:
+        if lines:
+            yield lines
+        raise
+    finally:
+        stream.close()
+        raw.close()
+    if lines:
+        yield lines
+
+
+def _read_line_batches(
+    source: Source, spec: FieldSpec, progress: ProgressFn | None, block_bytes: int
+) -> Iterator[DocBatch]:
     opened = _open_or_error(source)
     if isinstance(opened, InputError):
-        yield opened
+        yield DocBatch.of([opened], 0)
         return
     stream, raw = opened
-    path = source.path
-    is_json = source.format == "jsonl"
+    parse = _parse_json_block if source.format == "jsonl" else _parse_text_block
     slot = 0
-    line = 0
+    line = 0  # lines before the current block
     last = 0
+    blocks = _line_blocks(source, stream, block_bytes)
     try:
-        for rawline in stream:
-            line += 1
-            if _is_blank(rawline):
-                continue
-            if is_json:
-                yield parse_json_line(rawline, spec, path, slot, line)
-            else:
-                yield _parse_text_line(rawline, path, slot, line)
-            slot += 1
-            if progress is not None and slot % _PROGRESS_EVERY == 0:
+        while True:
+            try:
+                lines = next(blocks, None)
+            except (OSError, EOFError, ValueError) as e:
+                # truncated or corrupt compressed data: the file cannot be read past here
+                yield DocBatch.of([InputError(source.path, line + 1, f"cannot read on: {e}")], slot)
+                return
+            if lines is None:
+                return
+            batch = parse(lines, spec, source.path, slot, line)
+            slot = batch.end
+            line += len(lines)
+            if progress is not None:
                 pos = raw.tell()
                 progress(pos - last)
                 last = pos
-    except (OSError, EOFError, ValueError) as e:
-        # truncated or corrupt compressed data: the file cannot be read past here
-        yield InputError(path, line + 1, f"cannot read on: {e}")
+            yield batch
     finally:
         if progress is not None:
             try:
@@ -510,6 +668,85 @@ def _read_lines(
                 pass
         stream.close()
         raw.close()
+
+
+_ID_TYPES = frozenset((type(None), str, int))
+_TIME_TYPES = frozenset((int, float))
+
+
+def _parse_json_block(
+    lines: list[bytes], spec: FieldSpec, path: str, slot: int, line: int
+) -> DocBatch:
+    """The documents on consecutive JSONL lines (without their newlines); ``slot`` and ``line``
+    are those before the first line."""
+    n = len(lines)
+    try:
+        # Any blank or bad line raises here or fails a type check below, and the block is then
+        # parsed line by line, which says what is wrong (and skips blank lines).
+        records = list(map(_fast_loads, lines))
+        texts = [r[spec.text_field] for r in records]
+        if spec.id_field is None:
+            ids = [r.get("id") for r in records]
+        else:
+            ids = [r[spec.id_field] for r in records]
+        times = None
+        if spec.time_field is not None:
+            values = [r[spec.time_field] for r in records]
+            if set(map(type, values)) <= _TIME_TYPES:
+                times = list(map(float, values))
+            else:
+                times = [parse_time(v) for v in values]
+            if not all(map(math.isfinite, times)):
+                raise ValueError("a time that is not finite")
+        if set(map(type, texts)) <= {str} and set(map(type, ids)) <= _ID_TYPES:
+            slots, numbers = range(slot, slot + n), range(line + 1, line + 1 + n)
+            return DocBatch(slots, numbers, texts, ids, times, [], slot + n)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass
+    items: list[Doc | InputError] = []
+    for i, raw in enumerate(lines):
+        if _is_blank(raw):
+            continue
+        items.append(parse_json_line(raw, spec, path, slot, line + i + 1))
+        slot += 1
+    return DocBatch.of(items, slot)
+
+
+_ASCII_SPACE = " \t\n\r\x0b\x0c"
+
+
+def _parse_text_block(
+    lines: list[bytes], spec: FieldSpec, path: str, slot: int, line: int
+) -> DocBatch:
+    """The documents on consecutive text lines: each non-blank line is one."""
+    try:
+        decoded = b"\n".join(lines).decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        items: list[Doc | InputError] = []
+        for i, raw in enumerate(lines):
+            if _is_blank(raw):
+                continue
+            items.append(_parse_text_line(raw, path, slot, line + i + 1))
+            slot += 1
+        return DocBatch.of(items, slot)
+    # blank: only ASCII white space, as bytes.strip() sees it
+    if all(map(str.strip, decoded, [_ASCII_SPACE] * len(decoded))):
+        n = len(decoded)
+        texts = [t.rstrip("\r") for t in decoded]
+        return DocBatch(
+            range(slot, slot + n), range(line + 1, line + 1 + n), texts, [None] * n, None, [],
+            slot + n,
+        )  # fmt: skip
+    slots: list[int] = []
+    numbers: list[int] = []
+    texts = []
+    for i, t in enumerate(decoded):
+        if t.strip(_ASCII_SPACE):
+            slots.append(slot)
+            numbers.append(line + i + 1)
+            texts.append(t.rstrip("\r"))
+            slot += 1
+    return DocBatch(slots, numbers, texts, [None] * len(texts), None, [], slot)
 
 
 def _csv_reader(stream: IO[bytes], fmt: str) -> tuple[io.TextIOWrapper, Any]:
@@ -736,33 +973,48 @@ class KeptWriter:
             return 0
         stream, raw = open_read(source.path, source.compression)
         slot = 0
-        line = 0
+        line = 0  # lines before the current block
         last = 0
-        keep_l = keep.tolist()
-        need_l = need.tolist()
+        is_json = source.format == "jsonl"
         try:
-            for rawline in stream:
-                line += 1
-                if _is_blank(rawline):
+            for lines in _line_blocks(source, stream, _BLOCK_BYTES):
+                block_lines = len(lines)
+                if all(map(bytes.strip, lines)):
+                    # no blank line: the block's lines are slots slot, slot+1, ...
+                    lines = lines[: n - slot]
+                    numbers: Sequence[int] = range(line + 1, line + 1 + len(lines))
+                    slots: Sequence[int] = range(slot, slot + len(lines))
+                else:
+                    pairs = [
+                        (i, raw_line) for i, raw_line in enumerate(lines) if not _is_blank(raw_line)
+                    ][: n - slot]
+                    numbers = [line + 1 + i for i, _ in pairs]
+                    slots = range(slot, slot + len(pairs))
+                    lines = [raw_line for _, raw_line in pairs]
+                line += block_lines
+                if not lines:
                     continue
-                if keep_l[slot]:
-                    out.write(rawline if rawline.endswith(b"\n") else rawline + b"\n")
-                    self.written += 1
-                if need_l[slot] and on_need is not None:
-                    doc = (
-                        parse_json_line(rawline, spec, source.path, slot, line)
-                        if source.format == "jsonl"
-                        else _parse_text_line(rawline, source.path, slot, line)
-                    )
-                    if isinstance(doc, Doc):
-                        on_need(doc)
-                slot += 1
-                if slot >= n:
-                    break
-                if progress is not None and slot % _PROGRESS_EVERY == 0:
+                kept = list(compress(lines, keep[slot : slot + len(lines)].tolist()))
+                if kept:
+                    kept.append(b"")
+                    out.write(b"\n".join(kept))
+                    self.written += len(kept) - 1
+                if on_need is not None:
+                    for i in np.flatnonzero(need[slot : slot + len(lines)]).tolist():
+                        doc = (
+                            parse_json_line(lines[i], spec, source.path, slots[i], numbers[i])
+                            if is_json
+                            else _parse_text_line(lines[i], source.path, slots[i], numbers[i])
+                        )
+                        if isinstance(doc, Doc):
+                            on_need(doc)
+                slot += len(lines)
+                if progress is not None:
                     pos = raw.tell()
                     progress(pos - last)
                     last = pos
+                if slot >= n:
+                    break
         finally:
             if progress is not None:
                 progress(raw.tell() - last)

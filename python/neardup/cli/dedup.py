@@ -19,8 +19,10 @@ import os
 import sys
 import time
 from array import array
+from bisect import bisect_left
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -345,8 +347,8 @@ def run(args: argparse.Namespace) -> int:
             for source in sources:
                 slots = _FileSlots(source)
                 files.append(slots)
-                for item in nio.read_docs(source, spec, progress.advance):
-                    if isinstance(item, nio.InputError):
+                for batch in nio.read_batches(source, spec, progress.advance):
+                    for item in batch.errors:
                         if args.on_error == "fail":
                             progress.close()
                             eprint(f"neardup dedup: {item}")
@@ -355,25 +357,35 @@ def run(args: argparse.Namespace) -> int:
                         skipped += 1
                         if item.slot is not None:
                             slots.bad.append(item.slot)
-                            slots.n_slots = item.slot + 1
                         if warnings < _MAX_WARNINGS and not args.quiet:
                             progress.message(f"neardup dedup: skipped {item}")
                         warnings += 1
+                    slots.n_slots = max(slots.n_slots, batch.end)
+                    got = batch.texts
+                    if not got:
                         continue
-                    slots.n_slots = item.slot + 1
-                    text = item.text
-                    chunk.append(text)
-                    lengths.append(len(text))
-                    if item.time is not None:
-                        times.append(item.time)
-                    chunk_chars += len(text)
-                    if len(chunk) >= _CHUNK_DOCS or chunk_chars >= _CHUNK_CHARS:
-                        if pending is not None:
-                            pending.result()
-                        pending = pool.submit(deduper.feed, chunk)
-                        progress.count(len(chunk))
-                        total_chars += chunk_chars
-                        chunk, chunk_chars = [], 0
+                    sizes = list(map(len, got))
+                    lengths.extend(sizes)
+                    if batch.times is not None:
+                        times.extend(batch.times)
+                    # chunks end where they did document by document: after _CHUNK_DOCS
+                    # documents or at the first reaching _CHUNK_CHARS characters
+                    i = 0
+                    while i < len(got):
+                        room = _CHUNK_DOCS - len(chunk)
+                        sums = list(accumulate(sizes[i : i + room]))
+                        full = bisect_left(sums, _CHUNK_CHARS - chunk_chars)
+                        take = full + 1 if full < len(sums) else len(sums)
+                        chunk.extend(got[i : i + take])
+                        chunk_chars += sums[take - 1]
+                        i += take
+                        if len(chunk) >= _CHUNK_DOCS or chunk_chars >= _CHUNK_CHARS:
+                            if pending is not None:
+                                pending.result()
+                            pending = pool.submit(deduper.feed, chunk)
+                            progress.count(len(chunk))
+                            total_chars += chunk_chars
+                            chunk, chunk_chars = [], 0
             if pending is not None:
                 pending.result()
             if chunk:
