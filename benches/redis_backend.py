@@ -212,6 +212,11 @@ def main() -> None:
     ap.add_argument("--url", help="an existing Redis (default: start one)")
     ap.add_argument("--procs", default="1,2,4", help="client process counts (default 1,2,4)")
     ap.add_argument("--peer-docs", type=int, default=None, help="cap for datasketch's runs")
+    ap.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated runs to do: text,text-batch,index,index-batch,peer",
+    )
     args = ap.parse_args()
     n = args.docs or (4000 if args.quick else 20000)
     peer_n = args.peer_docs or n
@@ -234,6 +239,13 @@ def main() -> None:
             (f"index k=3, batches of {BATCH}", _neardup_index_batch_worker, fps),
             ("datasketch MinHashLSH", _datasketch_worker, docs[:peer_n]),
         ]
+        tags = ["text", "text-batch", "index", "index-batch", "peer"]
+        if args.only:
+            wanted = set(args.only.split(","))
+            unknown = wanted - set(tags)
+            if unknown:
+                sys.exit(f"--only: unknown runs {sorted(unknown)}; valid: {tags}")
+            runs = [r for t, r in zip(tags, runs) if t in wanted]
         rates: dict[tuple[str, int], float] = {}
         for p in procs:
             for name, target, data in runs:
@@ -241,7 +253,10 @@ def main() -> None:
                 rates[(name, p)] = rate
                 print(f"{p} process(es) | {name:<30} | {rate:>8,.0f} check-and-add/s | "
                       f"added {added}", flush=True)  # fmt: skip
-        print("\nratios to datasketch MinHashLSH (same processes):")
+        print(f"\nload average {os.getloadavg()}")
+        if not any(name.startswith("datasketch") for name, _, _ in runs):
+            return
+        print("ratios to datasketch MinHashLSH (same processes):")
         for p in procs:
             ds = rates[("datasketch MinHashLSH", p)]
             cells = ", ".join(f"{name}: {rates[(name, p)] / ds:.1f}x" for name, _, _ in runs[:-1])

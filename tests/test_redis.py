@@ -599,7 +599,9 @@ def test_reads_after_the_write_when_too_many_probes(
     monkeypatch.setattr(backend, "_INLINE_READ_KEYS", 0)
     rng = random.Random(43)
     fps = clustered_fps(rng, 25, 4, 3)
-    idx = RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns())
+    # blocks=2: probe radius 1, so the write script (not the in-script decision) is used
+    idx = RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns(), blocks=2)
+    assert not idx._decides_in_script(3)
     got = idx.check_and_add_many(list(range(len(fps))), fps)
     kept: dict[int, int] = {}
     for i, f in enumerate(fps):
@@ -608,3 +610,31 @@ def test_reads_after_the_write_when_too_many_probes(
     assert {i for i, (ok, _) in enumerate(got) if ok} == set(kept)
     assert [idx.check_and_add(1000 + i, f)[0] for i, f in enumerate(fps[:5])] == [False] * 5
     idx.clear()
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 5])
+def test_in_script_decision_at_the_exact_boundary(redis_url: str, k: int) -> None:
+    """One server at probe radius 0 decides inside the script (a popcount over two 32-bit
+    halves): a copy exactly k bits away is rejected, k+1 bits away added, whatever bits are set
+    (top bits included); an id is never its own match; ids containing '|' are decoded whole."""
+    rng = random.Random(100 + k)
+    for j, base in enumerate(
+        [0, (1 << 64) - 1, 1 << 63, rng.getrandbits(64), 0x8000_0001_8000_0001]
+    ):
+        bits = rng.sample(range(64), k + 1)
+        at_k = base
+        for b in bits[:k]:
+            at_k ^= 1 << b
+        beyond = at_k ^ (1 << bits[k])
+        owner = f"x|{j}|y"
+        idx = RedisIndex.from_url(redis_url, k=k, namespace=fresh_ns())  # one base each
+        assert idx._decides_in_script(k)
+        assert idx.check_and_add(owner, base) == (True, [])
+        assert idx.check_and_add(f"near{j}", at_k) == (False, [(owner, k)])
+        assert f"near{j}" not in idx
+        assert idx.check_and_add(f"far{j}", beyond) == (True, [])
+        idx.remove(f"far{j}")
+        # re-adding the same id at the same fingerprint replaces it (not a duplicate of itself)
+        assert idx.check_and_add(owner, base) == (True, [])
+        assert idx.query(base, 0) == [(owner, 0)] and len(idx) == 1
+        idx.clear()

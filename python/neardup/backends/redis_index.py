@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
@@ -35,7 +37,13 @@ from neardup.backends.redis_format import (
     _s,
     _Written,
 )
-from neardup.backends.redis_lua import _DEL_IF_LUA, _EXPIRE_LUA, _TICKET_LUA, _WRITE_LUA
+from neardup.backends.redis_lua import (
+    _CHECK_ADD_LUA,
+    _DEL_IF_LUA,
+    _EXPIRE_LUA,
+    _TICKET_LUA,
+    _WRITE_LUA,
+)
 from neardup.textstore import Id, check_id
 
 __all__ = ["RedisIndex"]
@@ -119,8 +127,13 @@ class RedisIndex:
         self._ticket_script = client.register_script(_TICKET_LUA)
         self._expire_script = client.register_script(_EXPIRE_LUA)
         self._del_if_script = client.register_script(_DEL_IF_LUA)
-        for script in (self._write_script, self._del_if_script):
-            client.script_load(script.script)
+        self._check_add_script = client.register_script(_CHECK_ADD_LUA)
+        self._bucket_prefix = f"{namespace}:b:"
+        self._blocks = [(s, (1 << w) - 1) for s, w in zip(self.layout.shifts, self.layout.widths)]
+        self._local = threading.local()  # this thread's own connection (see _call)
+        if not self.cluster:
+            for script in (self._write_script, self._del_if_script, self._check_add_script):
+                client.script_load(script.script)
         self._check_config(dict(meta or {}))
 
     @classmethod
@@ -322,25 +335,14 @@ class RedisIndex:
         # LRANGEs (cheaper for Redis than a Lua reply of thousands of entries), keeping the
         # entries with a smaller ticket.
         inline = all(len(x.probe_keys) <= _INLINE_READ_KEYS for x in batch)
-        pipe = self.client.pipeline(transaction=False)
-        calls: list[tuple[int, list[Any], list[Any]]] = []
+        calls: list[tuple[list[Any], list[Any]]] = []
         for x in batch:
             inline_keys = x.probe_keys if inline else []
             keys = [self._k_seq, self._k_count + str(x.period), x.record, self._k_horizon]
             keys += [key for _, key in inline_keys] + x.own
             args = [len(inline_keys), x.fp.to_bytes(8, "big"), x.expire_at, x.idenc, *x.fields]
-            calls.append((len(calls), keys, args))
-            pipe.evalsha(self._write_script.sha, len(keys), *keys, *args)
-        if self.wait_replicas:
-            pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout)
-        outs = self._execute(pipe, self._write_script, calls)
-        if self.wait_replicas:
-            acked = int(outs.pop())
-            if acked < self.wait_replicas:
-                raise TimeoutError(
-                    f"only {acked} of wait_replicas={self.wait_replicas} replicas acknowledged "
-                    f"the write within {self.wait_timeout} ms"
-                )
+            calls.append((keys, args))
+        outs = self._run_scripts(self._write_script, calls)
         written: list[_Written] = []
         for x, out in zip(batch, outs):
             ticket = int(out[0])
@@ -431,6 +433,99 @@ class RedisIndex:
                 raise r
         return results
 
+    def _connection(self) -> Any:
+        """This thread's own connection, taken from the client's pool once (one server)."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is None or local.pid != os.getpid():
+            conn = self.client.connection_pool.get_connection()  # type: ignore[union-attr]
+            local.conn, local.pid = conn, os.getpid()
+        return conn
+
+    def _call(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """One server: run ``script`` on this thread's connection. The hot path: redis-py's
+        ``execute_command`` (pool checkout, retries, hooks) costs as much client time as the
+        round trip itself. A lost connection is reopened and the call sent again once (the
+        scripts are safe to repeat: a repeated check-and-add replaces its own first write)."""
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                return conn.read_response()
+            except redis_py.exceptions.NoScriptError:
+                self.client.script_load(script.script)
+            except (redis_py.exceptions.ConnectionError, redis_py.exceptions.TimeoutError):
+                conn.disconnect()
+                if attempt:
+                    raise
+        conn = self._connection()
+        conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        return conn.read_response()
+
+    def _run_scripts(self, script: Any, calls: Sequence[tuple[list[Any], list[Any]]]) -> list[Any]:
+        """One server: ``script`` for each ``(keys, args)``, in order, in one round trip (then
+        ``WAIT`` for ``wait_replicas``). A single call goes straight to the client: a redis-py
+        pipeline costs more client time than the round trip it would save."""
+        if len(calls) == 1 and not self.wait_replicas:
+            return [self._call(script, *calls[0])]
+        pipe = self.client.pipeline(transaction=False)
+        for keys, args in calls:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        if self.wait_replicas:
+            pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout)
+        outs = self._execute(pipe, script, [(j, k, a) for j, (k, a) in enumerate(calls)])
+        if self.wait_replicas:
+            acked = int(outs.pop())
+            if acked < self.wait_replicas:
+                raise TimeoutError(
+                    f"only {acked} of wait_replicas={self.wait_replicas} replicas acknowledged "
+                    f"the write within {self.wait_timeout} ms"
+                )
+        return outs
+
+    def _decides_in_script(self, k: int) -> bool:
+        """Whether a check-and-add at ``k`` runs whole inside :data:`_CHECK_ADD_LUA`: one server
+        and probe radius 0 (the buckets read are exact blocks of 13+ bits: few entries)."""
+        return not self.cluster and max(self.layout.radii(k)) <= 0
+
+    def _check_add_in_script(
+        self, items: Sequence[tuple[str, int, float | None]], k: int
+    ) -> list[list[_Entry] | None]:
+        """One server, radius 0: the check-and-add of each ``(idenc, fp, timestamp)`` in one
+        script (one round trip for the batch). ``None`` for an item added, else the stored
+        entries within ``k``. Keys are built here directly (the hot path of the index)."""
+        pre = self._bucket_prefix
+        periods = self._live_periods()
+        probed = [b for b, r in enumerate(self.layout.radii(k)) if r == 0]
+        calls: list[tuple[list[Any], list[Any]]] = []
+        for idenc, fp, timestamp in items:
+            ts = time.time() if timestamp is None else float(timestamp)
+            p = self._store_period(ts)
+            values = [(fp >> sh) & m for sh, m in self._blocks]
+            probes = [f"{pre}{q}:{b}:{values[b]:x}" for q in periods for b in probed]
+            keys = [self._k_seq, self._k_count + str(p), self._record(idenc), self._k_horizon]
+            keys += probes
+            keys += [f"{pre}{p}:{b}:{v:x}" for b, v in enumerate(values)]
+            args: list[Any] = [len(probes), k, fp.to_bytes(8, "big"), self._expire_at(p), idenc]
+            args += [q for q in periods for _ in probed]
+            args += ["f", f"{fp:016x}", "t", repr(ts), "p", str(p)]
+            calls.append((keys, args))
+        results: list[list[_Entry] | None] = []
+        for (idenc, _, _), out in zip(items, self._run_scripts(self._check_add_script, calls)):
+            ticket = int(out[0])
+            if ticket:
+                if out[1]:
+                    self._drop_old(idenc, out[1], f"t{ticket}")
+                results.append(None)
+                continue
+            found: dict[str, _Entry] = {}
+            for raw, d in zip(out[1::2], out[2::2]):
+                uid, other = raw[8:].decode().split("|", 1)
+                if other not in found:
+                    found[other] = _Entry(uid, int.from_bytes(raw[:8], "big"), other, 0, int(d))
+            results.append(list(found.values()))
+        return results
+
     def add(self, id: Id, fingerprint: int, timestamp: float | None = None) -> None:
         """Store ``fingerprint`` under ``id``; an existing ``id`` is replaced."""
         self._write(id, _check_fp(fingerprint), timestamp, {}, None)
@@ -466,8 +561,16 @@ class RedisIndex:
         """Add ``id`` unless a stored item is within ``k`` bits; ``(added, matches)``.
 
         Atomic across processes: of near-copies sent at once from any number of clients,
-        exactly one is added (the one holding the smallest ticket).
+        exactly one is added (on one server at probe radius 0, the first whose script runs;
+        else the one holding the smallest ticket).
         """
+        k = self.k if k is None else _check_k(k)
+        if self._decides_in_script(k):
+            fp = _check_fp(fingerprint)
+            found = self._check_add_in_script([(_enc_id(id), fp, timestamp)], k)[0]
+            if found is None:
+                return True, []
+            return False, [(_dec_id(e.idenc), e.distance) for e in self._sorted(found)]
         return self.check_and_add_many([id], [fingerprint], [timestamp], k)[0]
 
     def check_and_add_many(
@@ -481,9 +584,18 @@ class RedisIndex:
         were added); pipelined: a round trip or two for the whole batch on one server."""
         fps, tss = self._batch_args(ids, fingerprints, timestamps)
         k = self.k if k is None else _check_k(k)
+        out: list[tuple[bool, list[tuple[Id, int]]]] = []
+        if self._decides_in_script(k):
+            items = [(_enc_id(i), f, t) for i, f, t in zip(ids, fps, tss)]
+            for found in self._check_add_in_script(items, k):
+                if found is None:
+                    out.append((True, []))
+                else:
+                    matches = [(_dec_id(e.idenc), e.distance) for e in self._sorted(found)]
+                    out.append((False, matches))
+            return out
         batch = [self._prepare(i, f, t, {}, k) for i, f, t in zip(ids, fps, tss)]
         written = self._write_many(batch)
-        out: list[tuple[bool, list[tuple[Id, int]]]] = []
         losers: list[tuple[Id, int, _Written]] = []
         rejected: set[str] = set()
         for i, x, w in zip(ids, batch, written):

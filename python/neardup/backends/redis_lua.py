@@ -67,3 +67,60 @@ if new > old then
 end
 return n
 """
+
+# One Redis server, the bare index at probe radius 0 (few, small buckets): the whole
+# check-and-add in one script. It reads the probe buckets, measures each entry's Hamming distance
+# to the fingerprint (two 32-bit halves, SWAR popcount with Redis's bit library) and, if any entry
+# (not of the same id) is within k, returns them and writes nothing; else it takes a ticket and
+# stores the item. Scripts run one at a time, so of near-copies racing from any number of clients
+# the first one run is added and every later one sees it.
+# KEYS: seq, count, record, horizon, probes..., own buckets...
+# ARGV: nprobes, k, fingerprint (8 bytes), expireat (0: none), id, probe periods (nprobes)...,
+# record fields...
+# Reply: {0, entry, distance, entry, distance, ...} (rejected) or {ticket, old record (HGETALL)}.
+_CHECK_ADD_LUA = """
+local np = tonumber(ARGV[1])
+local k = tonumber(ARGV[2])
+local fp = ARGV[3]
+local exp = tonumber(ARGV[4])
+local tail = '|' .. ARGV[5]
+local band, rshift, bxor = bit.band, bit.rshift, bit.bxor
+local function pc(x)
+  x = x - band(rshift(x, 1), 0x55555555)
+  x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
+  return band(x + rshift(x, 4), 0x0F0F0F0F) % 255
+end
+local hz = tonumber(redis.call('GET', KEYS[4]) or '-4611686018427387904')
+local qa, qb = struct.unpack('>I4I4', fp)
+local found = {0}
+for i = 1, np do
+  if tonumber(ARGV[5 + i]) >= hz then
+    local es = redis.call('LRANGE', KEYS[4 + i], 0, -1)
+    for _, e in ipairs(es) do
+      local a, b = struct.unpack('>I4I4', e)
+      local d = pc(bxor(a, qa)) + pc(bxor(b, qb))
+      if d <= k and string.sub(e, (string.find(e, '|', 9, true))) ~= tail then
+        found[#found + 1] = e
+        found[#found + 1] = d
+      end
+    end
+  end
+end
+if #found > 1 then return found end
+local t = redis.call('INCR', KEYS[1])
+local uid = 't' .. t
+local entry = fp .. uid .. tail
+local out = {t, redis.call('HGETALL', KEYS[3])}
+for i = 5 + np, #KEYS do
+  redis.call('RPUSH', KEYS[i], entry)
+  if exp > 0 then redis.call('EXPIREAT', KEYS[i], exp) end
+end
+redis.call('DEL', KEYS[3])
+redis.call('HSET', KEYS[3], 'u', uid, unpack(ARGV, 6 + np))
+redis.call('INCR', KEYS[2])
+if exp > 0 then
+  redis.call('EXPIREAT', KEYS[3], exp)
+  redis.call('EXPIREAT', KEYS[2], exp)
+end
+return out
+"""
