@@ -392,14 +392,20 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, rows: list[dict[str, Any]]) 
 
 @pytest.mark.spark
 def test_engine_spark_agrees_with_local(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    """`--engine spark` keeps what the local command keeps; with --keep newest here (one Spark
+    start is slow: keep first is compared in tests/test_spark.py, in process), so the flags
+    reach the Spark job."""
+    keep = ["--keep", "newest", "--time-field", "published"]
     src = tmp_path / "in.jsonl"
     write_jsonl(src, rows[:150] + rows[N_ROWS : N_ROWS + 10])
     local, remote = tmp_path / "local.jsonl", tmp_path / "spark.jsonl"
-    r = neardup("dedup", str(src), "-o", str(local), "--clusters", str(tmp_path / "cl.jsonl"))
+    r = neardup(
+        "dedup", str(src), "-o", str(local), "--clusters", str(tmp_path / "cl.jsonl"), *keep
+    )
     assert r.returncode == 0, r.stderr
     r = neardup(
         "dedup", str(src), "-o", str(remote), "--engine", "spark",
-        "--clusters", str(tmp_path / "cs.jsonl"),
+        "--clusters", str(tmp_path / "cs.jsonl"), *keep,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "neardup dedup (spark)" in r.stderr

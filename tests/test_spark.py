@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,71 @@ def test_cli_engine_matches_neardup_dedup(
     assert summary["removed"] == len(rows) - summary["kept"]
 
 
+def _timed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with a ``published`` time that puts some copies after their original, some
+    before, some at the same time (a tie: the first read stays); a few as epoch seconds, the
+    rest ISO 8601 (with and without a zone), as a crawl mixes them."""
+    out = []
+    for i, r in enumerate(rows):
+        t = 1_750_000_000 + 3600 * ((i * 7919) % 97)
+        if i % 11 == 0:
+            published: Any = t
+        elif i % 3 == 0:
+            published = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))  # naive: UTC
+        else:
+            published = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(t))
+        out.append(dict(r, published=published))
+    return out
+
+
+@pytest.mark.parametrize("keep", ["longest", "newest"])
+def test_cli_engine_keep_policies_match_neardup_dedup(
+    spark: SparkSession, rows: list[dict[str, Any]], tmp_path: Path, keep: str
+) -> None:
+    """--keep longest / newest: run_dedup_cli keeps the same documents and writes the same
+    clusters as the local `neardup dedup` with the same policy, and the policy matters (the
+    kept set differs from --keep first)."""
+    data = _timed(rows)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in data), "utf-8")
+    flags = ["--keep", keep] + (["--time-field", "published"] if keep == "newest" else [])
+    local_out, local_cl = tmp_path / "local.jsonl", tmp_path / "local-clusters.jsonl"
+    r = neardup("dedup", str(src), "-o", str(local_out), "--clusters", str(local_cl), *flags)
+    assert r.returncode == 0, r.stderr
+    first_out = tmp_path / "first.jsonl"
+    assert neardup("dedup", str(src), "-o", str(first_out)).returncode == 0
+    out, cl = tmp_path / "spark.jsonl", tmp_path / "spark-clusters.jsonl"
+    nspark.run_dedup_cli(
+        [str(src)],
+        str(out),
+        keep=keep,
+        time_field="published" if keep == "newest" else None,
+        clusters=str(cl),
+    )
+
+    def ids(p: Path) -> list[Any]:
+        return [json.loads(line)["id"] for line in p.read_text("utf-8").splitlines()]
+
+    assert ids(local_out) != ids(first_out)
+    assert ids(out) == ids(local_out)
+    assert cl.read_text("utf-8").splitlines() == local_cl.read_text("utf-8").splitlines()
+
+
+def test_keep_newest_needs_good_times(spark: SparkSession) -> None:
+    df = spark.createDataFrame(
+        [("a b c d e f", "k1", "2025-01-01"), ("a b c d e f", "k2", "soon")],
+        "text string, key string, t string",
+    )
+    with pytest.raises(ValueError, match="keep=.newest. needs time_col"):
+        nspark.dedup(df, "text", "key", keep="newest")
+    with pytest.raises(ValueError, match="time_col 'when' is not a column"):
+        nspark.dedup(df, "text", "key", keep="newest", time_col="when")
+    with pytest.raises(ValueError, match="time_col 't': the row of key 'k2': time 'soon'"):
+        nspark.dedup(df, "text", "key", keep="newest", time_col="t")
+    kept, _ = nspark.dedup(df.where("key = 'k1'"), "text", "key", keep="newest", time_col="t")
+    assert [r["key"] for r in kept.collect()] == ["k1"]
+
+
 def test_resolve_keep_longest_matches_corpus_deduper(rows: list[dict[str, Any]]) -> None:
     """The driver-side keep rule equals CorpusDeduper.result for keep="longest" too (no Spark
     needed: fed with the engine's own verified pairs)."""
@@ -162,7 +228,7 @@ def test_bad_arguments(spark: SparkSession) -> None:
     with pytest.raises(ValueError, match="id_col 'key'"):
         nspark.dedup(df, "text", "key")
     with pytest.raises(ValueError, match="keep must be one of"):
-        nspark.dedup(df, "text", keep="newest")
+        nspark.dedup(df, "text", keep="oldest")
     with pytest.raises(ValueError, match="verifier"):
         nspark.dedup(df, "text", policy=Policy(verifier="levenshtein"))
     with pytest.raises(ValueError, match="k must"):

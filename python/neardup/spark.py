@@ -2,9 +2,10 @@
 
 ``dedup(df, text_col, id_col)`` returns the rows to keep and the clusters, with the semantics of
 the single-machine ``neardup dedup`` (:class:`neardup.corpus.CorpusDeduper`): rows are visited
-in input order (``keep="first"``) or longest first (``keep="longest"``), and a row is dropped
-when it is a verified near-duplicate of a row already kept; its cluster is that kept row (the
-most similar one, then the nearest, then the earliest).
+in input order (``keep="first"``), longest text first (``keep="longest"``) or newest first
+(``keep="newest"``, by a time column), ties in input order, and a row is dropped when it is a
+verified near-duplicate of a row already kept; its cluster is that kept row (the most similar
+one, then the nearest, then the earliest).
 
 The job, stage by stage:
 
@@ -45,6 +46,7 @@ import numpy.typing as npt
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.corpus import resolve_keep
 from neardup.dedup import Policy
+from neardup.io import parse_time
 from neardup.verify import jaccard_sketch, normalise, sketch_many
 
 try:
@@ -59,7 +61,7 @@ except ModuleNotFoundError as e:  # pragma: no cover - exercised only without th
 
 __all__ = ["KEEP", "dedup", "run_dedup_cli"]
 
-KEEP = ("first", "longest")
+KEEP = ("first", "longest", "newest")
 
 _ROW = "__neardup_row"
 _SIGN = np.uint64(1 << 63)
@@ -116,6 +118,7 @@ def dedup(
     policy: Policy | Mapping[str, Any] | None = None,
     keep: str = "first",
     order_col: str | None = None,
+    time_col: str | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """Drop near-duplicates from ``df``; returns ``(kept_df, clusters_df)``.
 
@@ -124,9 +127,13 @@ def dedup(
     - ``k``: overrides the policy's candidate radius (``None``: the policy's, length-aware).
     - ``policy``: :class:`neardup.dedup.Policy` (default: ``Policy.default()``, the single
       machine's default); verifier ``"jaccard"`` or ``"none"``.
-    - ``keep``: ``"first"`` (input order) or ``"longest"`` (longest prepared text, ties by
-      input order). Input order is the order of ``order_col`` when given, else the
-      DataFrame's own order (``monotonically_increasing_id``).
+    - ``keep``: which row of a group stays, as ``neardup dedup --keep`` chooses it:
+      ``"first"`` (input order), ``"longest"`` (the longest text, in characters, as read: the
+      length of ``text_col``) or ``"newest"`` (the latest ``time_col``: seconds since the epoch
+      or ISO 8601, naive times in UTC, read by :func:`neardup.io.parse_time`); ties go to the
+      first in input order. Input order is the order of ``order_col`` when given, else the
+      DataFrame's own order (``monotonically_increasing_id``). A ``time_col`` value that is not
+      a time (null, a word, a bool) is a ValueError naming the row.
 
     ``kept_df`` has the columns of ``df``, kept rows only. ``clusters_df`` has one row per
     member of every cluster of two or more: ``id``, ``cluster`` (the id of the kept row),
@@ -140,6 +147,10 @@ def dedup(
         raise ValueError(f"order_col {order_col!r} is not a column of df: {df.columns}")
     if keep not in KEEP:
         raise ValueError(f"keep must be one of {', '.join(KEEP)}; got {keep!r}")
+    if keep == "newest" and time_col is None:
+        raise ValueError('keep="newest" needs time_col (the column with each row\'s time)')
+    if time_col is not None and time_col not in df.columns:
+        raise ValueError(f"time_col {time_col!r} is not a column of df: {df.columns}")
     pol = _policy_for(policy, k)
     spark = df.sparkSession
 
@@ -148,15 +159,34 @@ def dedup(
     # compares rows of candidate pairs, for which this order is all it needs.
     order = F.col(order_col).cast("long") if order_col else F.monotonically_increasing_id()
     numbered = df.withColumn(_ROW, order).cache()
-    docs = _fingerprint(numbered.select(_ROW, text_col), text_col, pol).cache()
+    columns = [_ROW, text_col]
+    if keep == "newest" and time_col is not None and time_col != text_col:
+        columns.append(time_col)
+    source = numbered.select(*columns)
+    docs = _fingerprint(source, text_col, pol, time_col if keep == "newest" else None).cache()
+    if keep == "newest":
+        bad = docs.where(F.col("terr").isNotNull()).orderBy(_ROW).select(_ROW, "terr").first()
+        if bad is not None:
+            where = f"the row at position key {bad[0]}"
+            if id_col is not None:
+                row = numbered.where(F.col(_ROW) == bad[0]).select(id_col).first()
+                where = f"the row of {id_col} {row[0]!r}" if row is not None else where
+            raise ValueError(f"time_col {time_col!r}: {where}: {bad[1]}")
     pairs = _candidate_pairs(docs, pol)
-    rows = _verify(pairs, docs, pol).collect()
-    lengths: dict[int, int] = {}
-    if keep == "longest" and rows:
-        involved = sorted({r[0] for r in rows} | {r[1] for r in rows})
-        sel = docs.where(F.col(_ROW).isin(involved)) if len(involved) < 10_000 else docs
-        lengths = {r[0]: r[1] for r in sel.select(_ROW, "len").collect() if r[0] in set(involved)}
-    decisions_pd = _resolve(rows, keep, lengths)
+    verified = _verify(pairs, docs, pol).cache()
+    rows = verified.collect()
+    values: dict[int, float] = {}
+    if keep != "first" and rows:
+        # the preference value (text length or time) of the rows of verified pairs only
+        involved = (
+            verified.select(F.col("a").alias(_ROW))
+            .union(verified.select(F.col("b").alias(_ROW)))
+            .distinct()
+        )
+        column = "rawlen" if keep == "longest" else "t"
+        values = {int(r[0]): r[1] for r in docs.join(involved, _ROW).select(_ROW, column).collect()}
+    verified.unpersist()
+    decisions_pd = _resolve(rows, keep, values)
     decisions = spark.createDataFrame(
         decisions_pd, f"{_ROW} long, __rep long, distance long, similarity double"
     )
@@ -195,7 +225,19 @@ def _row_number(numbered: DataFrame) -> Any:
     return (mapping[part] + F.col(_ROW).bitwiseAND(F.lit((1 << 33) - 1))).cast("long")
 
 
-def _fingerprint(df: DataFrame, text_col: str, pol: Policy) -> DataFrame:
+def _time_or_error(value: Any) -> tuple[float, str | None]:
+    """A time value as seconds since the epoch, or NaN and what is wrong with it."""
+    if value is None or (isinstance(value, float) and value != value):
+        return float("nan"), "the time is null, expected seconds or an ISO 8601 string"
+    if isinstance(value, np.generic):
+        value = value.item()
+    try:
+        return parse_time(value), None
+    except ValueError as e:
+        return float("nan"), str(e)
+
+
+def _fingerprint(df: DataFrame, text_col: str, pol: Policy, time_col: str | None) -> DataFrame:
     policy_json = json.dumps(pol.to_dict(), sort_keys=True)
     jaccard = pol.verifier == "jaccard"
     shingle = pol.shingle
@@ -204,15 +246,27 @@ def _fingerprint(df: DataFrame, text_col: str, pol: Policy) -> DataFrame:
         policy = Policy.from_dict(json.loads(policy_json))
         fingerprinter = _fingerprinter(policy_json)
         for batch in batches:
-            norms = [_prepare(policy, t) for t in batch[text_col].tolist()]
+            texts = batch[text_col].tolist()
+            norms = [_prepare(policy, t) for t in texts]
             fps = np.asarray(fingerprinter.fingerprint_many(norms), dtype=np.uint64)
             out = pd.DataFrame(
                 {
                     _ROW: batch[_ROW].to_numpy(np.int64),
                     "fp": _to_signed(fps),
                     "len": np.fromiter((len(s) for s in norms), np.int64, len(norms)),
+                    # --keep longest compares the texts as read, like the local command
+                    "rawlen": np.fromiter(
+                        (len(t) if isinstance(t, str) else 0 for t in texts), np.int64, len(texts)
+                    ),
                 }
             )
+            if time_col is not None:
+                parsed = [_time_or_error(v) for v in batch[time_col].tolist()]
+                out["t"] = np.fromiter((p[0] for p in parsed), np.float64, len(parsed))
+                out["terr"] = pd.Series([p[1] for p in parsed], dtype=object)
+            else:
+                out["t"] = np.zeros(len(texts), np.float64)
+                out["terr"] = pd.Series([None] * len(texts), dtype=object)
             if jaccard:
                 offsets, hashes = sketch_many(norms, shingle)
                 h = hashes.astype(np.int64)
@@ -221,7 +275,7 @@ def _fingerprint(df: DataFrame, text_col: str, pol: Policy) -> DataFrame:
                 out["sk"] = [np.empty(0, np.int64)] * len(norms)
             yield out
 
-    schema = f"{_ROW} long, fp long, len long, sk array<long>"
+    schema = f"{_ROW} long, fp long, len long, rawlen long, t double, terr string, sk array<long>"
     return df.mapInPandas(run, schema)
 
 
@@ -323,9 +377,11 @@ def _verify(pairs: DataFrame, docs: DataFrame, pol: Policy) -> DataFrame:
     )
 
 
-def _resolve(rows: Sequence[Any], keep: str, lengths: Mapping[int, int]) -> pd.DataFrame:
+def _resolve(rows: Sequence[Any], keep: str, values: Mapping[int, float]) -> pd.DataFrame:
     """The keep rule of ``CorpusDeduper.result`` over the verified pairs ``(a, b, d, sim)``
-    (a, b: order keys). Returns the members of every cluster with their kept row."""
+    (a, b: order keys), with the preference order of ``neardup dedup --keep``: input order,
+    or the largest ``values[row]`` (text length for "longest", time for "newest") first, ties
+    in input order. Returns the members of every cluster with their kept row."""
     cols = {_ROW: np.empty(0, np.int64), "__rep": np.empty(0, np.int64),
             "distance": np.empty(0, np.int64), "similarity": np.empty(0, np.float64)}  # fmt: skip
     if not rows:
@@ -338,9 +394,9 @@ def _resolve(rows: Sequence[Any], keep: str, lengths: Mapping[int, int]) -> pd.D
     va, vb = np.searchsorted(nodes, pa), np.searchsorted(nodes, pb)
     n = nodes.size
     rank = np.arange(n, dtype=np.int64)  # nodes are sorted by input order
-    if keep == "longest":
-        length = np.fromiter((lengths.get(int(x), 0) for x in nodes), np.int64, n)
-        rank[np.lexsort((np.arange(n), -length))] = np.arange(n, dtype=np.int64)
+    if keep in ("longest", "newest"):
+        value = np.fromiter((values.get(int(x), 0) for x in nodes), np.float64, n)
+        rank[np.lexsort((np.arange(n), -value))] = np.arange(n, dtype=np.int64)
     representative, distance, similarity = resolve_keep(rank, va, vb, vd, vs)
     dropped = np.flatnonzero(representative != np.arange(n))
     members = np.union1d(dropped, representative[dropped])
@@ -396,6 +452,7 @@ def run_dedup_cli(
     id_field: str | None = None,
     k: int | None = None,
     keep: str = "first",
+    time_field: str | None = None,
     clusters: str | None = None,
     master: str | None = None,
     policy: Policy | Mapping[str, Any] | None = None,
@@ -403,6 +460,8 @@ def run_dedup_cli(
     """``neardup dedup --engine spark``: read ``inputs``, write the kept records as JSONL to
     ``output`` (input order) and, with ``clusters``, the clusters as JSONL
     ``{"id", "cluster", "kept", "distance"}`` like the local engine. Returns a summary.
+    ``keep`` and ``time_field`` are those of ``neardup dedup --keep/--time-field`` (see
+    :func:`dedup`): the same documents are kept.
 
     Uses the active SparkSession, or starts one on ``master`` (default: ``$SPARK_MASTER`` or
     ``local[*]``).
@@ -420,7 +479,14 @@ def run_dedup_cli(
         raise ValueError(f"--text-field {text_field!r} is not a field of the input: {df.columns}")
     if id_field is None and "id" in df.columns:
         id_field = "id"
-    kept_df, clusters_df = dedup(df, text_field, id_field, k, policy=policy, keep=keep)
+    if time_field is not None and time_field not in df.columns:
+        raise ValueError(f"--time-field {time_field!r} is not a field of the input: {df.columns}")
+    try:
+        kept_df, clusters_df = dedup(
+            df, text_field, id_field, k, policy=policy, keep=keep, time_col=time_field
+        )
+    except ValueError as e:
+        raise ValueError(str(e).replace("time_col", "--time-field", 1)) from None
     n = df.count()
     n_kept = 0
     with open(output, "w", encoding="utf-8") as f:

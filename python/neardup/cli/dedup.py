@@ -578,6 +578,7 @@ def _run_spark(args: argparse.Namespace) -> int:
             id_field=args.id_field,
             k=args.k,
             keep=args.keep,
+            time_field=args.time_field,
             clusters=args.clusters,
         )
     except (ValueError, OSError) as e:
