@@ -22,7 +22,7 @@ from neardup.dedup import Policy, check_text, check_texts
 from neardup.htmltext import main_text
 from neardup.verify import normalise, sketch_many
 
-__all__ = ["CorpusDeduper", "CorpusResult", "resolve_keep"]
+__all__ = ["CorpusDeduper", "CorpusResult", "SketchedChunk", "resolve_keep"]
 
 
 def resolve_keep(
@@ -102,6 +102,18 @@ class CorpusResult:
         return int(self.representative.size - np.count_nonzero(self.kept))
 
 
+@dataclass
+class SketchedChunk:
+    """What :class:`CorpusDeduper` keeps of a chunk of texts (see :meth:`CorpusDeduper.sketch`):
+    per text its fingerprint, prepared length and, for the Jaccard verifier, the number of its
+    distinct shingle hashes (``counts``) and those hashes, concatenated (``hashes``)."""
+
+    fingerprints: npt.NDArray[np.uint64]
+    lengths: npt.NDArray[np.int64]
+    counts: npt.NDArray[np.int64] | None
+    hashes: npt.NDArray[np.uint32] | None
+
+
 class CorpusDeduper:
     """Batch near-duplicate detection over a whole corpus, fed in chunks.
 
@@ -144,17 +156,41 @@ class CorpusDeduper:
 
     def feed(self, texts: Sequence[str]) -> None:
         """Add the next chunk of texts; they get rows ``len(self) .. len(self)+len(texts)-1``."""
+        self.add_sketched(self.sketch(self.prepare(texts)))
+
+    # feed() in three steps, for a caller that overlaps chunks (neardup dedup): prepare() in
+    # chunk order (it learns the corpus's HTML boilerplate as it goes), sketch() of several
+    # chunks at once in threads (the core and numpy release the GIL), add_sketched() in chunk
+    # order.
+
+    def prepare(self, texts: Sequence[str]) -> list[str]:
+        """The texts as both stages see them (main text of pages, normalised); call in feeding
+        order."""
         check_texts(texts)
-        norms = self._prepare_chunk(texts)
-        if not norms:
-            return
-        self._fps.append(np.asarray(self.fingerprinter.fingerprint_many(norms), dtype=np.uint64))
-        self._lengths.append(np.fromiter((len(s) for s in norms), np.int64, len(norms)))
+        return self._prepare_chunk(texts)
+
+    def sketch(self, norms: list[str]) -> SketchedChunk:
+        """Fingerprints, lengths and shingle sketches of prepared texts (thread-safe)."""
+        fps = np.asarray(self.fingerprinter.fingerprint_many(norms), dtype=np.uint64)
+        lengths = np.fromiter(map(len, norms), np.int64, len(norms))
+        counts = hashes = None
         if self.policy.verifier == "jaccard":
             offsets, hashes = sketch_many(norms, self.policy.shingle)
-            self._counts.append(np.diff(offsets))
-            self._hashes.append(hashes)
-        self._n += len(norms)
+            counts = np.diff(offsets)
+        return SketchedChunk(fps, lengths, counts, hashes)
+
+    def add_sketched(self, chunk: SketchedChunk) -> None:
+        """Add a chunk made by :meth:`sketch`; its rows follow those added so far."""
+        if not chunk.fingerprints.size:
+            return
+        self._fps.append(chunk.fingerprints)
+        self._lengths.append(chunk.lengths)
+        if self.policy.verifier == "jaccard":
+            if chunk.counts is None or chunk.hashes is None:
+                raise ValueError("the chunk has no sketches but the policy's verifier needs them")
+            self._counts.append(chunk.counts)
+            self._hashes.append(chunk.hashes)
+        self._n += int(chunk.fingerprints.size)
 
     def _prepare_chunk(self, texts: Sequence[str]) -> list[str]:
         for t in texts:

@@ -20,6 +20,7 @@ import sys
 import time
 from array import array
 from bisect import bisect_left
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -29,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup import io as nio
-from neardup.corpus import CorpusDeduper
+from neardup.corpus import CorpusDeduper, SketchedChunk
 from neardup.dedup import Policy
 from neardup.htmltext import main_text
 
@@ -47,6 +48,7 @@ EXIT_CODES = """exit codes:
 KEEP_POLICIES = ("first", "longest", "newest")
 _CHUNK_DOCS = 16384
 _CHUNK_CHARS = 8 << 20
+_IN_FLIGHT = 3  # chunks being prepared or sketched at once
 _MAX_WARNINGS = 10
 _REPORT_CLUSTERS = 12
 _REPORT_MEMBERS = 6
@@ -340,8 +342,21 @@ def run(args: argparse.Namespace) -> int:
     total_chars = 0
     progress = Progress(input_bytes(sources), "pass 1/2: reading", args.quiet)
     try:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending: Future[None] | None = None
+        # Chunks overlap: one thread prepares them in order (it learns HTML boilerplate as it
+        # goes), two fingerprint and sketch them (the core and numpy release the GIL), and this
+        # thread reads the next while adding the finished ones in order.
+        with (
+            ThreadPoolExecutor(max_workers=1) as prepare_pool,
+            ThreadPoolExecutor(max_workers=2) as sketch_pool,
+        ):
+            in_flight: deque[Future[SketchedChunk]] = deque()
+
+            def submit(texts: list[str]) -> None:
+                prepared = prepare_pool.submit(deduper.prepare, texts)
+                in_flight.append(sketch_pool.submit(lambda: deduper.sketch(prepared.result())))
+                while len(in_flight) > _IN_FLIGHT:
+                    deduper.add_sketched(in_flight.popleft().result())
+
             chunk: list[str] = []
             chunk_chars = 0
             for source in sources:
@@ -380,18 +395,16 @@ def run(args: argparse.Namespace) -> int:
                         chunk_chars += sums[take - 1]
                         i += take
                         if len(chunk) >= _CHUNK_DOCS or chunk_chars >= _CHUNK_CHARS:
-                            if pending is not None:
-                                pending.result()
-                            pending = pool.submit(deduper.feed, chunk)
+                            submit(chunk)
                             progress.count(len(chunk))
                             total_chars += chunk_chars
                             chunk, chunk_chars = [], 0
-            if pending is not None:
-                pending.result()
             if chunk:
-                deduper.feed(chunk)
+                submit(chunk)
                 progress.count(len(chunk))
                 total_chars += chunk_chars
+            while in_flight:
+                deduper.add_sketched(in_flight.popleft().result())
     finally:
         progress.close()
     if warnings > _MAX_WARNINGS and not args.quiet:
