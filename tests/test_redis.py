@@ -7,6 +7,7 @@ The other Redis test modules import the fixtures from here.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import random
 import shutil
@@ -357,7 +358,7 @@ def test_retention_uses_redis_expiry_and_expire_hides_periods(redis_url: str) ->
     while time.time() < deadline and idx.client.exists(bucket):
         time.sleep(0.2)
     assert not idx.client.exists(bucket)
-    assert not idx.client.exists(idx._record("snew"))
+    assert not idx.client.exists(idx._idkey("snew"))
 
 
 # -- check-and-add ---------------------------------------------------------------------------
@@ -567,7 +568,7 @@ def test_wait_replicas_with_a_real_replica(redis_server: RedisServer, tmp_path: 
             True,
             [],
         )
-        assert copy.exists(d.index._record("i1"))
+        assert copy.exists(d.index._idkey("i1"))
         strict = RedisIndex.from_url(
             base.replace(ns, fresh_ns()) + "&wait_replicas=2&wait_timeout=100"
         )
@@ -589,18 +590,13 @@ def test_survives_a_script_flush(redis_url: str) -> None:
     idx.clear()
 
 
-def test_reads_after_the_write_when_too_many_probes(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The path for very wide radii (buckets read after the atomic append, predecessors by
-    ticket) gives the same answers as the inline one."""
-    import neardup.backends.redis_index as backend
-
-    monkeypatch.setattr(backend, "_INLINE_READ_KEYS", 0)
+def test_check_and_add_at_probe_radius_one(any_url: str) -> None:
+    """The ticketed path (write, then the client measures the records read; used by the
+    verifier and for wide radii) gives a sequential loop's answers over brute force."""
     rng = random.Random(43)
     fps = clustered_fps(rng, 25, 4, 3)
     # blocks=2: probe radius 1, so the write script (not the in-script decision) is used
-    idx = RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns(), blocks=2)
+    idx = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns(), blocks=2)
     assert not idx._decides_in_script(3)
     got = idx.check_and_add_many(list(range(len(fps))), fps)
     kept: dict[int, int] = {}
@@ -609,6 +605,9 @@ def test_reads_after_the_write_when_too_many_probes(
             kept[i] = f
     assert {i for i, (ok, _) in enumerate(got) if ok} == set(kept)
     assert [idx.check_and_add(1000 + i, f)[0] for i, f in enumerate(fps[:5])] == [False] * 5
+    assert len(idx) == len(kept)
+    for q in fps[:20]:
+        assert set(idx.query(q, 3)) == brute(kept, q, 3)
     idx.clear()
 
 
@@ -638,3 +637,52 @@ def test_in_script_decision_at_the_exact_boundary(redis_url: str, k: int) -> Non
         assert idx.check_and_add(owner, base) == (True, [])
         assert idx.query(base, 0) == [(owner, 0)] and len(idx) == 1
         idx.clear()
+
+
+def test_old_format_is_refused(redis_url: str) -> None:
+    """A namespace written by format 1 (list buckets) is refused with a clear error."""
+    ns = fresh_ns()
+    client = redis.Redis.from_url(redis_url)
+    old = {"format": 1, "k": 3, "blocks": 4, "retention": None, "period": float(1 << 40)}
+    client.set("{" + ns + "}:config", json.dumps(old, sort_keys=True))
+    with pytest.raises(IncompatibleIndexError, match="format 1.*reads format 2"):
+        RedisIndex.from_url(redis_url, k=3, namespace=ns)
+    client.delete("{" + ns + "}:config")
+
+
+def test_buckets_hold_packed_records(any_url: str) -> None:
+    """Format 2: a bucket is a string of 16-byte (fingerprint, ref) records; removing an item
+    cuts its record out at a record boundary and an emptied bucket is deleted."""
+    idx = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
+    fp = 0x0123_4567_89AB_CDEF
+    idx.add("a", fp)
+    idx.add("b", fp ^ 1)  # same first three blocks
+    key = idx._bucket(0, 0, idx.layout.values(fp)[0])
+    blob = idx.client.get(key)
+    assert len(blob) == 32
+    assert {blob[:8], blob[16:24]} == {fp.to_bytes(8, "big"), (fp ^ 1).to_bytes(8, "big")}
+    ref_a = int.from_bytes(idx.client.get(idx._idkey("sa")), "big")
+    assert idx.client.hget(idx._datakey(ref_a), "i") == b"sa"
+    assert ref_a.to_bytes(8, "big") in (blob[8:16], blob[24:32])
+    idx.remove("a")
+    assert idx.client.get(key) == (fp ^ 1).to_bytes(8, "big") + idx.client.get(idx._idkey("sb"))
+    assert not idx.client.exists(idx._datakey(ref_a))
+    idx.remove("b")
+    assert not idx.client.exists(key) and len(idx) == 0
+    idx.clear()
+
+
+def test_a_ref_in_use_is_never_shared(any_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refs are random; a writer whose ref is already in use draws another (forced here by
+    handing out the same ref twice), so two items never share their data."""
+    import neardup.backends.redis_index as backend
+
+    refs = iter([77, 77, 78, 77, 79, 80, 81, 82])
+    monkeypatch.setattr(backend, "new_ref", lambda: next(refs))
+    idx = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
+    idx.add(1, 0xF0F0)
+    assert idx.check_and_add(2, 1 << 50) == (True, [])  # 77 in use -> 78
+    assert idx.check_and_add(3, 0xF0F1) == (False, [(1, 1)])  # 77 in use -> 79
+    assert idx.query(1 << 50, 0) == [(2, 0)] and idx.query(0xF0F0, 0) == [(1, 0)]
+    assert len(idx) == 2
+    idx.clear()

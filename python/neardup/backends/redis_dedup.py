@@ -3,13 +3,13 @@ verifier) over :class:`~neardup.backends.redis_index.RedisIndex`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 from neardup._core import Fingerprinter
 from neardup.backends.redis_connect import Client, connect, redact
-from neardup.backends.redis_format import _check_k, _dec_id, _Entry, _s, _Written
+from neardup.backends.redis_format import _check_k, _dec_id, _Entry, _Written
 from neardup.backends.redis_index import RedisIndex
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
 from neardup.textstore import Id, check_id
@@ -120,34 +120,18 @@ class RedisDeduplicator:
         if self._closed:
             raise ValueError("deduplicator is closed")
 
-    def _texts(self, entries: Iterable[_Entry]) -> dict[str, str | None]:
-        """Stored texts of ``entries`` by encoded id, in one pipelined round trip."""
-        idencs = list(dict.fromkeys(e.idenc for e in entries))
-        if not idencs:
-            return {}
-        pipe = self.index.client.pipeline(transaction=False)
-        for idenc in idencs:
-            pipe.hget(self.index._record(idenc), "x")
-        return {i: (None if raw is None else _s(raw)) for i, raw in zip(idencs, pipe.execute())}
-
-    def _verify(
-        self,
-        norm: str,
-        entries: Sequence[_Entry],
-        texts: Mapping[str, str | None] | None = None,
-    ) -> list[Match]:
-        """Matches among ``entries`` whose stored text passes the policy's verifier."""
+    def _verify(self, norm: str, entries: Sequence[_Entry]) -> list[Match]:
+        """Matches among ``entries`` (read with their texts) whose stored text passes the
+        policy's verifier."""
         if not entries:
             return []
-        if texts is None:
-            texts = self._texts(entries)
         kind, threshold = self.policy.verifier, self.policy.threshold
         qs = sketch(norm, self.policy.shingle).hashes if kind == "jaccard" else None
         out: list[Match] = []
         for e in entries:
-            other = texts.get(e.idenc)
-            if other is None:  # removed, expired or retracted meanwhile
+            if e.text is None:  # removed, expired or retracted meanwhile
                 continue
+            other = e.text.decode()
             sim: float | None
             if kind == "none":
                 sim = None
@@ -179,7 +163,7 @@ class RedisDeduplicator:
         norm = self._prepare(check_text(text))
         fp = int(self.fingerprinter.fingerprint(norm))
         radius = self._radius(norm, k)
-        entries = self.index._sorted(self.index._read(fp, radius).values())
+        entries = self.index._sorted(self.index._read(fp, radius, texts=True))
         matches = self._verify(norm, entries)
         self._counters["checks"] += 1
         self._counters["candidates"] += len(entries)
@@ -249,19 +233,18 @@ class RedisDeduplicator:
             self.index._prepare(i, f, ts, {"x": t.encode()}, self._radius(n, None))
             for i, t, n, f, ts in zip(ids, texts, norms, fps, tss)
         ]
-        written = self.index._write_many(batch)
-        stored = self._texts(e for w in written for e in w.predecessors)
+        written = self.index._write_many(batch, texts=True)
         out: list[tuple[bool, list[Match]]] = []
-        losers: list[tuple[Id, int, _Written]] = []
+        losers: list[tuple[str, int, _Written]] = []
         rejected: set[str] = set()
-        for i, n, x, w in zip(ids, norms, batch, written):
+        for n, x, w in zip(norms, batch, written):
             preds = [e for e in self.index._sorted(w.predecessors) if e.idenc not in rejected]
             self._counters["checks"] += 1
             self._counters["candidates"] += len(preds)
-            matches = self._verify(n, preds, stored)
+            matches = self._verify(n, preds)
             if matches:
                 rejected.add(x.idenc)
-                losers.append((i, x.fp, w))
+                losers.append((x.idenc, x.fp, w))
                 self._counters["matches"] += len(matches)
                 out.append((False, matches))
             else:
@@ -279,7 +262,7 @@ class RedisDeduplicator:
     def get(self, id: Id) -> str:
         """The stored text of ``id``; ``KeyError`` if unknown."""
         self._ensure_open()
-        return self.index._get_record(id, ("x",))[0]
+        return str(self.index._get_record(id, ("x",))[0].decode())
 
     def expire(self, before: float) -> int:
         """Forget the texts of every time period that ends at or before ``before``; return how

@@ -1,24 +1,39 @@
-"""The on-Redis format of :mod:`neardup.backends.redis`: id and fingerprint encodings, argument
-checks, and the records the index passes between its steps.
+"""The on-Redis format of :mod:`neardup.backends.redis` (format 2): bucket records, id and
+fingerprint encodings, argument checks, and the records the index passes between its steps.
 
 Every key of a namespace ``ns`` and what it holds is listed in docs/scale-out.md (data layout);
 :data:`FORMAT_VERSION` is stored with the settings and checked on open.
+
+A bucket is one Redis string of fixed 16-byte records: the fingerprint (8 bytes, big-endian)
+then the item's *ref* (8 bytes, big-endian), a random 64-bit name of one stored version of an
+item. ``ns:d:<ref hex>`` holds that version's data (id, fingerprint, timestamp, period, ticket,
+text) and ``ns:r:<id>`` the id's current ref. A read is one ``GET`` per bucket; the distances
+are computed on the client over the whole reply at once (numpy), and only the near records'
+data are fetched.
 """
 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+import os
+import random
+import secrets
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from neardup.textstore import Id, check_id
 
-FORMAT_VERSION = 1
+# 1: buckets were lists of "<fp><uid>|<id>" entries, items hashes keyed by id.
+# 2: buckets are strings of 16-byte (fingerprint, ref) records; data keyed by ref.
+FORMAT_VERSION = 2
+RECORD_BYTES = 16
 _U64 = (1 << 64) - 1
 # Without retention every item lives in one period (period 0 for the next ~35 000 years).
 _NO_RETENTION_PERIOD = float(1 << 40)
+# Sorts entries whose ticket is unknown (cluster, not yet ticketed) after every ticketed one.
+_NO_TICKET = 1 << 64
 
 
 # -- encodings -------------------------------------------------------------------------------
@@ -63,20 +78,65 @@ def _s(b: bytes | str) -> str:
     return b.decode() if isinstance(b, bytes) else b
 
 
-@dataclass(frozen=True)
+# Refs come from a per-process generator seeded from the OS (a system call per ref would cost
+# as much as the rest of a check-and-add's client work), reseeded in every forked child so that
+# forked workers never draw the same sequence.
+_refs = random.Random(secrets.randbits(128))
+os.register_at_fork(after_in_child=lambda: _refs.seed(secrets.randbits(128)))
+
+
+def new_ref() -> int:
+    """A fresh random ref (never 0). Writers refuse a ref whose data key exists and draw again,
+    so two versions never share one."""
+    return _refs.getrandbits(64) or 1
+
+
+def ref_hex(ref: int) -> str:
+    return f"{ref:016x}"
+
+
+def pack_record(fp: int, ref: int) -> bytes:
+    """The 16-byte bucket record of ``(fp, ref)``."""
+    return fp.to_bytes(8, "big") + ref.to_bytes(8, "big")
+
+
+def near_records(blob: bytes, fp: int, k: int) -> dict[int, tuple[int, int]]:
+    """``{ref: (fingerprint, distance)}`` of the records of ``blob`` within ``k`` of ``fp``."""
+    if not blob:
+        return {}
+    if len(blob) % RECORD_BYTES:
+        raise ValueError(
+            f"a bucket holds {len(blob)} bytes, not a multiple of {RECORD_BYTES}: "
+            "not neardup format 2 data"
+        )
+    recs = np.frombuffer(blob, dtype=">u8").reshape(-1, 2)
+    fps = recs[:, 0].astype(np.uint64)
+    dist = _popcount(fps ^ np.uint64(fp))
+    out: dict[int, tuple[int, int]] = {}
+    for j in np.flatnonzero(dist <= k).tolist():
+        out.setdefault(int(recs[j, 1]), (int(fps[j]), int(dist[j])))
+    return out
+
+
+# -- what the steps pass around --------------------------------------------------------------
+
+
+@dataclass
 class _Entry:
-    uid: str
+    """A stored item found near a fingerprint (its data resolved from its ref)."""
+
+    ref: int
     fp: int
     idenc: str
     period: int
     distance: int
+    ticket: int | None
+    text: bytes | None = None
 
 
-def _order_key(uid: str) -> tuple[int, int, str]:
-    # Tickets (single server) order numerically; cluster nonces start with a time in hex.
-    if uid[0] == "t":
-        return (0, int(uid[1:]), "")
-    return (1, 0, uid)
+def _order_key(e: _Entry) -> tuple[int, int, int]:
+    """Nearest first, then by ticket (insertion order), then by ref."""
+    return (e.distance, _NO_TICKET if e.ticket is None else e.ticket, e.ref)
 
 
 @dataclass
@@ -85,10 +145,12 @@ class _Pending:
 
     idenc: str
     fp: int
+    ref: int
     period: int
     expire_at: int
     own: list[str]
-    record: str
+    idkey: str
+    datakey: str
     fields: list[bytes | str]
     probe_k: int | None
     probe_keys: list[tuple[int, str]]
@@ -97,6 +159,6 @@ class _Pending:
 @dataclass
 class _Written:
     ticket: int
-    uid: str
+    ref: int
     period: int
-    predecessors: list[_Entry]
+    predecessors: list[_Entry] = field(default_factory=list)

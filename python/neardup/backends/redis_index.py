@@ -3,7 +3,8 @@
 ``query(fp, k)`` returns every stored item whose Hamming distance to ``fp`` is **<= k**
 (inclusive), never one farther, nearest first. The one-server write path is one Lua script per
 item (:mod:`neardup.backends.redis_lua`); the cluster protocol is in
-:mod:`neardup.backends.redis_cluster`. The key layout and the proofs are in docs/scale-out.md.
+:mod:`neardup.backends.redis_cluster`; the format in :mod:`neardup.backends.redis_format`.
+The key layout and the proofs are in docs/scale-out.md.
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
-import numpy as np
-
 from neardup._core import IncompatibleIndexError
 from neardup.backends.layout import BlockLayout, default_blocks
-from neardup.backends.redis_cluster import earlier, write_cluster
+from neardup.backends.redis_cluster import write_cluster
 from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, connect, redis_py
 from neardup.backends.redis_format import (
     _NO_RETENTION_PERIOD,
@@ -33,24 +33,32 @@ from neardup.backends.redis_format import (
     _Entry,
     _order_key,
     _Pending,
-    _popcount,
     _s,
     _Written,
+    near_records,
+    new_ref,
+    pack_record,
 )
 from neardup.backends.redis_lua import (
     _CHECK_ADD_LUA,
+    _CLAIM_LUA,
     _DEL_IF_LUA,
     _EXPIRE_LUA,
+    _REMOVE_RECORD_LUA,
     _TICKET_LUA,
     _WRITE_LUA,
 )
 from neardup.textstore import Id, check_id
 
+_pack: Any
+try:
+    from hiredis import pack_command as _pack
+except ImportError:  # pragma: no cover - hiredis is part of the [redis] extra
+    _pack = None
+
 __all__ = ["RedisIndex"]
 
-# Up to this many probe buckets are read inside the write script (see RedisIndex._write_many);
-# more (very wide radii) are read afterwards with pipelined LRANGEs.
-_INLINE_READ_KEYS = 1024
+_NO_HORIZON = -(1 << 62)
 
 
 class RedisIndex:
@@ -123,16 +131,25 @@ class RedisIndex:
         self._k_horizon = f"{tag}:horizon"
         self._k_count = f"{tag}:n:"
         self._k_tickets = f"{tag}:tk:"
-        self._write_script = client.register_script(_WRITE_LUA)
-        self._ticket_script = client.register_script(_TICKET_LUA)
-        self._expire_script = client.register_script(_EXPIRE_LUA)
-        self._del_if_script = client.register_script(_DEL_IF_LUA)
-        self._check_add_script = client.register_script(_CHECK_ADD_LUA)
         self._bucket_prefix = f"{namespace}:b:"
+        self._data_prefix = f"{namespace}:d:"
         self._blocks = [(s, (1 << w) - 1) for s, w in zip(self.layout.shifts, self.layout.widths)]
         self._local = threading.local()  # this thread's own connection (see _call)
-        if not self.cluster:
-            for script in (self._write_script, self._del_if_script, self._check_add_script):
+        reg = client.register_script
+        self._write_script = reg(_WRITE_LUA)
+        self._check_add_script = reg(_CHECK_ADD_LUA)
+        self._claim_script = reg(_CLAIM_LUA)
+        self._ticket_script = reg(_TICKET_LUA)
+        self._remove_record_script = reg(_REMOVE_RECORD_LUA)
+        self._del_if_script = reg(_DEL_IF_LUA)
+        self._expire_script = reg(_EXPIRE_LUA)
+        if not self.cluster:  # (a cluster client loads a script on the node that needs it)
+            for script in (
+                self._write_script,
+                self._check_add_script,
+                self._remove_record_script,
+                self._del_if_script,
+            ):
                 client.script_load(script.script)
         self._check_config(dict(meta or {}))
 
@@ -167,6 +184,13 @@ class RedisIndex:
         self.client.set(self._k_config, raw, nx=True)
         stored_raw = self.client.get(self._k_config)
         stored = json.loads(_s(stored_raw)) if stored_raw is not None else want
+        if stored.get("format") != FORMAT_VERSION:
+            raise IncompatibleIndexError(
+                f"Redis namespace {self.namespace!r} holds neardup Redis format "
+                f"{stored.get('format')!r}; this version reads format {FORMAT_VERSION} only "
+                "(buckets of 16-byte records since neardup 0.1): index into a new namespace, "
+                "or delete the old one's keys"
+            )
         if stored != want:
             diff = sorted(k for k in set(stored) | set(want) if stored.get(k) != want.get(k))
             detail = ", ".join(
@@ -197,70 +221,85 @@ class RedisIndex:
         return range(lo, hi + 1)
 
     def _bucket(self, p: int, block: int, value: int) -> str:
-        return f"{self.namespace}:b:{p}:{block}:{value:x}"
+        return f"{self._bucket_prefix}{p}:{block}:{value:x}"
 
-    def _record(self, idenc: str) -> str:
+    def _idkey(self, idenc: str) -> str:
         return f"{self.namespace}:r:{idenc}"
 
+    def _datakey(self, ref: int) -> str:
+        return f"{self._data_prefix}{ref:016x}"
+
     def _store_period(self, ts: float) -> int:
+        if self.retention is None:
+            return 0
         p = self._period_of(ts)
         hi = self._period_of(time.time())
-        if p > hi:  # a future timestamp is stored now and expires with its own time
-            p = hi
-        return 0 if self.retention is None else p
+        return min(p, hi)  # a future timestamp is stored now and expires with its own time
 
     # -- reading buckets ---------------------------------------------------------------------
 
-    def _parse(
+    def _resolve(
+        self,
+        near: Mapping[int, tuple[int, int]],
+        texts: bool = False,
+        exclude: str | None = None,
+    ) -> list[_Entry]:
+        """The data of the near records ``{ref: (fp, distance)}``: one pipelined round trip
+        (per node). Refs whose data are gone (removed, retracted, expired) are skipped."""
+        if not near:
+            return []
+        fields = ["i", "p", "q", "x"] if texts else ["i", "p", "q"]
+        refs = list(near)
+        rows: list[Any]
+        if self.cluster:
+            pipe = self.client.pipeline(transaction=False)
+            for ref in refs:
+                pipe.hmget(self._datakey(ref), fields)
+            rows = pipe.execute()
+        else:
+            rows = self._send_all([("HMGET", self._datakey(ref), *fields) for ref in refs])
+        out: list[_Entry] = []
+        for ref, row in zip(refs, rows):
+            if row[0] is None:
+                continue
+            idenc = _s(row[0])
+            if idenc == exclude:
+                continue
+            fp, dist = near[ref]
+            q = None if row[2] is None else int(row[2])
+            text = row[3] if texts else None
+            out.append(_Entry(ref, fp, idenc, int(row[1]), dist, q, text))
+        return out
+
+    def _read(
+        self, fp: int, k: int, texts: bool = False, exclude: str | None = None
+    ) -> list[_Entry]:
+        probes = self.layout.probes(fp, k)
+        keys = [(p, self._bucket(p, b, v)) for p in self._live_periods() for b, v in probes]
+        return self._read_keys(fp, k, keys, texts, exclude)
+
+    def _read_keys(
         self,
         fp: int,
         k: int,
-        lists: Iterable[tuple[int, Sequence[bytes]]],
-        horizon: int,
+        keys: Sequence[tuple[int, str]],
+        texts: bool = False,
         exclude: str | None = None,
-    ) -> dict[str, _Entry]:
-        """Entries within ``k`` of ``fp`` from ``(period, members)`` lists, one per id."""
-        raws: list[bytes] = []
-        periods: list[int] = []
-        for p, members in lists:
-            if p >= horizon and members:
-                raws += members
-                periods += [p] * len(members)
-        found: dict[str, _Entry] = {}
-        if not raws:
-            return found
-        # Distances of all entries at once from their 8-byte fingerprint prefix; only the near
-        # ones are decoded.
-        others = np.frombuffer(b"".join(r[:8] for r in raws), dtype=">u8").astype(np.uint64)
-        dist = _popcount(others ^ np.uint64(fp))
-        for j in np.flatnonzero(dist <= k).tolist():
-            uid, idenc = raws[j][8:].decode().split("|", 1)
-            if idenc == exclude or idenc in found:
-                continue
-            found[idenc] = _Entry(uid, int(others[j]), idenc, periods[j], int(dist[j]))
-        return found
-
-    def _read(self, fp: int, k: int, exclude: str | None = None) -> dict[str, _Entry]:
-        probes = self.layout.probes(fp, k)
-        keys = [(p, self._bucket(p, b, v)) for p in self._live_periods() for b, v in probes]
-        return self._read_keys(fp, k, keys, exclude)
-
-    def _read_keys(
-        self, fp: int, k: int, keys: Sequence[tuple[int, str]], exclude: str | None
-    ) -> dict[str, _Entry]:
-        """Entries within ``k`` of ``fp`` in buckets ``(period, key)``: one pipelined round
-        trip per node (the horizon comes with it)."""
+    ) -> list[_Entry]:
+        """Items within ``k`` of ``fp`` in buckets ``(period, key)``: one pipelined round trip
+        per node for the buckets (and the horizon), one for the data of the near records."""
         pipe = self.client.pipeline(transaction=False)
         pipe.get(self._k_horizon)
         for _, key in keys:
-            pipe.lrange(key, 0, -1)
+            pipe.get(key)
         res = pipe.execute()
-        horizon = int(res[0]) if res[0] is not None else -(1 << 62)
-        return self._parse(fp, k, zip((p for p, _ in keys), res[1:]), horizon, exclude)
+        horizon = int(res[0]) if res[0] is not None else _NO_HORIZON
+        blob = b"".join(r for (p, _), r in zip(keys, res[1:]) if r and p >= horizon)
+        return self._resolve(near_records(blob, fp, k), texts, exclude)
 
     @staticmethod
     def _sorted(entries: Iterable[_Entry]) -> list[_Entry]:
-        return sorted(entries, key=lambda e: (e.distance, _order_key(e.uid)))
+        return sorted(entries, key=_order_key)
 
     # -- public API --------------------------------------------------------------------------
 
@@ -269,13 +308,15 @@ class RedisIndex:
         farther, as ``(id, distance)``, nearest first. ``k`` defaults to the index's ``k``."""
         fp = _check_fp(fingerprint)
         k = self.k if k is None else _check_k(k)
-        return [(_dec_id(e.idenc), e.distance) for e in self._sorted(self._read(fp, k).values())]
+        return [(_dec_id(e.idenc), e.distance) for e in self._sorted(self._read(fp, k))]
 
     def query_many(
         self, fingerprints: Iterable[int], k: int | None = None
     ) -> list[list[tuple[Id, int]]]:
         """:meth:`query` for each fingerprint."""
         return [self.query(fp, k) for fp in fingerprints]
+
+    # -- writing -----------------------------------------------------------------------------
 
     def _prepare(
         self,
@@ -288,7 +329,7 @@ class RedisIndex:
         idenc = _enc_id(id)
         ts = time.time() if timestamp is None else float(timestamp)
         p = self._store_period(ts)
-        flat: list[bytes | str] = ["f", f"{fp:016x}", "t", repr(ts), "p", str(p)]
+        flat: list[bytes | str] = ["i", idenc, "f", f"{fp:016x}", "t", repr(ts), "p", str(p)]
         for name, value in fields.items():
             flat += [name, value]
         probe_keys: list[tuple[int, str]] = []
@@ -297,17 +338,25 @@ class RedisIndex:
             probe_keys = [
                 (q, self._bucket(q, b, v)) for q in self._live_periods() for b, v in probes
             ]
+        ref = new_ref()
         return _Pending(
             idenc=idenc,
             fp=fp,
+            ref=ref,
             period=p,
             expire_at=self._expire_at(p),
             own=[self._bucket(p, b, v) for b, v in enumerate(self.layout.values(fp))],
-            record=self._record(idenc),
+            idkey=self._idkey(idenc),
+            datakey=self._datakey(ref),
             fields=flat,
             probe_k=probe_k,
             probe_keys=probe_keys,
         )
+
+    def _reref(self, x: _Pending) -> None:
+        """Give ``x`` a new ref (its first one was in use)."""
+        x.ref = new_ref()
+        x.datakey = self._datakey(x.ref)
 
     def _write(
         self,
@@ -316,122 +365,65 @@ class RedisIndex:
         timestamp: float | None,
         fields: Mapping[str, bytes | str],
         probe_k: int | None,
+        texts: bool = False,
     ) -> _Written:
         """Store ``id``; with ``probe_k``, also return the stored items within ``probe_k``
         that precede it in ticket order (the ones a check-and-add must consider)."""
-        pending = self._prepare(id, fp, timestamp, fields, probe_k)
-        if self.cluster:
-            return write_cluster(self, pending)
-        return self._write_many([pending])[0]
+        return self._write_many([self._prepare(id, fp, timestamp, fields, probe_k)], texts)[0]
 
-    def _write_many(self, batch: Sequence[_Pending]) -> list[_Written]:
-        """One server: :meth:`_write` for each item, pipelined (one round trip for the writes,
-        one for the reads when they are not inline). Items are ticketed in order, so each
-        sees the earlier ones of the batch among its predecessors."""
+    def _write_many(self, batch: Sequence[_Pending], texts: bool = False) -> list[_Written]:
+        """:meth:`_write` for each item, in order. One server: one script per item, all in one
+        round trip, then one round trip for the data of the near records found. Items are
+        ticketed in order, so each sees the earlier ones of the batch among its predecessors."""
         if self.cluster:
-            return [write_cluster(self, x) for x in batch]
-        # A script per item takes the ticket and appends atomically. Few probe buckets are read
-        # inside it (every entry it sees precedes ours); many are read afterwards with plain
-        # LRANGEs (cheaper for Redis than a Lua reply of thousands of entries), keeping the
-        # entries with a smaller ticket.
-        inline = all(len(x.probe_keys) <= _INLINE_READ_KEYS for x in batch)
-        calls: list[tuple[list[Any], list[Any]]] = []
-        for x in batch:
-            inline_keys = x.probe_keys if inline else []
-            keys = [self._k_seq, self._k_count + str(x.period), x.record, self._k_horizon]
-            keys += [key for _, key in inline_keys] + x.own
-            args = [len(inline_keys), x.fp.to_bytes(8, "big"), x.expire_at, x.idenc, *x.fields]
-            calls.append((keys, args))
-        outs = self._run_scripts(self._write_script, calls)
+            return [write_cluster(self, x, texts) for x in batch]
+        todo = list(range(len(batch)))
+        outs: list[Any] = [None] * len(batch)
+        while todo:  # again for the (astronomically rare) items whose random ref was in use
+            calls = [self._write_call(batch[j]) for j in todo]
+            retry = []
+            for j, out in zip(todo, self._run_scripts(self._write_script, calls)):
+                if int(out[0]) < 0:
+                    self._reref(batch[j])
+                    retry.append(j)
+                else:
+                    outs[j] = out
+            todo = retry
         written: list[_Written] = []
+        near: dict[int, tuple[int, int]] = {}
+        per_item: list[dict[int, tuple[int, int]]] = []
         for x, out in zip(batch, outs):
             ticket = int(out[0])
-            uid = f"t{ticket}"
-            self._drop_old(x.idenc, out[1], uid)
-            found: list[_Entry] = []
-            if x.probe_k is not None and inline:
-                horizon = int(out[2]) if out[2] else -(1 << 62)
-                lists = zip((q for q, _ in x.probe_keys), out[3:])
-                found = list(self._parse(x.fp, x.probe_k, lists, horizon, x.idenc).values())
-            written.append(_Written(ticket, uid, x.period, found))
-        if not inline:
-            reads = [x for x in batch if x.probe_k is not None]
-            if reads:
-                pipe = self.client.pipeline(transaction=False)
-                pipe.get(self._k_horizon)
-                for x in reads:
-                    for _, key in x.probe_keys:
-                        pipe.lrange(key, 0, -1)
-                res = pipe.execute()
-                horizon = int(res[0]) if res[0] is not None else -(1 << 62)
-                pos = 1
-                by_item = iter(w for x, w in zip(batch, written) if x.probe_k is not None)
-                for x in reads:
-                    w = next(by_item)
-                    n = len(x.probe_keys)
-                    lists = zip((q for q, _ in x.probe_keys), res[pos : pos + n])
-                    pos += n
-                    assert x.probe_k is not None
-                    found_map = self._parse(x.fp, x.probe_k, lists, horizon, x.idenc)
-                    w.predecessors = earlier(self, found_map.values(), w.ticket)
+            old = None if out[1] is None else int.from_bytes(out[1], "big")
+            if old is not None and old != x.ref:
+                self._drop_version(old)
+            found: dict[int, tuple[int, int]] = {}
+            if x.probe_k is not None:
+                found = near_records(out[2], x.fp, x.probe_k)
+                found.pop(x.ref, None)
+                if old is not None:
+                    found.pop(old, None)
+            per_item.append(found)
+            near.update(found)
+            written.append(_Written(ticket, x.ref, x.period))
+        entries = {e.ref: e for e in self._resolve(near, texts)}
+        for x, w, found in zip(batch, written, per_item):
+            w.predecessors = [
+                replace(entries[r], distance=d)  # this item's own distance to it
+                for r, (_, d) in found.items()
+                if r in entries and entries[r].idenc != x.idenc
+            ]
         return written
 
-    def _drop_old(self, idenc: str, old: Sequence[bytes], new_uid: str) -> None:
-        """Remove the buckets' entries of a replaced record (``old``: flat HGETALL reply)."""
-        if not old:
-            return
-        rec = {_s(a): _s(b) for a, b in zip(old[0::2], old[1::2])}
-        if rec.get("u") == new_uid or "f" not in rec:
-            return
-        self._remove_entries(idenc, int(rec["f"], 16), int(rec["p"]), rec["u"])
-
-    def _remove_entries(self, idenc: str, fp: int, p: int, uid: str) -> None:
-        entry = fp.to_bytes(8, "big") + f"{uid}|{idenc}".encode()
-        pipe = self.client.pipeline(transaction=False)
-        for b, v in enumerate(self.layout.values(fp)):
-            pipe.lrem(self._bucket(p, b, v), 0, entry)  # type: ignore[arg-type]
-        pipe.decr(self._k_count + str(p))
-        pipe.execute()
-
-    def _retract(self, id: Id, fp: int, written: _Written) -> None:
-        """Undo a write that lost its check-and-add."""
-        self._retract_many([(id, fp, written)])
-
-    def _retract_many(self, items: Sequence[tuple[Id, int, _Written]]) -> None:
-        """Undo writes that lost their check-and-add: entries, count and record (the record
-        only while it is still theirs: a later add of the same id must survive)."""
-        if not items:
-            return
-        pipe = self.client.pipeline(transaction=False)
-        calls: list[tuple[int, list[Any], list[Any]]] = []
-        for id, fp, w in items:
-            idenc = _enc_id(id)
-            if self.cluster:  # scripts run outside cluster pipelines
-                self._del_if_script(keys=[self._record(idenc)], args=[w.uid])
-            else:
-                calls.append((len(pipe), [self._record(idenc)], [w.uid]))
-                pipe.evalsha(self._del_if_script.sha, 1, self._record(idenc), w.uid)
-            entry = fp.to_bytes(8, "big") + f"{w.uid}|{idenc}".encode()
-            for b, v in enumerate(self.layout.values(fp)):
-                pipe.lrem(self._bucket(w.period, b, v), 0, entry)  # type: ignore[arg-type]
-            pipe.decr(self._k_count + str(w.period))
-        self._execute(pipe, self._del_if_script, calls)
-
-    def _execute(
-        self, pipe: Any, script: Any, calls: Sequence[tuple[int, list[Any], list[Any]]]
-    ) -> list[Any]:
-        """Run a pipeline whose commands at ``calls[i][0]`` are EVALSHA of ``script``; any that
-        found the script missing (a restarted or flushed server) is run again by the
-        ``Script`` object, which loads it. (Scripts are loaded when the index is opened: a
-        redis-py pipeline with Script objects would ask SCRIPT EXISTS on every execute.)"""
-        results = list(pipe.execute(raise_on_error=False))
-        for pos, keys, args in calls:
-            if isinstance(results[pos], redis_py.exceptions.NoScriptError):
-                results[pos] = script(keys=keys, args=args)
-        for r in results:
-            if isinstance(r, Exception):
-                raise r
-        return results
+    def _write_call(self, x: _Pending) -> tuple[list[Any], list[Any]]:
+        keys = [self._k_seq, self._k_count + str(x.period), x.idkey, self._k_horizon, x.datakey]
+        keys += [key for _, key in x.probe_keys]
+        keys += x.own
+        ref8 = x.ref.to_bytes(8, "big")
+        args: list[Any] = [len(x.probe_keys), pack_record(x.fp, x.ref), ref8, x.expire_at]
+        args += [q for q, _ in x.probe_keys]
+        args += x.fields
+        return keys, args
 
     def _connection(self) -> Any:
         """This thread's own connection, taken from the client's pool once (one server)."""
@@ -446,26 +438,48 @@ class RedisIndex:
         """One server: run ``script`` on this thread's connection. The hot path: redis-py's
         ``execute_command`` (pool checkout, retries, hooks) costs as much client time as the
         round trip itself. A lost connection is reopened and the call sent again once (the
-        scripts are safe to repeat: a repeated check-and-add replaces its own first write)."""
-        for attempt in (0, 1):
+        write scripts are safe to repeat: a repeat finds its ref in use and draws another,
+        or replaces the first write of its id)."""
+        for attempt in (0, 1, 2):
             conn = self._connection()
+            command = ("EVALSHA", script.sha, len(keys), *keys, *args)
             try:
-                conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                if _pack is not None:  # hiredis packs the whole command in C
+                    conn.send_packed_command([_pack(command)], check_health=False)
+                else:  # pragma: no cover - hiredis is part of the [redis] extra
+                    conn.send_command(*command)
                 return conn.read_response()
             except redis_py.exceptions.NoScriptError:
+                if attempt == 2:
+                    raise
                 self.client.script_load(script.script)
             except (redis_py.exceptions.ConnectionError, redis_py.exceptions.TimeoutError):
                 conn.disconnect()
                 if attempt:
                     raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _send_all(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """One server: read-only ``commands`` in one round trip on this thread's connection
+        (a pipeline without redis-py's per-command bookkeeping); errors are raised."""
         conn = self._connection()
-        conn.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        return conn.read_response()
+        for attempt in (0, 1):
+            try:
+                if _pack is not None:
+                    conn.send_packed_command([_pack(c) for c in commands], check_health=False)
+                else:  # pragma: no cover - hiredis is part of the [redis] extra
+                    conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+                return [conn.read_response() for _ in commands]
+            except (redis_py.exceptions.ConnectionError, redis_py.exceptions.TimeoutError):
+                conn.disconnect()  # safe to send again: nothing here writes
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_scripts(self, script: Any, calls: Sequence[tuple[list[Any], list[Any]]]) -> list[Any]:
         """One server: ``script`` for each ``(keys, args)``, in order, in one round trip (then
-        ``WAIT`` for ``wait_replicas``). A single call goes straight to the client: a redis-py
-        pipeline costs more client time than the round trip it would save."""
+        ``WAIT`` for ``wait_replicas``). A single call goes straight to the connection: a
+        redis-py pipeline costs more client time than the round trip it would save."""
         if len(calls) == 1 and not self.wait_replicas:
             return [self._call(script, *calls[0])]
         pipe = self.client.pipeline(transaction=False)
@@ -473,7 +487,7 @@ class RedisIndex:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
         if self.wait_replicas:
             pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout)
-        outs = self._execute(pipe, script, [(j, k, a) for j, (k, a) in enumerate(calls)])
+        outs = self._execute(pipe, [(j, script, k, a) for j, (k, a) in enumerate(calls)])
         if self.wait_replicas:
             acked = int(outs.pop())
             if acked < self.wait_replicas:
@@ -483,17 +497,34 @@ class RedisIndex:
                 )
         return outs
 
+    def _execute(
+        self, pipe: Any, calls: Sequence[tuple[int, Any, list[Any], list[Any]]]
+    ) -> list[Any]:
+        """Run a pipeline whose commands at ``calls[i][0]`` are EVALSHA of ``calls[i][1]``;
+        any that found its script missing (a restarted or flushed server) is run again by the
+        ``Script`` object, which loads it. (Scripts are loaded when the index is opened: a
+        redis-py pipeline with Script objects would ask SCRIPT EXISTS on every execute.)"""
+        results = list(pipe.execute(raise_on_error=False))
+        for pos, script, keys, args in calls:
+            if isinstance(results[pos], redis_py.exceptions.NoScriptError):
+                results[pos] = script(keys=keys, args=args)
+        for r in results:
+            if isinstance(r, Exception):
+                raise r
+        return results
+
     def _decides_in_script(self, k: int) -> bool:
         """Whether a check-and-add at ``k`` runs whole inside :data:`_CHECK_ADD_LUA`: one server
-        and probe radius 0 (the buckets read are exact blocks of 13+ bits: few entries)."""
+        and probe radius 0 (the buckets read are exact blocks of 13+ bits: few records)."""
         return not self.cluster and max(self.layout.radii(k)) <= 0
 
     def _check_add_in_script(
         self, items: Sequence[tuple[str, int, float | None]], k: int
     ) -> list[list[_Entry] | None]:
         """One server, radius 0: the check-and-add of each ``(idenc, fp, timestamp)`` in one
-        script (one round trip for the batch). ``None`` for an item added, else the stored
-        entries within ``k``. Keys are built here directly (the hot path of the index)."""
+        script (one round trip for the batch; one more for the ids of the matches when some
+        item is rejected). ``None`` for an item added, else the stored items within ``k``.
+        Keys are built here directly: this is the hot path of the index."""
         pre = self._bucket_prefix
         periods = self._live_periods()
         probed = [b for b, r in enumerate(self.layout.radii(k)) if r == 0]
@@ -501,30 +532,94 @@ class RedisIndex:
         for idenc, fp, timestamp in items:
             ts = time.time() if timestamp is None else float(timestamp)
             p = self._store_period(ts)
+            ref = new_ref()
             values = [(fp >> sh) & m for sh, m in self._blocks]
             probes = [f"{pre}{q}:{b}:{values[b]:x}" for q in periods for b in probed]
-            keys = [self._k_seq, self._k_count + str(p), self._record(idenc), self._k_horizon]
+            keys = [self._k_seq, self._k_count + str(p), self._idkey(idenc), self._k_horizon]
+            keys.append(self._datakey(ref))
             keys += probes
             keys += [f"{pre}{p}:{b}:{v:x}" for b, v in enumerate(values)]
-            args: list[Any] = [len(probes), k, fp.to_bytes(8, "big"), self._expire_at(p), idenc]
+            args: list[Any] = [len(probes), k, pack_record(fp, ref), ref.to_bytes(8, "big")]
+            args.append(self._expire_at(p))
             args += [q for q in periods for _ in probed]
-            args += ["f", f"{fp:016x}", "t", repr(ts), "p", str(p)]
+            args += ["i", idenc, "f", f"{fp:016x}", "t", repr(ts), "p", str(p)]
             calls.append((keys, args))
-        results: list[list[_Entry] | None] = []
-        for (idenc, _, _), out in zip(items, self._run_scripts(self._check_add_script, calls)):
+        outs = self._run_scripts(self._check_add_script, calls)
+        for j, out in enumerate(outs):
+            while int(out[0]) < 0:  # the random ref was in use: draw another
+                keys, args = calls[j]
+                ref = new_ref()
+                keys[4] = self._datakey(ref)
+                args[2] = args[2][:8] + ref.to_bytes(8, "big")
+                args[3] = ref.to_bytes(8, "big")
+                out = outs[j] = self._run_scripts(self._check_add_script, [(keys, args)])[0]
+        near: dict[int, tuple[int, int]] = {}
+        for out in outs:
             ticket = int(out[0])
-            if ticket:
-                if out[1]:
-                    self._drop_old(idenc, out[1], f"t{ticket}")
+            if ticket and out[1] is not None:
+                self._drop_version(int.from_bytes(out[1], "big"))
+            elif not ticket:
+                for raw, d in zip(out[1::2], out[2::2]):
+                    near[int.from_bytes(raw, "big")] = (0, int(d))
+        entries = {e.ref: e for e in self._resolve(near)}
+        results: list[list[_Entry] | None] = []
+        for (idenc, _, _), out in zip(items, outs):
+            if int(out[0]):
                 results.append(None)
                 continue
-            found: dict[str, _Entry] = {}
+            found = {}
             for raw, d in zip(out[1::2], out[2::2]):
-                uid, other = raw[8:].decode().split("|", 1)
-                if other not in found:
-                    found[other] = _Entry(uid, int.from_bytes(raw[:8], "big"), other, 0, int(d))
+                e = entries.get(int.from_bytes(raw, "big"))
+                if e is not None and e.idenc != idenc:
+                    found[e.ref] = replace(e, distance=int(d))  # this item's distance
+            # (A match removed between the script and the lookup is not listed.)
             results.append(list(found.values()))
         return results
+
+    # -- removing ----------------------------------------------------------------------------
+
+    def _drop_version(self, ref: int) -> None:
+        """Remove the replaced version ``ref`` of an id (its records, data and count; the id
+        key already names the new version)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(self._datakey(ref), ["f", "p"])
+        f, p = pipe.execute()[0]
+        if f is None:
+            return
+        self._remove_versions([(ref, int(f, 16), int(p), None)])
+
+    def _remove_versions(self, items: Sequence[tuple[int, int, int, str | None]]) -> None:
+        """Remove stored versions ``(ref, fp, period, idenc)``: their records from their
+        buckets, their data, one count each and (``idenc`` given) the id key while it still
+        names them (a later add of the same id must survive)."""
+        if not items:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        calls: list[tuple[int, Any, list[Any], list[Any]]] = []
+        scripted: list[tuple[Any, list[Any], list[Any]]] = []
+        for ref, fp, p, idenc in items:
+            record = pack_record(fp, ref)
+            steps: list[tuple[Any, list[Any], list[Any]]] = [
+                (self._remove_record_script, [self._bucket(p, b, v)], [record])
+                for b, v in enumerate(self.layout.values(fp))
+            ]
+            if idenc is not None:
+                steps.append((self._del_if_script, [self._idkey(idenc)], [ref.to_bytes(8, "big")]))
+            for script, keys, args in steps:
+                if self.cluster:  # scripts run outside cluster pipelines
+                    scripted.append((script, keys, args))
+                else:
+                    calls.append((len(pipe), script, keys, args))
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.delete(self._datakey(ref))
+            pipe.decr(self._k_count + str(p))
+        for script, keys, args in scripted:
+            script(keys=keys, args=args)
+        self._execute(pipe, calls)
+
+    def _retract_many(self, items: Sequence[tuple[str, int, _Written]]) -> None:
+        """Undo writes ``(idenc, fp, written)`` that lost their check-and-add."""
+        self._remove_versions([(w.ref, fp, w.period, idenc) for idenc, fp, w in items])
 
     def add(self, id: Id, fingerprint: int, timestamp: float | None = None) -> None:
         """Store ``fingerprint`` under ``id``; an existing ``id`` is replaced."""
@@ -596,13 +691,13 @@ class RedisIndex:
             return out
         batch = [self._prepare(i, f, t, {}, k) for i, f, t in zip(ids, fps, tss)]
         written = self._write_many(batch)
-        losers: list[tuple[Id, int, _Written]] = []
+        losers: list[tuple[str, int, _Written]] = []
         rejected: set[str] = set()
-        for i, x, w in zip(ids, batch, written):
+        for x, w in zip(batch, written):
             preds = [e for e in w.predecessors if e.idenc not in rejected]
             if preds:
                 rejected.add(x.idenc)
-                losers.append((i, x.fp, w))
+                losers.append((x.idenc, x.fp, w))
                 out.append((False, [(_dec_id(e.idenc), e.distance) for e in self._sorted(preds)]))
             else:
                 out.append((True, []))
@@ -614,10 +709,18 @@ class RedisIndex:
         rec = self._get_record(id, ("f", "t"))
         return int(rec[0], 16), float(rec[1])
 
-    def _get_record(self, id: Id, names: Sequence[str]) -> list[str]:
-        idenc = _enc_id(id)
+    def _ref_of(self, id: Id) -> int:
+        """The ref of the current version of ``id``; ``KeyError`` if none."""
+        raw: Any = self.client.get(self._idkey(_enc_id(id)))
+        if raw is None:
+            raise KeyError(f"id {id!r} is not in the index")
+        return int.from_bytes(raw, "big")
+
+    def _get_record(self, id: Id, names: Sequence[str]) -> list[Any]:
+        """The data fields ``names`` of ``id`` (str; the text ``x`` as bytes)."""
+        ref = self._ref_of(id)
         pipe = self.client.pipeline(transaction=False)
-        pipe.hmget(self._record(idenc), ["p", *names])
+        pipe.hmget(self._datakey(ref), ["p", *names])
         pipe.get(self._k_horizon)
         rec, horizon = pipe.execute()
         if rec[0] is None or any(v is None for v in rec):
@@ -625,19 +728,16 @@ class RedisIndex:
         p = int(rec[0])
         if (horizon is not None and p < int(horizon)) or p < self._live_periods().start:
             raise KeyError(f"id {id!r} is not in the index (expired)")
-        return [_s(v) for v in rec[1:]]
+        return [v if n == "x" else _s(v) for n, v in zip(names, rec[1:])]
 
     def remove(self, id: Id) -> None:
         """Forget ``id``; ``KeyError`` if unknown."""
         idenc = _enc_id(id)
-        record = self._record(idenc)
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hmget(record, ["f", "p", "u"])
-        pipe.delete(record)
-        (f, p, u), deleted = pipe.execute()
-        if not deleted or f is None:
+        ref = self._ref_of(id)
+        f, p = self.client.hmget(self._datakey(ref), ["f", "p"])  # type: ignore[misc]
+        if f is None or p is None:
             raise KeyError(f"id {id!r} is not in the index")
-        self._remove_entries(idenc, int(f, 16), int(p), _s(u))
+        self._remove_versions([(ref, int(f, 16), int(p), idenc)])
 
     def __contains__(self, id: object) -> bool:
         try:

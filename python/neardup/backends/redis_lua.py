@@ -1,38 +1,127 @@
-"""The Lua scripts of the Redis backend (each runs atomically on the server that owns its keys)."""
+"""The Lua scripts of the Redis backend (format 2; each runs atomically on the server that owns
+its keys). Every key a script touches is passed in KEYS."""
 
 from __future__ import annotations
 
-# One Redis server: take a ticket, read the (few) probe buckets passed, append the entry to its
-# own buckets and write the item record, all in one atomic step. KEYS: seq, count, record, horizon,
-# probes..., own buckets... ARGV: nprobes, fingerprint (8 bytes), expireat (0: none), id,
-# record fields...
-_WRITE_LUA = """
-local t = redis.call('INCR', KEYS[1])
+# Horizon when none is set: every period is live.
+_NO_HORIZON = "-4611686018427387904"
+
+# One Redis server, a write that reads first: refuse a ref already in use ({-1}: draw another);
+# read the probe buckets (those of periods not expired by the horizon), then take a ticket,
+# append the record to the item's own buckets and write its data and the id's ref, all in one
+# atomic step, so every record read was written by an earlier ticket.
+# KEYS: seq, count, idkey, horizon, data, probes (np)..., own buckets...
+# ARGV: np, record (16 bytes), ref (8 bytes), expireat (0: none), probe periods (np)...,
+# data fields...
+# Reply: {ticket, previous ref of the id or false, the probe buckets concatenated}.
+_WRITE_LUA = (
+    """
+if redis.call('EXISTS', KEYS[5]) == 1 then return {-1} end
 local np = tonumber(ARGV[1])
-local exp = tonumber(ARGV[3])
-local uid = 't' .. t
-local entry = ARGV[2] .. uid .. '|' .. ARGV[4]
-local out = {t, redis.call('HGETALL', KEYS[3]), redis.call('GET', KEYS[4]) or false}
-for i = 5, 4 + np do
-  out[#out + 1] = redis.call('LRANGE', KEYS[i], 0, -1)
+local exp = tonumber(ARGV[4])
+local hz = tonumber(redis.call('GET', KEYS[4]) or '"""
+    + _NO_HORIZON
+    + """')
+local parts = {}
+for i = 1, np do
+  if tonumber(ARGV[4 + i]) >= hz then
+    local s = redis.call('GET', KEYS[5 + i])
+    if s then parts[#parts + 1] = s end
+  end
 end
-for i = 5 + np, #KEYS do
-  redis.call('RPUSH', KEYS[i], entry)
+local t = redis.call('INCR', KEYS[1])
+local old = redis.call('GET', KEYS[3])
+for i = 6 + np, #KEYS do
+  redis.call('APPEND', KEYS[i], ARGV[2])
   if exp > 0 then redis.call('EXPIREAT', KEYS[i], exp) end
 end
-redis.call('DEL', KEYS[3])
-redis.call('HSET', KEYS[3], 'u', uid, unpack(ARGV, 5))
+redis.call('HSET', KEYS[5], 'q', t, unpack(ARGV, 5 + np))
+redis.call('SET', KEYS[3], ARGV[3])
 redis.call('INCR', KEYS[2])
 if exp > 0 then
+  redis.call('EXPIREAT', KEYS[5], exp)
   redis.call('EXPIREAT', KEYS[3], exp)
   redis.call('EXPIREAT', KEYS[2], exp)
 end
-return out
+return {t, old or false, table.concat(parts)}
+"""
+)
+
+# One Redis server, the bare index at probe radius 0 (few, small buckets): the whole
+# check-and-add in one script. It scans the probe buckets' records, measures each one's Hamming
+# distance to the fingerprint (two 32-bit halves, SWAR popcount with Redis's bit library) and,
+# if any record (not the id's own current one) is within k, returns them and writes nothing;
+# else it stores the item as _WRITE_LUA does. Scripts run one at a time, so of near-copies
+# racing from any number of clients the first one run is added and every later one sees it.
+# KEYS: as _WRITE_LUA. ARGV: np, k, record, ref, expireat, probe periods (np)..., data fields...
+# Reply: {-1} (ref in use), {0, ref, distance, ref, distance, ...} (rejected) or
+# {ticket, previous ref of the id or false}.
+_CHECK_ADD_LUA = (
+    """
+if redis.call('EXISTS', KEYS[5]) == 1 then return {-1} end
+local np = tonumber(ARGV[1])
+local k = tonumber(ARGV[2])
+local exp = tonumber(ARGV[5])
+local band, rshift, bxor = bit.band, bit.rshift, bit.bxor
+local function pc(x)
+  x = x - band(rshift(x, 1), 0x55555555)
+  x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
+  return band(x + rshift(x, 4), 0x0F0F0F0F) % 255
+end
+local hz = tonumber(redis.call('GET', KEYS[4]) or '"""
+    + _NO_HORIZON
+    + """')
+local old = redis.call('GET', KEYS[3])
+local qa, qb = struct.unpack('>I4I4', ARGV[3])
+local found = {0}
+for i = 1, np do
+  if tonumber(ARGV[5 + i]) >= hz then
+    local s = redis.call('GET', KEYS[5 + i])
+    if s then
+      for off = 1, #s, 16 do
+        local a, b = struct.unpack('>I4I4', s, off)
+        local d = pc(bxor(a, qa)) + pc(bxor(b, qb))
+        if d <= k then
+          local r = string.sub(s, off + 8, off + 15)
+          if r ~= old then
+            found[#found + 1] = r
+            found[#found + 1] = d
+          end
+        end
+      end
+    end
+  end
+end
+if #found > 1 then return found end
+local t = redis.call('INCR', KEYS[1])
+for i = 6 + np, #KEYS do
+  redis.call('APPEND', KEYS[i], ARGV[3])
+  if exp > 0 then redis.call('EXPIREAT', KEYS[i], exp) end
+end
+redis.call('HSET', KEYS[5], 'q', t, unpack(ARGV, 6 + np))
+redis.call('SET', KEYS[3], ARGV[4])
+redis.call('INCR', KEYS[2])
+if exp > 0 then
+  redis.call('EXPIREAT', KEYS[5], exp)
+  redis.call('EXPIREAT', KEYS[3], exp)
+  redis.call('EXPIREAT', KEYS[2], exp)
+end
+return {t, old or false}
+"""
+)
+
+# Redis Cluster, first step of a write: create the data of a new ref, unless that ref is in use
+# (reply 0: draw another). KEYS: data. ARGV: expireat (0: none), data fields...
+_CLAIM_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+if tonumber(ARGV[1]) > 0 then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end
+return 1
 """
 
-# Redis Cluster, after the entry is appended: take a ticket and publish uid -> ticket in the
+# Redis Cluster, after the record is appended: take a ticket and publish ref -> ticket in the
 # same slot, so a reader holding a later ticket finds it. KEYS: seq, tickets, count, horizon.
-# ARGV: uid, expireat (0: none).
+# ARGV: ref (hex), expireat (0: none).
 _TICKET_LUA = """
 local t = redis.call('INCR', KEYS[1])
 redis.call('HSET', KEYS[2], ARGV[1], t)
@@ -45,9 +134,30 @@ end
 return {t, redis.call('GET', KEYS[4]) or false}
 """
 
-# Delete the record KEYS[1] if its uid is still ARGV[1].
+# Remove the 16-byte record ARGV[1] from the bucket KEYS[1] (at a record boundary), keeping the
+# key's expiry; an emptied bucket is deleted. Reply: 1 if removed.
+_REMOVE_RECORD_LUA = """
+local s = redis.call('GET', KEYS[1])
+if not s then return 0 end
+local init = 1
+while true do
+  local pos = string.find(s, ARGV[1], init, true)
+  if not pos then return 0 end
+  if (pos - 1) % 16 == 0 then
+    if #s == 16 then
+      redis.call('DEL', KEYS[1])
+    else
+      redis.call('SET', KEYS[1], string.sub(s, 1, pos - 1) .. string.sub(s, pos + 16), 'KEEPTTL')
+    end
+    return 1
+  end
+  init = pos + 1
+end
+"""
+
+# Delete the id key KEYS[1] if it still names ref ARGV[1] (a later add of the id must survive).
 _DEL_IF_LUA = """
-if redis.call('HGET', KEYS[1], 'u') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 """
 
@@ -66,61 +176,4 @@ if new > old then
   redis.call('SET', KEYS[1], new)
 end
 return n
-"""
-
-# One Redis server, the bare index at probe radius 0 (few, small buckets): the whole
-# check-and-add in one script. It reads the probe buckets, measures each entry's Hamming distance
-# to the fingerprint (two 32-bit halves, SWAR popcount with Redis's bit library) and, if any entry
-# (not of the same id) is within k, returns them and writes nothing; else it takes a ticket and
-# stores the item. Scripts run one at a time, so of near-copies racing from any number of clients
-# the first one run is added and every later one sees it.
-# KEYS: seq, count, record, horizon, probes..., own buckets...
-# ARGV: nprobes, k, fingerprint (8 bytes), expireat (0: none), id, probe periods (nprobes)...,
-# record fields...
-# Reply: {0, entry, distance, entry, distance, ...} (rejected) or {ticket, old record (HGETALL)}.
-_CHECK_ADD_LUA = """
-local np = tonumber(ARGV[1])
-local k = tonumber(ARGV[2])
-local fp = ARGV[3]
-local exp = tonumber(ARGV[4])
-local tail = '|' .. ARGV[5]
-local band, rshift, bxor = bit.band, bit.rshift, bit.bxor
-local function pc(x)
-  x = x - band(rshift(x, 1), 0x55555555)
-  x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
-  return band(x + rshift(x, 4), 0x0F0F0F0F) % 255
-end
-local hz = tonumber(redis.call('GET', KEYS[4]) or '-4611686018427387904')
-local qa, qb = struct.unpack('>I4I4', fp)
-local found = {0}
-for i = 1, np do
-  if tonumber(ARGV[5 + i]) >= hz then
-    local es = redis.call('LRANGE', KEYS[4 + i], 0, -1)
-    for _, e in ipairs(es) do
-      local a, b = struct.unpack('>I4I4', e)
-      local d = pc(bxor(a, qa)) + pc(bxor(b, qb))
-      if d <= k and string.sub(e, (string.find(e, '|', 9, true))) ~= tail then
-        found[#found + 1] = e
-        found[#found + 1] = d
-      end
-    end
-  end
-end
-if #found > 1 then return found end
-local t = redis.call('INCR', KEYS[1])
-local uid = 't' .. t
-local entry = fp .. uid .. tail
-local out = {t, redis.call('HGETALL', KEYS[3])}
-for i = 5 + np, #KEYS do
-  redis.call('RPUSH', KEYS[i], entry)
-  if exp > 0 then redis.call('EXPIREAT', KEYS[i], exp) end
-end
-redis.call('DEL', KEYS[3])
-redis.call('HSET', KEYS[3], 'u', uid, unpack(ARGV, 6 + np))
-redis.call('INCR', KEYS[2])
-if exp > 0 then
-  redis.call('EXPIREAT', KEYS[3], exp)
-  redis.call('EXPIREAT', KEYS[2], exp)
-end
-return out
 """
