@@ -45,6 +45,7 @@ from neardup.backends.redis_lua import (
     _DEL_IF_LUA,
     _EXPIRE_LUA,
     _REMOVE_RECORD_LUA,
+    _RETRACT_LUA,
     _TICKET_LUA,
     _WRITE_LUA,
 )
@@ -141,14 +142,14 @@ class RedisIndex:
         self._claim_script = reg(_CLAIM_LUA)
         self._ticket_script = reg(_TICKET_LUA)
         self._remove_record_script = reg(_REMOVE_RECORD_LUA)
+        self._retract_script = reg(_RETRACT_LUA)
         self._del_if_script = reg(_DEL_IF_LUA)
         self._expire_script = reg(_EXPIRE_LUA)
         if not self.cluster:  # (a cluster client loads a script on the node that needs it)
             for script in (
                 self._write_script,
                 self._check_add_script,
-                self._remove_record_script,
-                self._del_if_script,
+                self._retract_script,
             ):
                 client.script_load(script.script)
         self._check_config(dict(meta or {}))
@@ -594,28 +595,26 @@ class RedisIndex:
         names them (a later add of the same id must survive)."""
         if not items:
             return
+        if not self.cluster:
+            calls: list[tuple[list[Any], list[Any]]] = []
+            for ref, fp, p, idenc in items:
+                keys = [self._idkey(idenc or ""), self._datakey(ref), self._k_count + str(p)]
+                keys += [self._bucket(p, b, v) for b, v in enumerate(self.layout.values(fp))]
+                ref8 = ref.to_bytes(8, "big") if idenc is not None else b""
+                calls.append((keys, [pack_record(fp, ref), ref8]))
+            self._run_scripts(self._retract_script, calls)
+            return
+        # Redis Cluster: the keys live on several masters; one command (or script) per key.
         pipe = self.client.pipeline(transaction=False)
-        calls: list[tuple[int, Any, list[Any], list[Any]]] = []
-        scripted: list[tuple[Any, list[Any], list[Any]]] = []
         for ref, fp, p, idenc in items:
             record = pack_record(fp, ref)
-            steps: list[tuple[Any, list[Any], list[Any]]] = [
-                (self._remove_record_script, [self._bucket(p, b, v)], [record])
-                for b, v in enumerate(self.layout.values(fp))
-            ]
+            for b, v in enumerate(self.layout.values(fp)):
+                self._remove_record_script(keys=[self._bucket(p, b, v)], args=[record])
             if idenc is not None:
-                steps.append((self._del_if_script, [self._idkey(idenc)], [ref.to_bytes(8, "big")]))
-            for script, keys, args in steps:
-                if self.cluster:  # scripts run outside cluster pipelines
-                    scripted.append((script, keys, args))
-                else:
-                    calls.append((len(pipe), script, keys, args))
-                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                self._del_if_script(keys=[self._idkey(idenc)], args=[ref.to_bytes(8, "big")])
             pipe.delete(self._datakey(ref))
             pipe.decr(self._k_count + str(p))
-        for script, keys, args in scripted:
-            script(keys=keys, args=args)
-        self._execute(pipe, calls)
+        pipe.execute()
 
     def _retract_many(self, items: Sequence[tuple[str, int, _Written]]) -> None:
         """Undo writes ``(idenc, fp, written)`` that lost their check-and-add."""

@@ -134,26 +134,51 @@ end
 return {t, redis.call('GET', KEYS[4]) or false}
 """
 
-# Remove the 16-byte record ARGV[1] from the bucket KEYS[1] (at a record boundary), keeping the
-# key's expiry; an emptied bucket is deleted. Reply: 1 if removed.
-_REMOVE_RECORD_LUA = """
-local s = redis.call('GET', KEYS[1])
-if not s then return 0 end
-local init = 1
-while true do
-  local pos = string.find(s, ARGV[1], init, true)
-  if not pos then return 0 end
-  if (pos - 1) % 16 == 0 then
-    if #s == 16 then
-      redis.call('DEL', KEYS[1])
-    else
-      redis.call('SET', KEYS[1], string.sub(s, 1, pos - 1) .. string.sub(s, pos + 16), 'KEEPTTL')
+# Lua: remove the 16-byte record rec from the bucket key (at a record boundary), keeping the
+# key's expiry; an emptied bucket is deleted.
+_CUT_RECORD = """
+local function cut(key, rec)
+  local s = redis.call('GET', key)
+  if not s then return end
+  local init = 1
+  while true do
+    local pos = string.find(s, rec, init, true)
+    if not pos then return end
+    if (pos - 1) % 16 == 0 then
+      if #s == 16 then
+        redis.call('DEL', key)
+      else
+        redis.call('SET', key, string.sub(s, 1, pos - 1) .. string.sub(s, pos + 16), 'KEEPTTL')
+      end
+      return
     end
-    return 1
+    init = pos + 1
   end
-  init = pos + 1
 end
 """
+
+# Redis Cluster: remove record ARGV[1] from the one bucket KEYS[1].
+_REMOVE_RECORD_LUA = (
+    _CUT_RECORD
+    + """
+cut(KEYS[1], ARGV[1])
+return 0
+"""
+)
+
+# One Redis server: remove a stored version in one step: its record from its buckets, its
+# data, one count, and the id key if it still names this ref (ARGV[2] empty: leave the id key,
+# which already names a newer version). KEYS: idkey, data, count, buckets... ARGV: record, ref.
+_RETRACT_LUA = (
+    _CUT_RECORD
+    + """
+for i = 4, #KEYS do cut(KEYS[i], ARGV[1]) end
+redis.call('DEL', KEYS[2])
+if ARGV[2] ~= '' and redis.call('GET', KEYS[1]) == ARGV[2] then redis.call('DEL', KEYS[1]) end
+redis.call('DECR', KEYS[3])
+return 0
+"""
+)
 
 # Delete the id key KEYS[1] if it still names ref ARGV[1] (a later add of the id must survive).
 _DEL_IF_LUA = """
