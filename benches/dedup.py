@@ -11,7 +11,8 @@ Corpora (real text from Debian packages via benches/corpus.py, cached under --ca
 
 Each tool runs as its own process; the figures are wall time (documents/s, MB/s) and the peak
 resident memory of that process (``wait4`` rusage). The peer is capped (``--peer-docs``) and its
-rate extrapolated, since it runs at ~1 MB/s.
+rate extrapolated, since it runs at ~1 MB/s. The last column is the 1-minute load average when
+each run started (the machine is shared: compare ratios within one run).
 
     python benches/dedup.py --quick          # 100 k short + 20 k long, peer on 5 k
     python benches/dedup.py                  # 1 M short + 200 k long, peer on 20 k
@@ -173,6 +174,9 @@ def measure(cmd: list[str]) -> dict[str, Any]:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{err_text[-3000:]}")
     return {
         "seconds": seconds,
+        # CPU seconds of the process and the children it waited for (text-dedup's workers):
+        # less sensitive than wall time to what else runs on a shared machine
+        "cpu": usage.ru_utime + usage.ru_stime,
         "peak_mb": usage.ru_maxrss / 1024,
         "stderr": err_text,
         "stdout": out_text,
@@ -297,6 +301,7 @@ def main() -> None:
             )  # fmt: skip
         for run in runs:
             print(f"{name}: {run['tool']} on {run['docs']:,} docs ...", file=sys.stderr, flush=True)
+            load = os.getloadavg()[0]  # a shared machine: say how busy it was
             m = measure(run["cmd"])
             if run.get("text_dedup"):
                 after = re.search(r"After\s*:\s*(?:\S*\s*)?(\d+)", m["stdout"] + m["stderr"])
@@ -310,10 +315,12 @@ def main() -> None:
                     "peer": run["peer"],
                     "docs": run["docs"],
                     "seconds": m["seconds"],
+                    "cpu": m["cpu"],
                     "docs_s": run["docs"] / m["seconds"],
                     "mb_s": run["bytes"] / 1e6 / m["seconds"],
                     "peak_mb": m["peak_mb"],
                     "removed": run["docs"] - kept,
+                    "load": load,
                 }
             )
             last = m["stderr"].strip().splitlines()
@@ -323,16 +330,20 @@ def main() -> None:
     print()
     print(
         f"{'set':6} {'tool':38} {'docs':>10} {'s':>8} {'docs/s':>10} {'MB/s':>7} "
-        f"{'peak MB':>8} {'removed':>8} {'x fastest peer':>14}"
+        f"{'peak MB':>8} {'removed':>8} {'x fastest peer':>14} {'load':>5} "
+        f"{'cpu s':>7} {'x by cpu':>8}"
     )
     for r in rows:
         # the ratio is to the fastest peer of the same set
         fastest = max(x["docs_s"] for x in rows if x["set"] == r["set"] and x["peer"])
         ratio = r["docs_s"] / fastest
+        # the same ratio with CPU time in place of wall time (documents per CPU second)
+        cheapest = max(x["docs"] / x["cpu"] for x in rows if x["set"] == r["set"] and x["peer"])
+        cpu_ratio = r["docs"] / r["cpu"] / cheapest
         print(
             f"{r['set']:6} {r['tool']:38} {r['docs']:>10,} {r['seconds']:>8.1f} "
             f"{r['docs_s']:>10,.0f} {r['mb_s']:>7.1f} {r['peak_mb']:>8.0f} {r['removed']:>8,} "
-            f"{ratio:>13.1f}x"
+            f"{ratio:>13.1f}x {r['load']:>5.1f} {r['cpu']:>7.1f} {cpu_ratio:>7.1f}x"
         )
     print()
     for r in rows:
