@@ -82,6 +82,12 @@ def test_healthz_docs_and_openapi(url: str) -> None:
     assert set(spec["components"]["schemas"][ref]["properties"]) == {"id", "text", "timestamp"}
     docs = httpx.get(url + "/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
+    # offline: the page's scripts and styles come from this server, not a CDN
+    assert "cdn." not in docs.text and "https://" not in docs.text
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css"):
+        assert f"/docs/assets/{asset}" in docs.text
+        r = httpx.get(f"{url}/docs/assets/{asset}")
+        assert r.status_code == 200 and len(r.content) > 10_000, asset
 
 
 def test_check_and_add_adds_once_and_reports_the_original(url: str) -> None:

@@ -61,8 +61,10 @@ def _race(url: str, texts: list[str], ids: list[str], batch_every: int = 0) -> l
 
 
 @pytest.mark.slow
-def test_fifty_simultaneous_near_copies_add_exactly_one(tmp_path: Path) -> None:
-    with ServerProcess(tmp_path / "store", "--retention", "none") as srv:
+@pytest.mark.parametrize("writer", ["thread", "inline"])
+def test_fifty_simultaneous_near_copies_add_exactly_one(tmp_path: Path, writer: str) -> None:
+    env = {"NEARDUP_WRITER": writer}
+    with ServerProcess(tmp_path / "store", "--retention", "none", env=env) as srv:
         for round_no in range(4):
             base = words(1000 + round_no, n=120)
             texts = [near_copy(base, 7000 + round_no * 100 + i) for i in range(CLIENTS)]
@@ -97,16 +99,21 @@ def test_concurrent_distinct_documents_are_all_added(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_kill_9_while_clients_add_loses_no_acknowledged_document(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("writer", "sync"), [("thread", "full"), ("inline", "normal")])
+def test_kill_9_while_clients_add_loses_no_acknowledged_document(
+    tmp_path: Path, writer: str, sync: str
+) -> None:
     data = tmp_path / "store"
+    opts = ("--retention", "none", "--sync", sync)
+    env = {"NEARDUP_WRITER": writer}
     acknowledged: list[tuple[str, str]] = []
     lock = threading.Lock()
     stop = threading.Event()
     counter = itertools.count()
 
-    with ServerProcess(data, "--retention", "none") as srv:
+    with ServerProcess(data, *opts, env=env) as srv:
 
-        def writer(worker: int) -> None:
+        def send(worker: int) -> None:
             with httpx.Client(base_url=srv.url, timeout=30) as http:
                 while not stop.is_set():
                     n = next(counter)
@@ -127,7 +134,7 @@ def test_kill_9_while_clients_add_loses_no_acknowledged_document(tmp_path: Path)
                         with lock:
                             acknowledged.append((doc_id, text))
 
-        threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+        threads = [threading.Thread(target=send, args=(w,)) for w in range(8)]
         for t in threads:
             t.start()
         deadline = time.monotonic() + 60
@@ -139,7 +146,7 @@ def test_kill_9_while_clients_add_loses_no_acknowledged_document(tmp_path: Path)
             t.join(60)
 
     assert len(acknowledged) >= 300
-    with ServerProcess(data, "--retention", "none") as again:
+    with ServerProcess(data, *opts, env=env) as again:
         with httpx.Client(base_url=again.url, timeout=30) as http:
             missing = [
                 doc_id
@@ -155,9 +162,11 @@ def test_kill_9_while_clients_add_loses_no_acknowledged_document(tmp_path: Path)
             assert http.get("/v1/stats").json()["count"] >= len(acknowledged)
 
 
-def test_sigterm_applies_queued_writes_and_exits_cleanly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", ["thread", "inline"])
+def test_sigterm_applies_queued_writes_and_exits_cleanly(tmp_path: Path, writer: str) -> None:
     data = tmp_path / "store"
-    with ServerProcess(data, "--retention", "none", "--log-level", "info") as srv:
+    env = {"NEARDUP_WRITER": writer}
+    with ServerProcess(data, "--retention", "none", "--log-level", "info", env=env) as srv:
         r = httpx.post(srv.url + "/v1/add", json={"id": "kept", "text": words(1)})
         assert r.status_code == 200
         # uvicorn re-raises the signal after its graceful shutdown: exit status -SIGTERM

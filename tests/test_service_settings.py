@@ -89,11 +89,18 @@ def test_from_env_reads_neardup_variables_and_flags_win() -> None:
         ({"NEARDUP_MAX_TEXT_BYTES": "32MiB"}, "max_text_bytes .* must not exceed max_body_bytes"),
         ({"NEARDUP_SYNC": "sometimes"}, "sync must be 'full' or 'normal'"),
         ({"NEARDUP_STORE": "mongodb://x"}, "store must be a directory"),
+        ({"NEARDUP_WRITER": "fiber"}, "writer must be 'thread' or 'inline', got 'fiber'"),
     ],
 )
 def test_invalid_settings_name_the_setting(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         Settings.from_env({"NEARDUP_DATA": "/tmp/x", **env})
+
+
+def test_writer_setting() -> None:
+    assert not Settings(data_dir="/tmp/x").writer_is_inline  # the default: its own thread
+    inline = Settings.from_env({"NEARDUP_DATA": "/tmp/x", "NEARDUP_WRITER": "inline"})
+    assert inline.writer_is_inline
 
 
 def test_a_store_is_required() -> None:

@@ -135,3 +135,17 @@ def test_without_background_checkpoints_the_writer_checkpoints(tmp_path: Path) -
     s = SqliteTextStore(tmp_path / "t.sqlite")
     assert s._checkpointer is None
     s.close()
+
+
+def test_big_batches_and_repeated_ids_keep_the_order_of_the_rows(tmp_path: Path) -> None:
+    # 1,201 rows: several INSERT statements in one transaction; an id written twice in a
+    # batch keeps its later text, like consecutive puts.
+    s = SqliteTextStore(tmp_path / "t.sqlite")
+    rows = [(j, f"text {j}", float(j)) for j in range(1200)] + [(7, "seven again", 5000.0)]
+    s.put_many(rows, list(range(1201)))
+    assert len(s) == 1200 and s.last_seq == 1201
+    assert s.get(7) == "seven again" and s.get(1199) == "text 1199"
+    changes = [r for c in s.changes_since(0) for r in c]
+    assert changes[-1] == (7, 1200, 5000.0, None) and changes[0][:2] == (0, 0)
+    assert s.expire(1000.0) == list(range(7)) + list(range(8, 1000))
+    s.close()

@@ -22,12 +22,13 @@ index that is synced lazily can be caught up on open (see ``neardup.service.stor
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Protocol, Union, runtime_checkable
+from typing import Any, Protocol, Union, runtime_checkable
 
 __all__ = ["Id", "MemoryTextStore", "SqliteTextStore", "TextStore", "check_id"]
 
@@ -157,6 +158,14 @@ def _unkey(kind: str, key: str) -> Id:
 
 
 _U64_MASK = 2**64 - 1
+_ROWS_PER_INSERT = 500  # 3,000 parameters per statement (SQLite allows 32,766 since 3.32)
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(rows: int) -> str:
+    return "INSERT OR REPLACE INTO texts (kind, key, text, ts, fp, seq) VALUES " + ",".join(
+        ["(?, ?, ?, ?, ?, ?)"] * rows
+    )
 
 
 def _signed(fp: int) -> int:
@@ -330,21 +339,28 @@ class SqliteTextStore:
         with self._lock:
             db = self._conn()
             first = self._seq + 1
-            db.execute("BEGIN IMMEDIATE")
+            params: list[Any] = []
+            for j, row in enumerate(prepared):
+                params.extend(row)
+                params.append(first + j)
+            # Rows go in multi-row INSERTs (one statement per _ROWS_PER_INSERT rows): SQLite
+            # runs a statement with the GIL released, and each release is a chance for the
+            # event loop's thread to take the GIL and keep it for a switch interval; executemany
+            # releases it once per row. One statement alone is atomic: no BEGIN/COMMIT needed.
+            chunks = range(0, len(prepared), _ROWS_PER_INSERT)
+            explicit = len(chunks) > 1 or bool(meta_rows)
+            if explicit:
+                db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany(
-                    "INSERT OR REPLACE INTO texts (kind, key, text, ts, seq, fp)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        (k, key, t, ts, first + j, fp)
-                        for j, (k, key, t, ts, fp) in enumerate(prepared)
-                    ],
-                )
+                for start in chunks:
+                    n = min(_ROWS_PER_INSERT, len(prepared) - start)
+                    db.execute(_insert_sql(n), params[6 * start : 6 * (start + n)])
                 if meta_rows:
                     db.executemany(
                         "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", meta_rows
                     )
-                db.execute("COMMIT")
+                if explicit:
+                    db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")

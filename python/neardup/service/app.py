@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, MutableMapping
 from contextlib import asynccontextmanager
@@ -46,6 +47,20 @@ COOKIE = "neardup_token"
 # An alias, not an annotation: FastAPI evaluates it at runtime (Python 3.9 has no X | None).
 OptionalIdType = Optional[Literal["str", "int"]]
 JSON_HEADERS = [(b"content-type", b"application/json")]
+DOCS_ASSETS = "/docs/assets"
+
+
+def swagger_assets() -> str | None:
+    """The directory of the Swagger UI files of the ``swagger-ui-bundle`` package, or None
+    when it is not installed (then ``/docs`` loads them from FastAPI's default CDN)."""
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:
+        return None
+    path = str(swagger_ui_path)
+    return path if os.path.isfile(os.path.join(path, "swagger-ui-bundle.js")) else None
+
+
 OPEN_PATHS = frozenset({"/healthz"})  # besides POST /login, which checks the token itself
 KNOWN_PATHS = frozenset(
     {
@@ -316,14 +331,34 @@ def create_app(settings: Settings | None = None, backend: Any = None) -> ASGIApp
 
     from neardup import __version__
 
+    assets = swagger_assets()
     api = FastAPI(
         title="neardup",
         version=__version__,
         summary="Near-duplicate text detection with SimHash: check, add, check-and-add.",
         lifespan=lifespan,
         default_response_class=JSONBytes,
+        # The stock pages load Swagger UI / ReDoc from a CDN: with the assets installed
+        # (swagger-ui-bundle, in the 'service' extra) /docs is served from here, offline.
+        docs_url=None if assets is not None else "/docs",
+        redoc_url=None,
     )
     api.state.service = service
+    if assets is not None:
+        from fastapi.openapi.docs import get_swagger_ui_html
+        from fastapi.staticfiles import StaticFiles
+
+        api.mount(DOCS_ASSETS, StaticFiles(directory=assets), name="docs-assets")
+
+        @api.get("/docs", include_in_schema=False)
+        async def _docs() -> HTMLResponse:
+            return get_swagger_ui_html(
+                openapi_url="/openapi.json",
+                title="neardup API",
+                swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+                swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+                swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+            )
 
     @api.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> Response:

@@ -50,6 +50,7 @@ class DedupService:
         self.writer = SerializedWriter(
             {CHECK_AND_ADD: self._check_and_add_group, ADD: self._add_group},
             max_group=settings.writer_max_batch,
+            inline=settings.writer_is_inline,
         )
         self.readers = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="neardup-read")
         self._sweeper: asyncio.Task[None] | None = None
@@ -75,7 +76,11 @@ class DedupService:
                 await self._sweeper
             except asyncio.CancelledError:
                 pass
-        await asyncio.get_running_loop().run_in_executor(None, self.writer.stop)
+        if self.writer.inline:
+            self.writer.stop()
+            self.writer.drain_inline()
+        else:
+            await asyncio.get_running_loop().run_in_executor(None, self.writer.stop)
         self.readers.shutdown(wait=True)
         close = getattr(self.backend, "close", None)
         if close is not None:

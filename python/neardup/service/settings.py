@@ -85,7 +85,7 @@ class Settings:
     ``NEARDUP_SYNC``, ``NEARDUP_PORT``, ``NEARDUP_K``, ``NEARDUP_RETENTION``, ``NEARDUP_PRESET``,
     ``NEARDUP_POLICY``, ``NEARDUP_TOKEN``, ``NEARDUP_MAX_BODY_BYTES``, ``NEARDUP_MAX_TEXT_BYTES``,
     ``NEARDUP_MAX_BATCH``, ``NEARDUP_EXPIRE_INTERVAL``, ``NEARDUP_READ_THREADS``,
-    ``NEARDUP_WRITER_MAX_BATCH``,
+    ``NEARDUP_WRITER_MAX_BATCH``, ``NEARDUP_WRITER`` (``thread`` or ``inline``),
     ``NEARDUP_FAST_PATH``, ``NEARDUP_LOG_LEVEL``.
     """
 
@@ -125,6 +125,12 @@ class Settings:
     """Most documents per backend call: queued single writes are grouped up to this many, and a
     larger batch request is applied in consecutive calls of this many (same answers; one
     durable commit per call)."""
+    writer: str = "thread"
+    """Where the serialized writer applies the writes: ``"thread"`` (a thread of its own: the
+    event loop keeps reading requests while a commit waits for the disk or a batch is applied)
+    or ``"inline"`` (on the event loop's thread, after the requests of each turn of the loop: no
+    handoff between threads; for stores whose writes do not wait for the disk, e.g.
+    ``sync="normal"``)."""
     fast_path: bool = True
     """Serve the POST /v1 routes by a lean ASGI dispatcher in front of FastAPI (same handlers)."""
     log_level: str = "warning"
@@ -150,7 +156,17 @@ class Settings:
             except ValueError:
                 raise SettingsError(f"NEARDUP_{name} must be an integer, got {raw!r}") from None
 
-        for attr in ("data_dir", "store", "sync", "host", "preset", "policy", "token", "log_level"):
+        for attr in (
+            "data_dir",
+            "store",
+            "sync",
+            "host",
+            "preset",
+            "policy",
+            "token",
+            "log_level",
+            "writer",
+        ):
             raw = get("DATA" if attr == "data_dir" else attr.upper())
             if raw is not None:
                 values[attr] = raw
@@ -184,6 +200,11 @@ class Settings:
     def uses_redis(self) -> bool:
         """True when the store is a Redis or Redis Cluster URL."""
         return self.store is not None and _is_redis_url(self.store)
+
+    @property
+    def writer_is_inline(self) -> bool:
+        """Whether the serialized writer runs on the event loop's thread (see ``writer``)."""
+        return self.writer == "inline"
 
     @property
     def local_path(self) -> str | None:
@@ -239,6 +260,8 @@ class Settings:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise SettingsError(f"{name} must be a positive integer, got {value!r}")
+        if self.writer not in ("thread", "inline"):
+            raise SettingsError(f"writer must be 'thread' or 'inline', got {self.writer!r}")
         if self.writer_max_batch <= 0:
             raise SettingsError(f"writer_max_batch must be positive, got {self.writer_max_batch}")
         if self.max_text_bytes > self.max_body_bytes:

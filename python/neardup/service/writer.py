@@ -8,6 +8,14 @@ Consecutive single-document writes found waiting in the queue are applied togeth
 backend's batch call (group commit): one write-ahead-log sync acknowledges the whole group, in
 queue order, with the same result as applying them one by one. A future is completed only after
 the backend call returned, i.e. after the write is durable.
+
+``inline=True`` applies the queue on the event loop's own thread instead (the writes that the
+requests handled in one turn of the loop queued, as one group, in a callback scheduled after
+them): the same order, groups and answers, without handing each group to another thread and the
+GIL back and forth (each handoff can wait for the other thread's switch interval). It blocks
+the loop while the store works, so it suits a store whose writes do not wait for the disk
+(``--sync normal``); with ``--sync full`` the thread lets the loop read the next requests while
+a commit's fsync runs.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from neardup.service.errors import ApiError
 
@@ -34,6 +42,7 @@ _STOP = object()
 
 Entry = tuple[str, Any, asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 GroupFn = Callable[[list[Any]], list[Any]]
+Outcome = tuple["asyncio.Future[Any]", Any, Optional[BaseException]]
 
 
 class SerializedWriter:
@@ -43,9 +52,15 @@ class SerializedWriter:
     returning one result per payload (in order).
     """
 
-    def __init__(self, group_fns: dict[str, GroupFn], max_group: int = 4096) -> None:
+    def __init__(
+        self, group_fns: dict[str, GroupFn], max_group: int = 4096, inline: bool = False
+    ) -> None:
         self._group_fns = group_fns
         self._max_group = max_group
+        self.inline = inline
+        """Apply the writes on the event loop's thread (see the module docstring)."""
+        self._pending: list[Entry] = []
+        self._scheduled = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="neardup-writer", daemon=True)
         self._closed = False
@@ -62,8 +77,9 @@ class SerializedWriter:
         """Time spent in the backend on this thread."""
 
     def start(self) -> None:
-        """Start the writer thread."""
-        self._thread.start()
+        """Start the writer thread (nothing to start when inline)."""
+        if not self.inline:
+            self._thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Apply what is queued, then stop. Later submissions fail with 503 ``unavailable``."""
@@ -71,18 +87,26 @@ class SerializedWriter:
             if self._closed:
                 return
             self._closed = True
+            if self.inline:
+                return  # the callback already scheduled applies what is pending
             self._queue.put(_STOP)
         self._thread.join(timeout)
 
+    def drain_inline(self) -> None:
+        """Inline mode, on the loop's thread after :meth:`stop`: apply what is still pending
+        (before the store is closed)."""
+        if self.inline:
+            self._run_inline()
+
     @property
     def is_alive(self) -> bool:
-        """True while the writer thread runs and accepts writes."""
-        return self._thread.is_alive() and not self._closed
+        """True while the writer accepts writes."""
+        return (self.inline or self._thread.is_alive()) and not self._closed
 
     @property
     def queue_depth(self) -> int:
         """Writes waiting (approximate)."""
-        return self._queue.qsize()
+        return len(self._pending) if self.inline else self._queue.qsize()
 
     async def submit(self, kind: str, payload: Any) -> Any:
         """Queue one write and wait until it has been applied; returns its result."""
@@ -91,13 +115,41 @@ class SerializedWriter:
         with self._lock:
             if self._closed:
                 raise ApiError("unavailable", "the service is shutting down")
-            self._queue.put((kind, payload, loop, fut))
+            if self.inline:
+                self._pending.append((kind, payload, loop, fut))
+                if not self._scheduled:
+                    # After the callbacks already queued: the other requests of this turn of
+                    # the loop join the group.
+                    self._scheduled = True
+                    loop.call_soon(self._run_inline)
+            else:
+                self._queue.put((kind, payload, loop, fut))
         return await fut
 
     async def call(self, fn: Callable[[], Any], items: int = 1) -> Any:
         """Run ``fn()`` on the writer thread, in queue order with the other writes; ``items``
         (documents it writes) only feeds the statistics."""
         return await self.submit(CALL, (fn, items))
+
+    # -- inline: on the event loop --------------------------------------------------------------
+
+    def _run_inline(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+            self._scheduled = False
+        i = 0
+        while i < len(pending):
+            entry = pending[i]
+            kind = entry[0]
+            if kind == CALL:
+                _complete([self._apply_call(entry)])
+                i += 1
+                continue
+            j = i + 1
+            while j < len(pending) and j - i < self._max_group and pending[j][0] == kind:
+                j += 1
+            _complete(self._apply_group(kind, pending[i:j]))
+            i = j
 
     # -- the thread ---------------------------------------------------------------------------
 
@@ -110,7 +162,7 @@ class SerializedWriter:
                 return
             kind = entry[0]
             if kind == CALL:
-                self._apply_call(entry)
+                self._deliver_all([entry], [self._apply_call(entry)])
                 continue
             # Gather the consecutive writes of the same kind already waiting.
             group = [entry]
@@ -123,7 +175,7 @@ class SerializedWriter:
                     pending = nxt
                     break
                 group.append(nxt)
-            self._apply_group(kind, group)
+            self._deliver_all(group, self._apply_group(kind, group))
             if pending is _STOP:
                 # Apply whatever was queued before the stop (nothing can be queued after it).
                 self._drain_after_stop()
@@ -138,12 +190,20 @@ class SerializedWriter:
             if entry is _STOP:
                 continue
             if entry[0] == CALL:
-                self._apply_call(entry)
+                self._deliver_all([entry], [self._apply_call(entry)])
             else:
-                self._apply_group(entry[0], [entry])
+                self._deliver_all([entry], self._apply_group(entry[0], [entry]))
 
-    def _apply_call(self, entry: Entry) -> None:
-        _, (fn, items), loop, fut = entry
+    @staticmethod
+    def _deliver_all(entries: list[Entry], outcomes: list[Outcome]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
+        for entry, outcome in zip(entries, outcomes):
+            by_loop.setdefault(entry[2], []).append(outcome)
+        for loop, items in by_loop.items():
+            _deliver(loop, items)
+
+    def _apply_call(self, entry: Entry) -> Outcome:
+        _, (fn, items), _loop, fut = entry
         t0 = time.perf_counter()
         try:
             result: Any = fn()
@@ -153,12 +213,12 @@ class SerializedWriter:
         self.busy_seconds += time.perf_counter() - t0
         self.calls += 1
         self.call_items += items
-        _deliver(loop, [(fut, result, error)])
+        return (fut, result, error)
 
-    def _apply_group(self, kind: str, group: list[Entry]) -> None:
+    def _apply_group(self, kind: str, group: list[Entry]) -> list[Outcome]:
         fn = self._group_fns[kind]
         t0 = time.perf_counter()
-        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]
+        outcomes: list[Outcome]
         try:
             results = fn([e[1] for e in group])
             outcomes = [(e[3], r, None) for e, r in zip(group, results)]
@@ -180,11 +240,7 @@ class SerializedWriter:
         self.busy_seconds += time.perf_counter() - t0
         self.groups += 1
         self.grouped_items += len(group)
-        by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-        for entry, outcome in zip(group, outcomes):
-            by_loop.setdefault(entry[2], []).append(outcome)
-        for loop, items in by_loop.items():
-            _deliver(loop, items)
+        return outcomes
 
 
 def _deliver(
