@@ -225,7 +225,7 @@ def main() -> None:
         (make_short if args.make == "short" else make_long)(args.output, args.n, args.seed)
         return
 
-    n_short = args.short or (100_000 if args.quick else 1_000_000)
+    n_short = args.short if args.short is not None else (100_000 if args.quick else 1_000_000)
     n_long = args.long if args.long is not None else (20_000 if args.quick else 200_000)
     peer_docs = args.peer_docs or (5_000 if args.quick else 20_000)
     td_docs = args.text_dedup_docs or (20_000 if args.quick else 100_000)
