@@ -686,3 +686,21 @@ def test_a_ref_in_use_is_never_shared(any_url: str, monkeypatch: pytest.MonkeyPa
     assert idx.query(1 << 50, 0) == [(2, 0)] and idx.query(0xF0F0, 0) == [(1, 0)]
     assert len(idx) == 2
     idx.clear()
+
+
+def test_probe_keys_are_the_layouts_probes(redis_url: str) -> None:
+    """The fast key builder reads exactly the buckets of BlockLayout.probes, in every period."""
+    rng = random.Random(7)
+    idx = RedisIndex.from_url(
+        redis_url, k=13, namespace=fresh_ns(), retention=3600.0, period=1200.0
+    )
+    for k in (0, 3, 6, 13, 20):
+        fp = rng.getrandbits(64)
+        want = [
+            (q, idx._bucket(q, b, v))
+            for q in idx._live_periods()
+            for b, v in idx.layout.probes(fp, k)
+        ]
+        got = idx._probe_keys(fp, k)
+        assert got == want and len({key for _, key in got}) == len(got)
+    idx.clear()

@@ -75,6 +75,10 @@ class BlockLayout:
             self._flips[key] = masks
         return masks
 
+    def flip_masks(self, block: int, r: int) -> list[int]:
+        """Every mask of at most ``r`` bits within block ``block``'s width (0 first)."""
+        return self._flip_masks(self.widths[block], r)
+
     def probes_of_block(self, block: int, value: int, r: int) -> list[tuple[int, int]]:
         """``(block, v)`` for every ``v`` within ``r`` bits of ``value`` (itself first)."""
         return [(block, value ^ m) for m in self._flip_masks(self.widths[block], r)]

@@ -272,12 +272,23 @@ class RedisIndex:
             out.append(_Entry(ref, fp, idenc, int(row[1]), dist, q, text))
         return out
 
+    def _probe_keys(self, fp: int, k: int) -> list[tuple[int, str]]:
+        """``(period, key)`` of every bucket a query at ``k`` reads, in every live period (the
+        layout's probes, with the key strings built per block rather than per probe)."""
+        layout = self.layout
+        values = [(fp >> sh) & m for sh, m in self._blocks]
+        out: list[tuple[int, str]] = []
+        for q in self._live_periods():
+            for b, r in enumerate(layout.radii(k)):
+                if r >= 0:
+                    head, v = f"{self._bucket_prefix}{q}:{b}:", values[b]
+                    out += [(q, f"{head}{v ^ m:x}") for m in layout.flip_masks(b, r)]
+        return out
+
     def _read(
         self, fp: int, k: int, texts: bool = False, exclude: str | None = None
     ) -> list[_Entry]:
-        probes = self.layout.probes(fp, k)
-        keys = [(p, self._bucket(p, b, v)) for p in self._live_periods() for b, v in probes]
-        return self._read_keys(fp, k, keys, texts, exclude)
+        return self._read_keys(fp, k, self._probe_keys(fp, k), texts, exclude)
 
     def _read_keys(
         self,
@@ -333,12 +344,7 @@ class RedisIndex:
         flat: list[bytes | str] = ["i", idenc, "f", f"{fp:016x}", "t", repr(ts), "p", str(p)]
         for name, value in fields.items():
             flat += [name, value]
-        probe_keys: list[tuple[int, str]] = []
-        if probe_k is not None:
-            probes = self.layout.probes(fp, probe_k)
-            probe_keys = [
-                (q, self._bucket(q, b, v)) for q in self._live_periods() for b, v in probes
-            ]
+        probe_keys = [] if probe_k is None else self._probe_keys(fp, probe_k)
         ref = new_ref()
         return _Pending(
             idenc=idenc,
