@@ -300,11 +300,15 @@ class RedisIndex:
     ) -> list[_Entry]:
         """Items within ``k`` of ``fp`` in buckets ``(period, key)``: one pipelined round trip
         per node for the buckets (and the horizon), one for the data of the near records."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.get(self._k_horizon)
-        for _, key in keys:
-            pipe.get(key)
-        res = pipe.execute()
+        res: list[Any]
+        if self.cluster:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(self._k_horizon)
+            for _, key in keys:
+                pipe.get(key)
+            res = pipe.execute()
+        else:
+            res = self._send_all([("GET", self._k_horizon), *(("GET", key) for _, key in keys)])
         horizon = int(res[0]) if res[0] is not None else _NO_HORIZON
         blob = b"".join(r for (p, _), r in zip(keys, res[1:]) if r and p >= horizon)
         return self._resolve(near_records(blob, fp, k), texts, exclude)
