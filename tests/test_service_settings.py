@@ -194,5 +194,6 @@ def test_cli_help_lists_the_flags() -> None:
         "--max-body",
         "--max-text",
         "--sync",
+        "--writer",
     ):
         assert flag in r.stdout

@@ -63,6 +63,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="time between retention sweeps (default retention/100, 1s..60s)",
     )
     p.add_argument(
+        "--writer",
+        choices=["thread", "inline"],
+        help="where the serialized writer applies writes: its own thread (default) or the "
+        "event loop's (no thread handoffs; for --sync normal)",
+    )
+    p.add_argument(
         "--no-fast-path",
         action="store_true",
         help="serve every route through FastAPI (slower; for comparison)",
@@ -94,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             "max_batch": args.max_batch,
             "read_threads": args.read_threads,
             "log_level": args.log_level,
+            "writer": args.writer,
         }
         if args.retention is not None:
             retention = parse_duration(args.retention, "--retention")
