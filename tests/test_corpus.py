@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from _helpers import SAMPLE
+from neardup import corpus
+from neardup._core import sketch_jaccard_pairs
 from neardup.corpus import CorpusDeduper, SketchedChunk
 from neardup.dedup import Policy
 
@@ -57,3 +59,40 @@ def test_add_sketched_needs_sketches_for_jaccard() -> None:
         d.add_sketched(chunk)
     d.add_sketched(SketchedChunk(np.empty(0, np.uint64), np.empty(0, np.int64), None, None))
     assert len(d) == 0
+
+
+def test_bounds_never_drop_a_near_copy() -> None:
+    """Candidates ruled out before the exact merge (size bound, sketch-signature bound) are
+    exactly those whose Jaccard is below the threshold: verified pairs equal brute force."""
+    texts = _texts()[:600]
+    rng = np.random.default_rng(5)
+    copies = []
+    for i in rng.choice(len(texts), 150, replace=False).tolist():
+        t = texts[i]
+        cut = int(rng.integers(0, max(1, len(t) // 8)))
+        copies.append(t[cut:] + ("。" if i % 2 else " x"))
+    texts = [*texts, *copies, "", "", "ab", "ab", "abc"]
+    for threshold in (0.5, 0.8, 0.95):
+        d = CorpusDeduper(Policy.default().replace(threshold=threshold))
+        d.feed(texts[:400])
+        d.feed(texts[400:])
+        r = d.result()
+        counts = np.concatenate(d._counts)
+        offsets = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        hashes = np.concatenate(d._hashes)
+        exact = sketch_jaccard_pairs(hashes, offsets, r.pairs_a, r.pairs_b)
+        assert np.array_equal(r.pairs_verified, exact >= threshold)
+        computed = ~np.isnan(r.pairs_similarity)
+        assert np.array_equal(r.pairs_similarity[computed], exact[computed])
+        if threshold == 0.95:
+            assert computed.sum() < r.pairs_a.size  # the bounds did rule pairs out
+        assert r.pairs_verified.sum() > 50
+
+
+def test_popcount_both_ways() -> None:
+    values = np.random.default_rng(3).integers(0, 2**63, 1000, dtype=np.uint64) * np.uint64(3)
+    values[:3] = [0, 2**64 - 1, 1 << 63]
+    want = [bin(int(v)).count("1") for v in values]
+    assert corpus._popcount(values).tolist() == want
+    assert corpus._popcount_bytes(values).tolist() == want
