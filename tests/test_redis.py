@@ -704,3 +704,22 @@ def test_probe_keys_are_the_layouts_probes(redis_url: str) -> None:
         got = idx._probe_keys(fp, k)
         assert got == want and len({key for _, key in got}) == len(got)
     idx.clear()
+
+
+def test_the_threads_connection_survives_kills_and_error_replies(redis_url: str) -> None:
+    """The one-server hot path keeps a connection per thread: a connection killed by the server
+    is reopened and the call sent again; an error reply in a batch is raised only after every
+    reply is read, so the next call gets its own replies."""
+    ns = fresh_ns()
+    idx = RedisIndex.from_url(redis_url, k=3, namespace=ns)
+    assert idx.check_and_add(1, 0xAB) == (True, [])
+    admin = redis.Redis.from_url(redis_url)
+    assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
+    assert idx.check_and_add(2, 0xAB) == (False, [(1, 0)])
+    admin.set(f"{ns}:text", "abc")
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        idx._send_all([("GET", f"{ns}:text"), ("INCR", f"{ns}:text"), ("PING",)])
+    assert idx._send_all([("ECHO", "mine")]) == [b"mine"]
+    assert idx.query(0xAB, 0) == [(1, 0)]
+    admin.delete(f"{ns}:text")
+    idx.clear()

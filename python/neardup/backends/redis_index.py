@@ -451,40 +451,48 @@ class RedisIndex:
         round trip itself. A lost connection is reopened and the call sent again once (the
         write scripts are safe to repeat: a repeat finds its ref in use and draws another,
         or replaces the first write of its id)."""
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
         for attempt in (0, 1, 2):
-            conn = self._connection()
-            command = ("EVALSHA", script.sha, len(keys), *keys, *args)
             try:
-                if _pack is not None:  # hiredis packs the whole command in C
-                    conn.send_packed_command([_pack(command)], check_health=False)
-                else:  # pragma: no cover - hiredis is part of the [redis] extra
-                    conn.send_command(*command)
-                return conn.read_response()
+                return self._send_all([command])[0]
             except redis_py.exceptions.NoScriptError:
                 if attempt == 2:
                     raise
                 self.client.script_load(script.script)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _send_all(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """One server: ``commands`` in one round trip on this thread's connection (a pipeline
+        without redis-py's per-command bookkeeping, packed by hiredis). Every reply is read
+        before the first error reply is raised, so the connection stays in step; a connection
+        that fails (or is interrupted) mid-way is closed, and reopened and sent to once more."""
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                if _pack is not None:  # hiredis packs the whole command in C
+                    conn.send_packed_command([_pack(c) for c in commands], check_health=False)
+                else:  # pragma: no cover - hiredis is part of the [redis] extra
+                    conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+                replies: list[Any] = []
+                error: Exception | None = None
+                for _ in commands:
+                    try:
+                        replies.append(conn.read_response())
+                    except redis_py.exceptions.ResponseError as e:
+                        replies.append(e)
+                        error = error or e
+                if error is not None:
+                    raise error
+                return replies
             except (redis_py.exceptions.ConnectionError, redis_py.exceptions.TimeoutError):
                 conn.disconnect()
                 if attempt:
                     raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _send_all(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """One server: read-only ``commands`` in one round trip on this thread's connection
-        (a pipeline without redis-py's per-command bookkeeping); errors are raised."""
-        conn = self._connection()
-        for attempt in (0, 1):
-            try:
-                if _pack is not None:
-                    conn.send_packed_command([_pack(c) for c in commands], check_health=False)
-                else:  # pragma: no cover - hiredis is part of the [redis] extra
-                    conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-                return [conn.read_response() for _ in commands]
-            except (redis_py.exceptions.ConnectionError, redis_py.exceptions.TimeoutError):
-                conn.disconnect()  # safe to send again: nothing here writes
-                if attempt:
-                    raise
+            except redis_py.exceptions.ResponseError:
+                raise
+            except BaseException:
+                conn.disconnect()  # a reply may be left unread: never reuse this connection
+                raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_scripts(self, script: Any, calls: Sequence[tuple[list[Any], list[Any]]]) -> list[Any]:
