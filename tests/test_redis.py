@@ -650,6 +650,12 @@ def test_old_format_is_refused(redis_url: str) -> None:
     client.delete("{" + ns + "}:config")
 
 
+def _raw(idx: RedisIndex, key: str) -> bytes:
+    value = idx.client.get(key)
+    assert isinstance(value, bytes), (key, value)
+    return value
+
+
 def test_buckets_hold_packed_records(any_url: str) -> None:
     """Format 2: a bucket is a string of 16-byte (fingerprint, ref) records; removing an item
     cuts its record out at a record boundary and an emptied bucket is deleted."""
@@ -658,14 +664,14 @@ def test_buckets_hold_packed_records(any_url: str) -> None:
     idx.add("a", fp)
     idx.add("b", fp ^ 1)  # same first three blocks
     key = idx._bucket(0, 0, idx.layout.values(fp)[0])
-    blob = idx.client.get(key)
+    blob = _raw(idx, key)
     assert len(blob) == 32
     assert {blob[:8], blob[16:24]} == {fp.to_bytes(8, "big"), (fp ^ 1).to_bytes(8, "big")}
-    ref_a = int.from_bytes(idx.client.get(idx._idkey("sa")), "big")
+    ref_a = int.from_bytes(_raw(idx, idx._idkey("sa")), "big")
     assert idx.client.hget(idx._datakey(ref_a), "i") == b"sa"
     assert ref_a.to_bytes(8, "big") in (blob[8:16], blob[24:32])
     idx.remove("a")
-    assert idx.client.get(key) == (fp ^ 1).to_bytes(8, "big") + idx.client.get(idx._idkey("sb"))
+    assert idx.client.get(key) == (fp ^ 1).to_bytes(8, "big") + _raw(idx, idx._idkey("sb"))
     assert not idx.client.exists(idx._datakey(ref_a))
     idx.remove("b")
     assert not idx.client.exists(key) and len(idx) == 0
@@ -675,10 +681,12 @@ def test_buckets_hold_packed_records(any_url: str) -> None:
 def test_a_ref_in_use_is_never_shared(any_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Refs are random; a writer whose ref is already in use draws another (forced here by
     handing out the same ref twice), so two items never share their data."""
-    import neardup.backends.redis_index as backend
+    import neardup.backends.redis_index as index_module
+    import neardup.backends.redis_single as single_module
 
     refs = iter([77, 77, 78, 77, 79, 80, 81, 82])
-    monkeypatch.setattr(backend, "new_ref", lambda: next(refs))
+    for module in (index_module, single_module):
+        monkeypatch.setattr(module, "new_ref", lambda: next(refs))
     idx = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
     idx.add(1, 0xF0F0)
     assert idx.check_and_add(2, 1 << 50) == (True, [])  # 77 in use -> 78
@@ -718,8 +726,8 @@ def test_the_threads_connection_survives_kills_and_error_replies(redis_url: str)
     assert idx.check_and_add(2, 0xAB) == (False, [(1, 0)])
     admin.set(f"{ns}:text", "abc")
     with pytest.raises(redis.ResponseError, match="not an integer"):
-        idx._send_all([("GET", f"{ns}:text"), ("INCR", f"{ns}:text"), ("PING",)])
-    assert idx._send_all([("ECHO", "mine")]) == [b"mine"]
+        idx._link.send_all([("GET", f"{ns}:text"), ("INCR", f"{ns}:text"), ("PING",)])
+    assert idx._link.send_all([("ECHO", "mine")]) == [b"mine"]
     assert idx.query(0xAB, 0) == [(1, 0)]
     admin.delete(f"{ns}:text")
     idx.clear()

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
 from neardup._core import IncompatibleIndexError
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.backends.redis_cluster import write_cluster
-from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, connect, redis_py
+from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, connect
 from neardup.backends.redis_format import (
     _NO_RETENTION_PERIOD,
     FORMAT_VERSION,
@@ -39,6 +36,7 @@ from neardup.backends.redis_format import (
     new_ref,
     pack_record,
 )
+from neardup.backends.redis_link import ServerLink
 from neardup.backends.redis_lua import (
     _CHECK_ADD_LUA,
     _CLAIM_LUA,
@@ -49,13 +47,8 @@ from neardup.backends.redis_lua import (
     _TICKET_LUA,
     _WRITE_LUA,
 )
+from neardup.backends.redis_single import check_add_in_script, write_many
 from neardup.textstore import Id, check_id
-
-_pack: Any
-try:
-    from hiredis import pack_command as _pack
-except ImportError:  # pragma: no cover - hiredis is part of the [redis] extra
-    _pack = None
 
 __all__ = ["RedisIndex"]
 
@@ -135,7 +128,7 @@ class RedisIndex:
         self._bucket_prefix = f"{namespace}:b:"
         self._data_prefix = f"{namespace}:d:"
         self._blocks = [(s, (1 << w) - 1) for s, w in zip(self.layout.shifts, self.layout.widths)]
-        self._local = threading.local()  # this thread's own connection (see _call)
+        self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
         reg = client.register_script
         self._write_script = reg(_WRITE_LUA)
         self._check_add_script = reg(_CHECK_ADD_LUA)
@@ -216,7 +209,7 @@ class RedisIndex:
         now = time.time() if now is None else now
         hi = self._period_of(now)
         if self.retention is None:
-            return range(0, 1)  # everything lives in period 0
+            return range(1)  # everything lives in period 0
         # A period is live until its keys expire: (p + 1) * period + retention > now.
         lo = int(math.floor((now - self.retention) / self.period))
         return range(lo, hi + 1)
@@ -258,7 +251,7 @@ class RedisIndex:
                 pipe.hmget(self._datakey(ref), fields)
             rows = pipe.execute()
         else:
-            rows = self._send_all([("HMGET", self._datakey(ref), *fields) for ref in refs])
+            rows = self._link.send_all([("HMGET", self._datakey(ref), *fields) for ref in refs])
         out: list[_Entry] = []
         for ref, row in zip(refs, rows):
             if row[0] is None:
@@ -308,7 +301,9 @@ class RedisIndex:
                 pipe.get(key)
             res = pipe.execute()
         else:
-            res = self._send_all([("GET", self._k_horizon), *(("GET", key) for _, key in keys)])
+            res = self._link.send_all(
+                [("GET", self._k_horizon), *(("GET", key) for _, key in keys)]
+            )
         horizon = int(res[0]) if res[0] is not None else _NO_HORIZON
         blob = b"".join(r for (p, _), r in zip(keys, res[1:]) if r and p >= horizon)
         return self._resolve(near_records(blob, fp, k), texts, exclude)
@@ -383,154 +378,11 @@ class RedisIndex:
         return self._write_many([self._prepare(id, fp, timestamp, fields, probe_k)], texts)[0]
 
     def _write_many(self, batch: Sequence[_Pending], texts: bool = False) -> list[_Written]:
-        """:meth:`_write` for each item, in order. One server: one script per item, all in one
-        round trip, then one round trip for the data of the near records found. Items are
-        ticketed in order, so each sees the earlier ones of the batch among its predecessors."""
+        """:meth:`_write` for each item, in order (:func:`~neardup.backends.redis_single.write_many`
+        on one server, :func:`~neardup.backends.redis_cluster.write_cluster` on a cluster)."""
         if self.cluster:
             return [write_cluster(self, x, texts) for x in batch]
-        todo = list(range(len(batch)))
-        outs: list[Any] = [None] * len(batch)
-        while todo:  # again for the (astronomically rare) items whose random ref was in use
-            calls = [self._write_call(batch[j]) for j in todo]
-            retry = []
-            for j, out in zip(todo, self._run_scripts(self._write_script, calls)):
-                if int(out[0]) < 0:
-                    self._reref(batch[j])
-                    retry.append(j)
-                else:
-                    outs[j] = out
-            todo = retry
-        written: list[_Written] = []
-        near: dict[int, tuple[int, int]] = {}
-        per_item: list[dict[int, tuple[int, int]]] = []
-        for x, out in zip(batch, outs):
-            ticket = int(out[0])
-            old = None if out[1] is None else int.from_bytes(out[1], "big")
-            if old is not None and old != x.ref:
-                self._drop_version(old)
-            found: dict[int, tuple[int, int]] = {}
-            if x.probe_k is not None:
-                found = near_records(out[2], x.fp, x.probe_k)
-                found.pop(x.ref, None)
-                if old is not None:
-                    found.pop(old, None)
-            per_item.append(found)
-            near.update(found)
-            written.append(_Written(ticket, x.ref, x.period))
-        entries = {e.ref: e for e in self._resolve(near, texts)}
-        for x, w, found in zip(batch, written, per_item):
-            w.predecessors = [
-                replace(entries[r], distance=d)  # this item's own distance to it
-                for r, (_, d) in found.items()
-                if r in entries and entries[r].idenc != x.idenc
-            ]
-        return written
-
-    def _write_call(self, x: _Pending) -> tuple[list[Any], list[Any]]:
-        keys = [self._k_seq, self._k_count + str(x.period), x.idkey, self._k_horizon, x.datakey]
-        keys += [key for _, key in x.probe_keys]
-        keys += x.own
-        ref8 = x.ref.to_bytes(8, "big")
-        args: list[Any] = [len(x.probe_keys), pack_record(x.fp, x.ref), ref8, x.expire_at]
-        args += [q for q, _ in x.probe_keys]
-        args += x.fields
-        return keys, args
-
-    def _connection(self) -> Any:
-        """This thread's own connection, taken from the client's pool once (one server)."""
-        local = self._local
-        conn = getattr(local, "conn", None)
-        if conn is None or local.pid != os.getpid():
-            conn = self.client.connection_pool.get_connection()  # type: ignore[union-attr]
-            local.conn, local.pid = conn, os.getpid()
-        return conn
-
-    def _call(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """One server: run ``script`` on this thread's connection. The hot path: redis-py's
-        ``execute_command`` (pool checkout, retries, hooks) costs as much client time as the
-        round trip itself. A lost connection is reopened and the call sent again once (the
-        write scripts are safe to repeat: a repeat finds its ref in use and draws another,
-        or replaces the first write of its id)."""
-        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
-        for attempt in (0, 1, 2):
-            try:
-                return self._send_all([command])[0]
-            except redis_py.exceptions.NoScriptError:
-                if attempt == 2:
-                    raise
-                self.client.script_load(script.script)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _send_all(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """One server: ``commands`` in one round trip on this thread's connection (a pipeline
-        without redis-py's per-command bookkeeping, packed by hiredis). Every reply is read
-        before the first error reply is raised, so the connection stays in step; a connection
-        that fails (or is interrupted) mid-way is closed, and reopened and sent to once more."""
-        for attempt in (0, 1):
-            conn = self._connection()
-            try:
-                if _pack is not None:  # hiredis packs the whole command in C
-                    conn.send_packed_command([_pack(c) for c in commands], check_health=False)
-                else:  # pragma: no cover - hiredis is part of the [redis] extra
-                    conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-                replies: list[Any] = []
-                error: Exception | None = None
-                for _ in commands:
-                    try:
-                        replies.append(conn.read_response())
-                    except redis_py.exceptions.ResponseError as e:
-                        replies.append(e)
-                        error = error or e
-                if error is not None:
-                    raise error
-                return replies
-            except (redis_py.exceptions.ConnectionError, redis_py.exceptions.TimeoutError):
-                conn.disconnect()
-                if attempt:
-                    raise
-            except redis_py.exceptions.ResponseError:
-                raise
-            except BaseException:
-                conn.disconnect()  # a reply may be left unread: never reuse this connection
-                raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _run_scripts(self, script: Any, calls: Sequence[tuple[list[Any], list[Any]]]) -> list[Any]:
-        """One server: ``script`` for each ``(keys, args)``, in order, in one round trip (then
-        ``WAIT`` for ``wait_replicas``). A single call goes straight to the connection: a
-        redis-py pipeline costs more client time than the round trip it would save."""
-        if len(calls) == 1 and not self.wait_replicas:
-            return [self._call(script, *calls[0])]
-        pipe = self.client.pipeline(transaction=False)
-        for keys, args in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-        if self.wait_replicas:
-            pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout)
-        outs = self._execute(pipe, [(j, script, k, a) for j, (k, a) in enumerate(calls)])
-        if self.wait_replicas:
-            acked = int(outs.pop())
-            if acked < self.wait_replicas:
-                raise TimeoutError(
-                    f"only {acked} of wait_replicas={self.wait_replicas} replicas acknowledged "
-                    f"the write within {self.wait_timeout} ms"
-                )
-        return outs
-
-    def _execute(
-        self, pipe: Any, calls: Sequence[tuple[int, Any, list[Any], list[Any]]]
-    ) -> list[Any]:
-        """Run a pipeline whose commands at ``calls[i][0]`` are EVALSHA of ``calls[i][1]``;
-        any that found its script missing (a restarted or flushed server) is run again by the
-        ``Script`` object, which loads it. (Scripts are loaded when the index is opened: a
-        redis-py pipeline with Script objects would ask SCRIPT EXISTS on every execute.)"""
-        results = list(pipe.execute(raise_on_error=False))
-        for pos, script, keys, args in calls:
-            if isinstance(results[pos], redis_py.exceptions.NoScriptError):
-                results[pos] = script(keys=keys, args=args)
-        for r in results:
-            if isinstance(r, Exception):
-                raise r
-        return results
+        return write_many(self, batch, texts)
 
     def _decides_in_script(self, k: int) -> bool:
         """Whether a check-and-add at ``k`` runs whole inside :data:`_CHECK_ADD_LUA`: one server
@@ -540,60 +392,8 @@ class RedisIndex:
     def _check_add_in_script(
         self, items: Sequence[tuple[str, int, float | None]], k: int
     ) -> list[list[_Entry] | None]:
-        """One server, radius 0: the check-and-add of each ``(idenc, fp, timestamp)`` in one
-        script (one round trip for the batch; one more for the ids of the matches when some
-        item is rejected). ``None`` for an item added, else the stored items within ``k``.
-        Keys are built here directly: this is the hot path of the index."""
-        pre = self._bucket_prefix
-        periods = self._live_periods()
-        probed = [b for b, r in enumerate(self.layout.radii(k)) if r == 0]
-        calls: list[tuple[list[Any], list[Any]]] = []
-        for idenc, fp, timestamp in items:
-            ts = time.time() if timestamp is None else float(timestamp)
-            p = self._store_period(ts)
-            ref = new_ref()
-            values = [(fp >> sh) & m for sh, m in self._blocks]
-            probes = [f"{pre}{q}:{b}:{values[b]:x}" for q in periods for b in probed]
-            keys = [self._k_seq, self._k_count + str(p), self._idkey(idenc), self._k_horizon]
-            keys.append(self._datakey(ref))
-            keys += probes
-            keys += [f"{pre}{p}:{b}:{v:x}" for b, v in enumerate(values)]
-            args: list[Any] = [len(probes), k, pack_record(fp, ref), ref.to_bytes(8, "big")]
-            args.append(self._expire_at(p))
-            args += [q for q in periods for _ in probed]
-            args += ["i", idenc, "f", f"{fp:016x}", "t", repr(ts), "p", str(p)]
-            calls.append((keys, args))
-        outs = self._run_scripts(self._check_add_script, calls)
-        for j, out in enumerate(outs):
-            while int(out[0]) < 0:  # the random ref was in use: draw another
-                keys, args = calls[j]
-                ref = new_ref()
-                keys[4] = self._datakey(ref)
-                args[2] = args[2][:8] + ref.to_bytes(8, "big")
-                args[3] = ref.to_bytes(8, "big")
-                out = outs[j] = self._run_scripts(self._check_add_script, [(keys, args)])[0]
-        near: dict[int, tuple[int, int]] = {}
-        for out in outs:
-            ticket = int(out[0])
-            if ticket and out[1] is not None:
-                self._drop_version(int.from_bytes(out[1], "big"))
-            elif not ticket:
-                for raw, d in zip(out[1::2], out[2::2]):
-                    near[int.from_bytes(raw, "big")] = (0, int(d))
-        entries = {e.ref: e for e in self._resolve(near)}
-        results: list[list[_Entry] | None] = []
-        for (idenc, _, _), out in zip(items, outs):
-            if int(out[0]):
-                results.append(None)
-                continue
-            found = {}
-            for raw, d in zip(out[1::2], out[2::2]):
-                e = entries.get(int.from_bytes(raw, "big"))
-                if e is not None and e.idenc != idenc:
-                    found[e.ref] = replace(e, distance=int(d))  # this item's distance
-            # (A match removed between the script and the lookup is not listed.)
-            results.append(list(found.values()))
-        return results
+        """See :func:`neardup.backends.redis_single.check_add_in_script`."""
+        return check_add_in_script(self, items, k)
 
     # -- removing ----------------------------------------------------------------------------
 
@@ -620,7 +420,7 @@ class RedisIndex:
                 keys += [self._bucket(p, b, v) for b, v in enumerate(self.layout.values(fp))]
                 ref8 = ref.to_bytes(8, "big") if idenc is not None else b""
                 calls.append((keys, [pack_record(fp, ref), ref8]))
-            self._run_scripts(self._retract_script, calls)
+            self._link.run_scripts(self._retract_script, calls)
             return
         # Redis Cluster: the keys live on several masters; one command (or script) per key.
         pipe = self.client.pipeline(transaction=False)
