@@ -1,4 +1,5 @@
-"""The neardup HTTP service: ``create_app(settings)`` (ASGI), ``Settings``, ``serve(settings)``.
+"""The neardup HTTP service: ``create_app(settings)`` (ASGI), ``Settings``, ``serve(settings)``,
+``open_store(path)`` (its embedded store: one fsync per write call).
 
 Needs the ``service`` extra (``pip install 'neardup[service]'``). The names load lazily so that
 ``neardup.service.Settings`` can be used (by the CLI) without FastAPI installed.
@@ -9,13 +10,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["Settings", "SettingsError", "create_app", "open_backend", "serve"]
+__all__ = ["Settings", "SettingsError", "create_app", "open_backend", "open_store", "serve"]
 
 _LAZY = {
     "Settings": "neardup.service.settings",
     "SettingsError": "neardup.service.settings",
     "create_app": "neardup.service.app",
     "open_backend": "neardup.service.backend",
+    "open_store": "neardup.service.store",
     "serve": "neardup.service.runner",
 }
 
