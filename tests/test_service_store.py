@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,18 @@ def _set_meta(root: Path, name: str, value: int) -> None:
         db.commit()
     finally:
         db.close()
+
+
+def test_stats_count_while_a_write_holds_the_store(tmp_path: Path) -> None:
+    # The count comes from a read snapshot: it neither waits for the writers' lock nor sees a
+    # write that has not committed.
+    d = open_store(tmp_path / "s", policy=POLICY)
+    d.add_many(["a", "b"], [words(1, n=25), words(2, n=25)])
+    counted: list[dict[str, Any]] = []
+    with d._lock:  # what a long write call holds
+        t = threading.Thread(target=lambda: counted.append(d.stats()))
+        t.start()
+        t.join(10)
+    assert counted and counted[0]["documents"] == 2 and counted[0]["indexed"] == 2
+    assert counted[0]["policy"] == POLICY.to_dict() and counted[0]["added"] == 2
+    d.close()

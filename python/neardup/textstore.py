@@ -480,8 +480,9 @@ class SqliteTextStore:
         return row is not None
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._conn().execute("SELECT COUNT(*) FROM texts").fetchone()[0])
+        # On this thread's read connection: a count of 1 M rows takes ~20 ms (the timestamp
+        # index), which writes need not wait for.
+        return int(self._reader().execute("SELECT COUNT(*) FROM texts").fetchone()[0])
 
     def close(self) -> None:
         """Close the database (idempotent)."""
