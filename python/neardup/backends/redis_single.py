@@ -30,9 +30,11 @@ __all__ = ["check_add_in_script", "write_call", "write_many"]
 
 
 def write_many(index: RedisIndex, batch: Sequence[_Pending], texts: bool = False) -> list[_Written]:
-    """:meth:`_write` for each item, in order. One server: one script per item, all in one
+    """:meth:`RedisIndex._write` for each item, in order: one script per item, all in one
     round trip, then one round trip for the data of the near records found. Items are
-    ticketed in order, so each sees the earlier ones of the batch among its predecessors."""
+    ticketed in order, so each sees the earlier ones of the batch among its predecessors.
+    (An item whose random ref was in use is sent again after the batch: probability ~2**-64
+    per item.)"""
     todo = list(range(len(batch)))
     outs: list[Any] = [None] * len(batch)
     while todo:  # again for the (astronomically rare) items whose random ref was in use
@@ -73,6 +75,7 @@ def write_many(index: RedisIndex, batch: Sequence[_Pending], texts: bool = False
 
 
 def write_call(index: RedisIndex, x: _Pending) -> tuple[list[Any], list[Any]]:
+    """``(KEYS, ARGV)`` of :data:`~neardup.backends.redis_lua._WRITE_LUA` for ``x``."""
     keys = [index._k_seq, index._k_count + str(x.period), x.idkey, index._k_horizon, x.datakey]
     keys += [key for _, key in x.probe_keys]
     keys += x.own
