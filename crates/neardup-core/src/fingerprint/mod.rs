@@ -112,7 +112,7 @@ impl Fingerprinter {
 
     fn normalizes(&self) -> bool {
         let c = &self.config;
-        c.html || c.nfkc || c.casefold || c.collapse_whitespace || c.strip_punctuation
+        c.html || c.nfkc || c.t2s || c.casefold || c.collapse_whitespace || c.strip_punctuation
     }
 
     /// Streaming is exact when every occurrence weighs 1.

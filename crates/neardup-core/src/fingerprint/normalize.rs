@@ -1,4 +1,7 @@
-//! Text normalisation: HTML visible text, NFKC, case folding, punctuation removal, whitespace.
+//! Text normalisation: HTML visible text, NFKC, Traditional -> Simplified Chinese, case folding,
+//! punctuation removal, whitespace.
+
+use std::sync::OnceLock;
 
 use ego_tree::iter::Edge;
 use scraper::{Html, Node};
@@ -327,13 +330,29 @@ static ASCII_MAPS: [[u8; 128]; 4] = [
 pub struct Buffers {
     html: String,
     nfkc: String,
+    t2s: String,
     out: Vec<u8>,
 }
 
-/// Applies the configured normalisation steps (HTML first, then NFKC, case, punctuation,
-/// whitespace) using `bufs`; returns `text` itself when no step changes it.
+/// The shared Traditional -> Simplified converter (OpenCC's t2s: TSPhrases then TSCharacters,
+/// longest match first), loaded once; None if its built-in tables fail to load.
+pub fn t2s_converter() -> Option<&'static ferrous_opencc::OpenCC> {
+    static T2S: OnceLock<Option<ferrous_opencc::OpenCC>> = OnceLock::new();
+    T2S.get_or_init(|| {
+        ferrous_opencc::OpenCC::from_config(ferrous_opencc::config::BuiltinConfig::T2s).ok()
+    })
+    .as_ref()
+}
+
+/// Applies the configured normalisation steps (HTML first, then NFKC, Traditional ->
+/// Simplified, case, punctuation, whitespace) using `bufs`; returns `text` itself when no step changes it.
 pub fn normalize_with<'a>(text: &'a str, config: &Config, bufs: &'a mut Buffers) -> &'a str {
-    let Buffers { html, nfkc, out } = bufs;
+    let Buffers {
+        html,
+        nfkc,
+        t2s,
+        out,
+    } = bufs;
     let mut cur: &'a str = text;
     if config.html {
         *html = html_visible_text(cur);
@@ -344,6 +363,14 @@ pub fn normalize_with<'a>(text: &'a str, config: &Config, bufs: &'a mut Buffers)
     if config.nfkc && !cur.is_ascii() && nfkc_into(cur, nfkc) {
         let nfkc: &'a String = nfkc;
         cur = nfkc;
+    }
+    // Only texts with non-ASCII chars can hold Traditional Chinese.
+    if config.t2s && !cur.is_ascii() {
+        if let Some(conv) = t2s_converter() {
+            *t2s = conv.convert(cur);
+            let t2s: &'a String = t2s;
+            cur = t2s;
+        }
     }
     if !(config.casefold || config.strip_punctuation || config.collapse_whitespace) {
         return cur;
@@ -360,8 +387,8 @@ pub fn normalize_with<'a>(text: &'a str, config: &Config, bufs: &'a mut Buffers)
     std::str::from_utf8(out).unwrap_or_default()
 }
 
-/// Applies the configured normalisation steps (HTML first, then NFKC, case, punctuation,
-/// whitespace). Returns the text unchanged (borrowed) when no step changes it.
+/// Applies the configured normalisation steps (HTML first, then NFKC, Traditional ->
+/// Simplified, case, punctuation, whitespace). Returns the text unchanged (borrowed) when no step changes it.
 pub fn normalize<'a>(text: &'a str, config: &Config) -> std::borrow::Cow<'a, str> {
     let mut bufs = Buffers::default();
     let out = normalize_with(text, config, &mut bufs);

@@ -577,3 +577,61 @@ fn batched_votes_equal_naive_voting_on_every_cpu_path() {
         }
     }
 }
+
+#[test]
+fn t2s_maps_traditional_to_simplified_before_tokenising() {
+    let c = Config {
+        t2s: true,
+        ..Config::preset("default").unwrap()
+    };
+    assert_eq!(
+        normalize::normalize("後來們說這個體驗，還有乾隆皇帝。", &c),
+        "后来们说这个体验 还有乾隆皇帝"
+    );
+    // After NFKC: full-width letters are folded too; ASCII is left alone.
+    assert_eq!(
+        normalize::normalize("ＡＢＣ 電腦 Hello", &c),
+        "abc 电脑 hello"
+    );
+    for preset in ["default", "words", "jieba", "seed000", "seed002"] {
+        let plain = Fingerprinter::preset(preset).unwrap();
+        let f = Fingerprinter::new(Config {
+            t2s: true,
+            ..plain.config().clone()
+        })
+        .unwrap();
+        let simplified = "后来他们说这个体验很难忘，网络上的软件也发展得很快。";
+        let traditional = "後來他們說這個體驗很難忘，網絡上的軟件也發展得很快。";
+        assert_eq!(
+            f.fingerprint_str(traditional),
+            plain.fingerprint_str(simplified),
+            "{preset}"
+        );
+        assert_eq!(
+            f.fingerprint_str(traditional),
+            f.fingerprint_str(simplified)
+        );
+        assert_ne!(
+            plain.fingerprint_str(traditional),
+            plain.fingerprint_str(simplified),
+            "{preset}: without t2s the two forms differ"
+        );
+    }
+}
+
+#[test]
+fn t2s_is_in_the_json_form_only_when_on() {
+    for preset in PRESETS {
+        let c = Config::preset(preset).unwrap();
+        assert!(!c.t2s);
+        assert!(!c.to_json().contains("t2s"), "{preset}");
+    }
+    let mut m = serde_json::Map::new();
+    m.insert("t2s".into(), serde_json::json!(true));
+    let c = Config::with_options("words", &m).unwrap();
+    assert!(c.t2s && c.to_json().contains(r#""t2s":true"#));
+    assert_eq!(Config::from_json(&c.to_json()).unwrap(), c);
+    m.insert("t2s".into(), serde_json::json!("yes"));
+    let e = Config::with_options("words", &m).unwrap_err().to_string();
+    assert!(e.contains("t2s"), "{e}");
+}
