@@ -432,6 +432,12 @@ fn fold_strip_collapse(text: &str, fold: bool, strip: bool, collapse: bool, out:
                 }
                 after_sep = after == 1;
                 out.truncate(base + w);
+            } else if !strip {
+                // Case folding alone: a plain ASCII lowercase, which vectorises.
+                dst.copy_from_slice(src);
+                if fold {
+                    dst.make_ascii_lowercase();
+                }
             } else {
                 for (d, &x) in dst.iter_mut().zip(src) {
                     *d = map[(x & 0x7f) as usize] & !SEP;

@@ -113,6 +113,16 @@ impl Acc64 {
     /// The fingerprint: bit j is 1 when the weight of features with bit j set, minus the
     /// weight of those without, is > 0 (`Positive`) or >= 0 (`NonNegative`).
     pub fn finish(mut self, rule: BitRule) -> u64 {
+        self.finish_in_place(rule)
+    }
+
+    /// [`Acc64::finish`] without moving the accumulator.
+    fn finish_in_place(&mut self, rule: BitRule) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        if self.total <= 255 {
+            // Nothing was flushed yet: the counts are the lane bytes.
+            return x86::finish_bytes(&self.lanes, self.total as u32, rule);
+        }
         self.flush();
         let total = self.total;
         let mut fp = 0u64;
@@ -161,6 +171,34 @@ pub(super) fn add_ones_plain(lanes: &mut [u64; 8], hashes: &[u64]) {
 #[cfg(target_arch = "x86_64")]
 pub(super) mod x86 {
     use std::arch::x86_64::*;
+
+    use super::BitRule;
+
+    /// The fingerprint from byte counters (`total` <= 255 features of weight 1): bit `j` is 1
+    /// when count `j` exceeds a threshold, found 16 bytes at a time with a saturating subtract.
+    pub fn finish_bytes(lanes: &[u64; 8], total: u32, rule: BitRule) -> u64 {
+        // Positive: 2c > t, i.e. c > t / 2. NonNegative: 2c >= t, i.e. c > ceil(t / 2) - 1.
+        let threshold = match rule {
+            BitRule::Positive => total / 2,
+            BitRule::NonNegative if total == 0 => return u64::MAX,
+            BitRule::NonNegative => total.div_ceil(2) - 1,
+        };
+        let mut bytes = [0u8; 64];
+        for (k, lane) in lanes.iter().enumerate() {
+            bytes[8 * k..8 * k + 8].copy_from_slice(&lane.to_le_bytes());
+        }
+        let mut fp = 0u64;
+        for (k, chunk) in bytes.chunks_exact(16).enumerate() {
+            // SAFETY: SSE2 is part of x86_64; `chunk` is 16 readable bytes (unaligned load).
+            let at_most = unsafe {
+                let c = _mm_loadu_si128(chunk.as_ptr() as *const __m128i);
+                let over = _mm_subs_epu8(c, _mm_set1_epi8(threshold as u8 as i8));
+                _mm_movemask_epi8(_mm_cmpeq_epi8(over, _mm_setzero_si128()))
+            };
+            fp |= (!(at_most as u16) as u64) << (16 * k);
+        }
+        fp
+    }
 
     /// One masked byte add per hash: byte `j` of the 64 counters gets 1 where bit `j` is set.
     ///
@@ -240,10 +278,11 @@ impl Ones64 {
         }
     }
 
-    pub fn finish(mut self, rule: BitRule) -> u64 {
+    pub fn finish(&mut self, rule: BitRule) -> u64 {
         let n = self.n.min(ONES_BATCH);
         self.acc.add_ones(&self.buf[..n]);
-        self.acc.finish(rule)
+        self.n = 0;
+        self.acc.finish_in_place(rule)
     }
 }
 

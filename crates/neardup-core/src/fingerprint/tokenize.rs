@@ -90,7 +90,17 @@ pub fn for_each_word(text: &str, mut emit: impl FnMut(usize, usize)) {
     let mut start: Option<usize> = None;
     let mut i = 0usize;
     while i < n {
-        if let Some(block) = b[i..].first_chunk::<64>() {
+        // The last block is padded with spaces (not word chars, so they end a word in progress
+        // where the text ends).
+        let mut padded = [b' '; 64];
+        let block = match b[i..].first_chunk::<64>() {
+            Some(block) => block,
+            None => {
+                padded[..n - i].copy_from_slice(&b[i..]);
+                &padded
+            }
+        };
+        {
             let (mut m, high) = block_masks(block);
             if high == 0 {
                 if let Some(s) = start {
@@ -118,7 +128,7 @@ pub fn for_each_word(text: &str, mut emit: impl FnMut(usize, usize)) {
                     emit(i + s, i + e);
                     m &= x;
                 }
-                i += 64;
+                i = (i + 64).min(n);
                 continue;
             }
         }
