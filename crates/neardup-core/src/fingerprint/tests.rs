@@ -620,6 +620,27 @@ fn t2s_maps_traditional_to_simplified_before_tokenising() {
 }
 
 #[test]
+fn t2s_takes_any_text() {
+    let f = Fingerprinter::new(Config {
+        t2s: true,
+        ..Config::preset("words").unwrap()
+    })
+    .unwrap();
+    let plain = Fingerprinter::preset("words").unwrap();
+    for t in random_texts(14, 1000) {
+        let fp = f.fingerprint_str(&t);
+        // Texts without Han characters are left as they are.
+        if !t.chars().any(normalize::is_cjk) {
+            assert_eq!(fp, plain.fingerprint_str(&t), "{t:?}");
+        }
+    }
+    assert_eq!(
+        f.fingerprint(Text::Utf16(&[0xd800, 0x5f8c, 0x4f86])),
+        plain.fingerprint_str("\u{fffd}后来")
+    );
+}
+
+#[test]
 fn t2s_is_in_the_json_form_only_when_on() {
     for preset in PRESETS {
         let c = Config::preset(preset).unwrap();
