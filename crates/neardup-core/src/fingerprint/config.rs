@@ -104,6 +104,11 @@ pub struct Config {
     pub collapse_whitespace: bool,
     /// Punctuation, symbols (emoji included) and control characters become spaces.
     pub strip_punctuation: bool,
+    /// Traditional Chinese becomes Simplified (OpenCC's t2s phrase and character tables),
+    /// after NFKC. Left out of the JSON form while false, so configurations made before the
+    /// option existed keep their exact form (indexes store it and compare).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub t2s: bool,
     pub tokenizer: Tokenizer,
     /// Width of `chars` shingles / `word_ngrams` (1..=32).
     pub ngram: u32,
@@ -130,6 +135,7 @@ fn base(preset: &str) -> Config {
         casefold: true,
         collapse_whitespace: true,
         strip_punctuation: true,
+        t2s: false,
         tokenizer: Tokenizer::Chars,
         ngram: 3,
         weighting: Weighting::Tf,
@@ -209,6 +215,7 @@ impl Config {
             "casefold",
             "collapse_whitespace",
             "strip_punctuation",
+            "t2s",
             "tokenizer",
             "ngram",
             "weighting",
@@ -312,6 +319,9 @@ impl Config {
         if self.idf == Idf::Jieba && self.tokenizer != Tokenizer::Jieba {
             return bad("idf \"jieba\" needs tokenizer \"jieba\"".into());
         }
+        if self.t2s && super::normalize::t2s_converter().is_none() {
+            return bad("t2s: the Traditional -> Simplified tables failed to load".into());
+        }
         if let Idf::Table { terms, default } = &self.idf {
             if !default.is_finite() || terms.values().any(|v| !v.is_finite()) {
                 return bad("idf values must be finite numbers".into());
@@ -319,6 +329,10 @@ impl Config {
         }
         Ok(())
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// `idf={"term": 2.0, ...}` is accepted as a table whose default is the largest value.

@@ -24,7 +24,7 @@ use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
 
 pub use config::{BitRule, Config, FeatureHash, Idf, Tokenizer, Weighting, PRESETS};
 use hash::{hash128, hash64, hash_units, md5_u128, seed000_str64, seed000_units, seed000_units64};
-use simhash::{Acc128, Acc64, AccF};
+use simhash::{Acc128, Acc64, AccF, Ones64};
 
 use crate::{Error, Result};
 
@@ -78,6 +78,13 @@ impl Feature {
     }
 }
 
+/// Buffers reused from text to text (decoded UTF-16 input, normalised text); one per thread.
+#[derive(Default, Debug)]
+pub struct Scratch {
+    decoded: String,
+    norm: normalize::Buffers,
+}
+
 /// Turns texts into fingerprints under one configuration. Cheap to share across threads.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fingerprinter {
@@ -105,7 +112,7 @@ impl Fingerprinter {
 
     fn normalizes(&self) -> bool {
         let c = &self.config;
-        c.html || c.nfkc || c.casefold || c.collapse_whitespace || c.strip_punctuation
+        c.html || c.nfkc || c.t2s || c.casefold || c.collapse_whitespace || c.strip_punctuation
     }
 
     /// Streaming is exact when every occurrence weighs 1.
@@ -115,6 +122,34 @@ impl Fingerprinter {
 
     /// The fingerprint of `text`; below 2**64 unless `bits` is 128.
     pub fn fingerprint(&self, text: Text<'_>) -> u128 {
+        self.fingerprint_with(text, &mut Scratch::default())
+    }
+
+    /// [`Fingerprinter::fingerprint`] with buffers reused from text to text.
+    pub fn fingerprint_with(&self, text: Text<'_>, scratch: &mut Scratch) -> u128 {
+        let c = &self.config;
+        if c.tokenizer == Tokenizer::Seed000 {
+            return self.fingerprint_prepared(text);
+        }
+        let Scratch { decoded, norm } = scratch;
+        let s: &str = match text {
+            Text::Str(s) => s,
+            Text::Utf16(u) => {
+                decoded.clear();
+                decoded
+                    .extend(char::decode_utf16(u.iter().copied()).map(|r| r.unwrap_or('\u{fffd}')));
+                decoded
+            }
+        };
+        let norm = normalize::normalize_with(s, c, norm);
+        if self.streams() {
+            self.stream_str(norm)
+        } else {
+            self.vote(&self.features_of_str(norm))
+        }
+    }
+
+    fn fingerprint_prepared(&self, text: Text<'_>) -> u128 {
         match self.prepare(text) {
             Prepared::Units(units) => {
                 if self.streams() {
@@ -154,18 +189,25 @@ impl Fingerprinter {
                 Text::Utf16(u) => 2 * u.len(),
             })
             .sum();
+        let sequential = || {
+            let mut scratch = Scratch::default();
+            texts
+                .iter()
+                .map(|t| self.fingerprint_with(*t, &mut scratch))
+                .collect()
+        };
         if texts.len() < 2 || bytes < PARALLEL_MIN_BYTES {
-            return texts.iter().map(|t| self.fingerprint(*t)).collect();
+            return sequential();
         }
         pool::run(|pool| match pool {
             Some(p) => p.install(|| {
                 texts
                     .par_iter()
                     .with_min_len(8)
-                    .map(|t| self.fingerprint(*t))
+                    .map_init(Scratch::default, |s, t| self.fingerprint_with(*t, s))
                     .collect()
             }),
-            None => texts.iter().map(|t| self.fingerprint(*t)).collect(),
+            None => sequential(),
         })
     }
 
@@ -260,9 +302,9 @@ impl Fingerprinter {
                 text: &str,
                 h: impl Fn(&str) -> u64,
             ) -> u128 {
-                let mut acc = Acc64::default();
-                tokenize::for_each_feature(tok, n, text, |f| acc.add(h(f), 1));
-                acc.finish(rule) as u128
+                let mut ones = Ones64::default();
+                tokenize::for_each_feature(tok, n, text, |f| ones.push(h(f)));
+                ones.finish(rule) as u128
             }
             match c.hash {
                 FeatureHash::Xxh3 => run(tok, n, rule, norm, |f| xxh3_64(f.as_bytes())),
@@ -284,14 +326,14 @@ impl Fingerprinter {
     fn stream_units(&self, units: &[u16]) -> u128 {
         let c = &self.config;
         if c.bits == 64 && c.hash == FeatureHash::Seed000 {
-            let mut acc = Acc64::default();
-            seed000::for_each_feature(units, |u| acc.add(seed000_units64(u), 1));
-            return acc.finish(c.bit_rule) as u128;
+            let mut ones = Ones64::default();
+            seed000::for_each_feature(units, |u| ones.push(seed000_units64(u)));
+            return ones.finish(c.bit_rule) as u128;
         }
         if c.bits == 64 {
-            let mut acc = Acc64::default();
-            seed000::for_each_feature(units, |u| acc.add(hash_units(c.hash, u, 64) as u64, 1));
-            acc.finish(c.bit_rule) as u128
+            let mut ones = Ones64::default();
+            seed000::for_each_feature(units, |u| ones.push(hash_units(c.hash, u, 64) as u64));
+            ones.finish(c.bit_rule) as u128
         } else {
             let mut acc = Acc128::default();
             seed000::for_each_feature(units, |u| acc.add(hash_units(c.hash, u, 128), 1));

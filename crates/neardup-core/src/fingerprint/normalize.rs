@@ -1,4 +1,7 @@
-//! Text normalisation: HTML visible text, NFKC, case folding, punctuation removal, whitespace.
+//! Text normalisation: HTML visible text, NFKC, Traditional -> Simplified Chinese, case folding,
+//! punctuation removal, whitespace.
+
+use std::sync::OnceLock;
 
 use ego_tree::iter::Edge;
 use scraper::{Html, Node};
@@ -115,7 +118,7 @@ fn first_non_inert(text: &str) -> Option<usize> {
     let mut i = 0;
     while i < b.len() {
         if b[i] < 0x80 {
-            i += 1;
+            i += ascii_prefix_len(&b[i..]);
             continue;
         }
         let c = text[i..].chars().next()?;
@@ -127,28 +130,68 @@ fn first_non_inert(text: &str) -> Option<usize> {
     None
 }
 
-/// NFKC with a fast path: inert chars are copied, full-width ASCII is mapped, and only the
-/// stretches holding other characters go through the normaliser (a char right before such a
-/// stretch joins it, as it may compose with it). Equal to full NFKC (tested).
-pub fn nfkc(text: &str) -> std::borrow::Cow<'_, str> {
+/// Length of the ASCII prefix of `b`, eight bytes at a time.
+#[inline]
+pub fn ascii_prefix_len(b: &[u8]) -> usize {
+    let mut i = 0;
+    let mut chunks = b.chunks_exact(8);
+    for c in chunks.by_ref() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let high = u64::from_le_bytes(w) & 0x8080_8080_8080_8080;
+        if high != 0 {
+            return i + (high.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + chunks
+        .remainder()
+        .iter()
+        .position(|&x| x >= 0x80)
+        .unwrap_or(chunks.remainder().len())
+}
+
+/// Writes the NFKC form of `text` into `out` and returns true, or returns false (leaving `out`
+/// alone) when `text` is already NFKC by the fast path's rules.
+///
+/// Fast path: inert chars are copied (ASCII in whole runs), full-width ASCII is mapped, and only
+/// the stretches holding other characters go through the normaliser (a char right before such
+/// a stretch joins it, as it may compose with it). Equal to full NFKC (tested).
+pub fn nfkc_into(text: &str, out: &mut String) -> bool {
     let Some(first) = first_non_inert(text) else {
-        return std::borrow::Cow::Borrowed(text);
+        return false;
     };
     // The char before the first non-inert one may compose with it: start there.
     let start = text[..first]
         .char_indices()
         .next_back()
         .map_or(0, |(i, _)| i);
-    let mut out = String::with_capacity(text.len() + 8);
+    out.clear();
+    out.reserve(text.len() + 8);
     out.push_str(&text[..start]);
     let rest = &text[start..];
-    let mut chars = rest.char_indices().peekable();
+    let b = rest.as_bytes();
     let mut slow_start: Option<usize> = None;
-    while let Some((i, c)) = chars.next() {
+    let mut i = 0usize;
+    while i < b.len() {
+        if b[i] < 0x80 && slow_start.is_none() {
+            // An ASCII run: all but its last char are followed by ASCII, so they are copied as
+            // they are; the last one is decided below by what follows it.
+            let run = ascii_prefix_len(&b[i..]);
+            if run > 1 {
+                out.push_str(&rest[i..i + run - 1]);
+                i += run - 1;
+            }
+        }
+        let Some(c) = rest[i..].chars().next() else {
+            break;
+        };
+        let next = i + c.len_utf8();
         let kind = nfkc_kind(c);
-        let next_ok = chars
-            .peek()
-            .is_none_or(|&(_, n)| nfkc_kind(n) != NfkcKind::Other);
+        let next_ok = rest[next..]
+            .chars()
+            .next()
+            .is_none_or(|n| nfkc_kind(n) != NfkcKind::Other);
         if kind != NfkcKind::Other && next_ok {
             if let Some(s) = slow_start.take() {
                 out.extend(rest[s..i].nfkc());
@@ -160,11 +203,22 @@ pub fn nfkc(text: &str) -> std::borrow::Cow<'_, str> {
         } else if slow_start.is_none() {
             slow_start = Some(i);
         }
+        i = next;
     }
     if let Some(s) = slow_start {
         out.extend(rest[s..].nfkc());
     }
-    std::borrow::Cow::Owned(out)
+    true
+}
+
+/// NFKC of `text` (borrowed when it is already NFKC by the fast path's rules).
+pub fn nfkc(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut out = String::new();
+    if nfkc_into(text, &mut out) {
+        std::borrow::Cow::Owned(out)
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
 }
 
 /// What a character is for tokenising.
@@ -238,135 +292,196 @@ fn classify_non_ascii(c: char) -> Class {
     }
 }
 
-const fn keep_table(strip: bool) -> [bool; 128] {
-    let mut t = [false; 128];
+/// Flag of a separator in [`ascii_map`]: whitespace, and punctuation when stripping.
+const SEP: u8 = 0x80;
+
+/// What each ASCII byte becomes under case folding (`fold`) and punctuation removal (`strip`):
+/// the byte written (lowercased when folding; a stripped byte becomes a space), with [`SEP`]
+/// set on separators, which whitespace collapsing merges into one space.
+const fn ascii_map(fold: bool, strip: bool) -> [u8; 128] {
+    let mut t = [0u8; 128];
     let mut b = 0;
     while b < 128 {
         let c = b as u8;
-        t[b] = if strip {
-            c.is_ascii_alphanumeric() || c == b'_'
+        let space = c.is_ascii_whitespace();
+        t[b] = if space || (strip && !(c.is_ascii_alphanumeric() || c == b'_')) {
+            SEP | if space { c } else { b' ' }
+        } else if fold {
+            c.to_ascii_lowercase()
         } else {
-            !c.is_ascii_whitespace()
+            c
         };
         b += 1;
     }
     t
 }
 
-/// ASCII bytes written through unchanged (up to case) with and without punctuation removal.
-static KEEP_STRIP: [bool; 128] = keep_table(true);
-static KEEP_ALL: [bool; 128] = keep_table(false);
+/// [`ascii_map`] for each (fold, strip), indexed by `fold as usize | (strip as usize) << 1`.
+static ASCII_MAPS: [[u8; 128]; 4] = [
+    ascii_map(false, false),
+    ascii_map(true, false),
+    ascii_map(false, true),
+    ascii_map(true, true),
+];
 
-/// Applies the configured normalisation steps (HTML first, then NFKC, case, punctuation,
-/// whitespace). Returns the text unchanged (borrowed) when no step is on.
-pub fn normalize<'a>(text: &'a str, config: &Config) -> std::borrow::Cow<'a, str> {
-    use std::borrow::Cow;
-    let mut cur: Cow<'a, str> = Cow::Borrowed(text);
+/// Buffers reused from text to text by normalisation (one set per thread in batches), so a
+/// text costs no allocation once they have grown.
+#[derive(Default, Debug)]
+pub struct Buffers {
+    html: String,
+    nfkc: String,
+    t2s: String,
+    out: Vec<u8>,
+}
+
+/// The shared Traditional -> Simplified converter (OpenCC's t2s: TSPhrases then TSCharacters,
+/// longest match first), loaded once; None if its built-in tables fail to load.
+pub fn t2s_converter() -> Option<&'static ferrous_opencc::OpenCC> {
+    static T2S: OnceLock<Option<ferrous_opencc::OpenCC>> = OnceLock::new();
+    T2S.get_or_init(|| {
+        ferrous_opencc::OpenCC::from_config(ferrous_opencc::config::BuiltinConfig::T2s).ok()
+    })
+    .as_ref()
+}
+
+/// Applies the configured normalisation steps (HTML first, then NFKC, Traditional ->
+/// Simplified, case, punctuation, whitespace) using `bufs`; returns `text` itself when no step changes it.
+pub fn normalize_with<'a>(text: &'a str, config: &Config, bufs: &'a mut Buffers) -> &'a str {
+    let Buffers {
+        html,
+        nfkc,
+        t2s,
+        out,
+    } = bufs;
+    let mut cur: &'a str = text;
     if config.html {
-        cur = Cow::Owned(html_visible_text(&cur));
+        *html = html_visible_text(cur);
+        let html: &'a String = html;
+        cur = html;
     }
-    if config.nfkc {
-        if let Cow::Owned(s) = nfkc(&cur) {
-            cur = Cow::Owned(s);
+    // ASCII is NFKC-stable: only texts with other bytes go through NFKC.
+    if config.nfkc && !cur.is_ascii() && nfkc_into(cur, nfkc) {
+        let nfkc: &'a String = nfkc;
+        cur = nfkc;
+    }
+    // Only texts with non-ASCII chars can hold Traditional Chinese.
+    if config.t2s && !cur.is_ascii() {
+        if let Some(conv) = t2s_converter() {
+            *t2s = conv.convert(cur);
+            let t2s: &'a String = t2s;
+            cur = t2s;
         }
     }
     if !(config.casefold || config.strip_punctuation || config.collapse_whitespace) {
         return cur;
     }
-    let mut out: Vec<u8> = Vec::with_capacity(cur.len());
-    // Collapsing: a pending space is written only before the next kept character.
-    let mut pending = false;
-    let collapse = config.collapse_whitespace;
-    let strip = config.strip_punctuation;
-    let fold = config.casefold;
-    let b = cur.as_bytes();
-    let mut i = 0usize;
+    fold_strip_collapse(
+        cur,
+        config.casefold,
+        config.strip_punctuation,
+        config.collapse_whitespace,
+        out,
+    );
+    let out: &'a Vec<u8> = out;
+    // Only whole chars were written.
+    std::str::from_utf8(out).unwrap_or_default()
+}
+
+/// Applies the configured normalisation steps (HTML first, then NFKC, Traditional ->
+/// Simplified, case, punctuation, whitespace). Returns the text unchanged (borrowed) when no step changes it.
+pub fn normalize<'a>(text: &'a str, config: &Config) -> std::borrow::Cow<'a, str> {
+    let mut bufs = Buffers::default();
+    let out = normalize_with(text, config, &mut bufs);
+    if std::ptr::eq(out, text) {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(out.to_owned())
+    }
+}
+
+/// Case folding, punctuation removal and whitespace collapsing in one pass, into `out`.
+///
+/// Runs of ASCII go through [`ASCII_MAPS`] without branching on the bytes: when collapsing, a
+/// separator after a kept char writes a space at once and later separators write nothing
+/// (the index advances by 0); a space left at the very end is taken back.
+fn fold_strip_collapse(text: &str, fold: bool, strip: bool, collapse: bool, out: &mut Vec<u8>) {
+    out.clear();
+    out.reserve(text.len());
+    let map = &ASCII_MAPS[fold as usize | (strip as usize) << 1];
+    let b = text.as_bytes();
+    // At the start and after a separator: no space is due before the next separator.
+    let mut after_sep = true;
     let mut buf = [0u8; 4];
-    let keep: &[bool; 128] = if strip { &KEEP_STRIP } else { &KEEP_ALL };
+    let mut i = 0usize;
     while i < b.len() {
-        let x = b[i];
-        if x < 0x80 && keep[x as usize] {
-            // A run of kept ASCII bytes is copied in one go (lowercased when folding).
-            let start = i;
-            while i < b.len() && b[i] < 0x80 && keep[b[i] as usize] {
-                i += 1;
-            }
-            if pending {
-                if !out.is_empty() {
-                    out.push(b' ');
+        let run = ascii_prefix_len(&b[i..]);
+        if run > 0 {
+            let src = &b[i..i + run];
+            let base = out.len();
+            out.resize(base + run, 0);
+            let dst = &mut out[base..];
+            if collapse {
+                let mut w = 0usize;
+                let mut after = after_sep as usize;
+                for &x in src {
+                    let e = map[(x & 0x7f) as usize];
+                    let sep = (e >> 7) as usize;
+                    dst[w] = if sep == 1 { b' ' } else { e };
+                    w += 1 - (sep & after);
+                    after = sep;
                 }
-                pending = false;
-            }
-            if fold {
-                out.extend(b[start..i].iter().map(u8::to_ascii_lowercase));
+                after_sep = after == 1;
+                out.truncate(base + w);
+            } else if !strip {
+                // Case folding alone: a plain ASCII lowercase, which vectorises.
+                dst.copy_from_slice(src);
+                if fold {
+                    dst.make_ascii_lowercase();
+                }
             } else {
-                out.extend_from_slice(&b[start..i]);
+                for (d, &x) in dst.iter_mut().zip(src) {
+                    *d = map[(x & 0x7f) as usize] & !SEP;
+                }
             }
+            i += run;
             continue;
         }
-        if x < 0x80 {
-            i += 1;
-            let space_like =
-                x.is_ascii_whitespace() || (strip && !(x.is_ascii_alphanumeric() || x == b'_'));
-            if space_like {
-                if collapse {
-                    pending = true;
-                } else {
-                    out.push(if x.is_ascii_whitespace() { x } else { b' ' });
-                }
-                continue;
-            }
-            if pending {
-                if !out.is_empty() {
-                    out.push(b' ');
-                }
-                pending = false;
-            }
-            out.push(if fold { x.to_ascii_lowercase() } else { x });
-            continue;
-        }
-        let Some(c) = cur[i..].chars().next() else {
+        let Some(c) = text[i..].chars().next() else {
             break;
         };
         let len = c.len_utf8();
+        let raw = &b[i..i + len];
         i += len;
         if is_cjk(c) {
-            if pending {
-                if !out.is_empty() {
+            out.extend_from_slice(raw);
+            after_sep = false;
+            continue;
+        }
+        let space = c.is_whitespace();
+        if space || (strip && classify(c) == Class::Other) {
+            if collapse {
+                if !after_sep {
                     out.push(b' ');
                 }
-                pending = false;
-            }
-            out.extend_from_slice(&b[i - len..i]);
-            continue;
-        }
-        let space_like = c.is_whitespace() || (strip && classify(c) == Class::Other);
-        if space_like {
-            if collapse {
-                pending = true;
+                after_sep = true;
+            } else if space {
+                out.extend_from_slice(raw);
             } else {
-                out.extend_from_slice(
-                    if c.is_whitespace() { c } else { ' ' }
-                        .encode_utf8(&mut buf)
-                        .as_bytes(),
-                );
-            }
-            continue;
-        }
-        if pending {
-            if !out.is_empty() {
                 out.push(b' ');
             }
-            pending = false;
+            continue;
         }
-        if fold && !is_cjk(c) {
+        after_sep = false;
+        if fold {
             for l in c.to_lowercase() {
                 out.extend_from_slice(l.encode_utf8(&mut buf).as_bytes());
             }
         } else {
-            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            out.extend_from_slice(raw);
         }
     }
-    // Only whole chars were written.
-    Cow::Owned(String::from_utf8(out).unwrap_or_default())
+    // A separator at the end wrote a space that nothing follows.
+    if collapse && after_sep && !out.is_empty() {
+        out.pop();
+    }
 }

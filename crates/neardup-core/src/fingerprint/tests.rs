@@ -316,3 +316,343 @@ fn nfkc_fast_path_equals_full_nfkc_on_random_mixes() {
         assert_eq!(nfkc(&text), want, "{text:?}");
     }
 }
+
+/// The normalisation steps after NFKC, one char at a time, as documented: the reference the
+/// byte-run implementation must equal.
+fn fold_strip_collapse_reference(text: &str, c: &Config) -> String {
+    let (fold, strip, collapse) = (c.casefold, c.strip_punctuation, c.collapse_whitespace);
+    // ASCII uses the ASCII whitespace set (U+000B is not in it), other chars Unicode's.
+    let space = |ch: char| {
+        if ch.is_ascii() {
+            ch.is_ascii_whitespace()
+        } else {
+            ch.is_whitespace()
+        }
+    };
+    let mut out = String::new();
+    let mut pending = false;
+    for ch in text.chars() {
+        let cls = if ch.is_ascii() && !space(ch) && !(ch.is_ascii_alphanumeric() || ch == '_') {
+            normalize::Class::Other
+        } else {
+            normalize::classify(ch)
+        };
+        if space(ch) || (strip && cls == normalize::Class::Other) {
+            if collapse {
+                pending = true;
+            } else {
+                out.push(if space(ch) { ch } else { ' ' });
+            }
+            continue;
+        }
+        if pending && !out.is_empty() {
+            out.push(' ');
+        }
+        pending = false;
+        if fold && !normalize::is_cjk(ch) {
+            out.extend(ch.to_lowercase());
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+/// Random texts mixing long ASCII runs (more than a 64-byte block), punctuation, every kind of
+/// whitespace, CJK, full-width forms, combining marks, case-changing letters and emoji.
+fn random_texts(seed: u64, count: usize) -> Vec<String> {
+    let pool: Vec<&str> = vec![
+        "a",
+        "Z",
+        "q",
+        "9",
+        "_",
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "\r\n",
+        "\u{b}",
+        "\u{c}",
+        "\u{0}",
+        ",",
+        ".",
+        "!",
+        "-",
+        "'",
+        "\u{7f}",
+        "中",
+        "文",
+        "，",
+        "。",
+        "「",
+        "Ａ",
+        "ｚ",
+        "０",
+        "\u{3000}",
+        "\u{a0}",
+        "\u{85}",
+        "\u{2028}",
+        "\u{301}",
+        "e\u{301}",
+        "İ",
+        "Σ",
+        "ǅ",
+        "ﬁ",
+        "①",
+        "😀",
+        "한",
+        "ｶﾞ",
+        "Hello",
+        "WORLD",
+        "the quick brown fox ",
+        "snake_case_identifier",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor. ",
+        "                                                                       ",
+    ];
+    let mut s = seed;
+    (0..count)
+        .map(|_| {
+            let parts = (lcg(&mut s) % 40) as usize;
+            (0..parts)
+                .map(|_| pool[(lcg(&mut s) % pool.len() as u64) as usize])
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn normalization_equals_the_per_char_reference_under_every_option() {
+    let texts = random_texts(11, 3000);
+    let mut bufs = normalize::Buffers::default();
+    for mask in 0..16u32 {
+        let c = Config {
+            nfkc: mask & 1 != 0,
+            casefold: mask & 2 != 0,
+            strip_punctuation: mask & 4 != 0,
+            collapse_whitespace: mask & 8 != 0,
+            ..Config::preset("default").unwrap()
+        };
+        for t in &texts {
+            let after_nfkc: String = if c.nfkc {
+                t.nfkc().collect()
+            } else {
+                t.clone()
+            };
+            let want = if mask & 14 == 0 {
+                after_nfkc.clone()
+            } else {
+                fold_strip_collapse_reference(&after_nfkc, &c)
+            };
+            assert_eq!(normalize::normalize(t, &c), want, "mask={mask} {t:?}");
+            // Reused buffers give the same text.
+            assert_eq!(normalize::normalize_with(t, &c, &mut bufs), want, "{t:?}");
+        }
+    }
+}
+
+#[test]
+fn word_split_equals_the_per_char_reference() {
+    let mut texts = random_texts(12, 3000);
+    texts.push("x".repeat(64));
+    texts.push(format!("{} {}", "y".repeat(63), "z".repeat(200)));
+    texts.push(format!("{}中{}", "w".repeat(64), "v".repeat(64)));
+    for t in &texts {
+        let mut want: Vec<&str> = Vec::new();
+        let mut start: Option<usize> = None;
+        for (i, ch) in t.char_indices() {
+            match normalize::classify(ch) {
+                normalize::Class::Word => {
+                    start.get_or_insert(i);
+                }
+                cls => {
+                    if let Some(s) = start.take() {
+                        want.push(&t[s..i]);
+                    }
+                    if cls == normalize::Class::Cjk {
+                        want.push(&t[i..i + ch.len_utf8()]);
+                    }
+                }
+            }
+        }
+        if let Some(s) = start {
+            want.push(&t[s..]);
+        }
+        let mut got: Vec<&str> = Vec::new();
+        tokenize::for_each_word(t, |a, b| got.push(&t[a..b]));
+        assert_eq!(got, want, "{t:?}");
+    }
+}
+
+#[test]
+fn block_masks_equal_the_per_byte_masks() {
+    let mut s = 5u64;
+    for _ in 0..2000 {
+        let mut block = [0u8; 64];
+        for x in block.iter_mut() {
+            *x = lcg(&mut s) as u8;
+        }
+        assert_eq!(
+            tokenize::block_masks(&block),
+            tokenize::block_masks_plain(&block)
+        );
+    }
+    let all: Vec<u8> = (0..=255u8).collect();
+    for chunk in all.chunks_exact(64) {
+        let block: &[u8; 64] = chunk.try_into().unwrap();
+        assert_eq!(
+            tokenize::block_masks(block),
+            tokenize::block_masks_plain(block)
+        );
+    }
+}
+
+#[test]
+fn char_ngrams_equal_windows_over_chars() {
+    for t in random_texts(13, 1000) {
+        let chars: Vec<(usize, char)> = t.char_indices().collect();
+        for n in 1..=5usize {
+            let mut want: Vec<&str> = Vec::new();
+            if !chars.is_empty() && chars.len() <= n {
+                want.push(&t);
+            } else if chars.len() > n {
+                for a in 0..=(chars.len() - n) {
+                    let end = chars.get(a + n).map_or(t.len(), |&(i, _)| i);
+                    want.push(&t[chars[a].0..end]);
+                }
+            }
+            let mut got: Vec<String> = Vec::new();
+            tokenize::for_each_feature(Tokenizer::Chars, n, &t, |f| got.push(f.to_string()));
+            assert_eq!(got, want, "n={n} {t:?}");
+        }
+    }
+}
+
+#[test]
+fn batched_votes_equal_naive_voting_on_every_cpu_path() {
+    let mut s = 3u64;
+    for n in [0usize, 1, 127, 128, 129, 254, 255, 256, 600, 5000] {
+        let hashes: Vec<u64> = (0..n).map(|_| lcg(&mut s)).collect();
+        let pairs: Vec<(u64, u32)> = hashes.iter().map(|&h| (h, 1)).collect();
+        for rule in [BitRule::Positive, BitRule::NonNegative] {
+            let want = naive(&pairs, rule);
+            let mut ones = simhash::Ones64::default();
+            for &h in &hashes {
+                ones.push(h);
+            }
+            assert_eq!(ones.finish(rule), want, "n={n}");
+        }
+        // Each lane routine on its own, on slices that keep the byte counters below 256.
+        let mut plain = [0u64; 8];
+        let mut want = [0u32; 64];
+        let part = &hashes[..n.min(255)];
+        for &h in part {
+            for (j, w) in want.iter_mut().enumerate() {
+                *w += ((h >> j) & 1) as u32;
+            }
+        }
+        simhash::add_ones_plain(&mut plain, part);
+        let bytes = |l: &[u64; 8]| -> Vec<u32> {
+            l.iter()
+                .flat_map(|x| x.to_le_bytes())
+                .map(u32::from)
+                .collect()
+        };
+        assert_eq!(bytes(&plain), want);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                let mut l = [0u64; 8];
+                // SAFETY: AVX2 is present (checked).
+                unsafe { simhash::x86::add_ones_avx2(&mut l, part) };
+                assert_eq!(bytes(&l), want, "avx2 n={n}");
+            }
+            if std::arch::is_x86_feature_detected!("avx512bw") {
+                let mut l = [0u64; 8];
+                // SAFETY: AVX-512BW is present (checked).
+                unsafe { simhash::x86::add_ones_avx512(&mut l, part) };
+                assert_eq!(bytes(&l), want, "avx512 n={n}");
+            }
+        }
+    }
+}
+
+#[test]
+fn t2s_maps_traditional_to_simplified_before_tokenising() {
+    let c = Config {
+        t2s: true,
+        ..Config::preset("default").unwrap()
+    };
+    assert_eq!(
+        normalize::normalize("後來們說這個體驗，還有乾隆皇帝。", &c),
+        "后来们说这个体验 还有乾隆皇帝"
+    );
+    // After NFKC: full-width letters are folded too; ASCII is left alone.
+    assert_eq!(
+        normalize::normalize("ＡＢＣ 電腦 Hello", &c),
+        "abc 电脑 hello"
+    );
+    for preset in ["default", "words", "jieba", "seed000", "seed002"] {
+        let plain = Fingerprinter::preset(preset).unwrap();
+        let f = Fingerprinter::new(Config {
+            t2s: true,
+            ..plain.config().clone()
+        })
+        .unwrap();
+        let simplified = "后来他们说这个体验很难忘，网络上的软件也发展得很快。";
+        let traditional = "後來他們說這個體驗很難忘，網絡上的軟件也發展得很快。";
+        assert_eq!(
+            f.fingerprint_str(traditional),
+            plain.fingerprint_str(simplified),
+            "{preset}"
+        );
+        assert_eq!(
+            f.fingerprint_str(traditional),
+            f.fingerprint_str(simplified)
+        );
+        assert_ne!(
+            plain.fingerprint_str(traditional),
+            plain.fingerprint_str(simplified),
+            "{preset}: without t2s the two forms differ"
+        );
+    }
+}
+
+#[test]
+fn t2s_takes_any_text() {
+    let f = Fingerprinter::new(Config {
+        t2s: true,
+        ..Config::preset("words").unwrap()
+    })
+    .unwrap();
+    let plain = Fingerprinter::preset("words").unwrap();
+    for t in random_texts(14, 1000) {
+        let fp = f.fingerprint_str(&t);
+        // Texts without Han characters are left as they are.
+        if !t.chars().any(normalize::is_cjk) {
+            assert_eq!(fp, plain.fingerprint_str(&t), "{t:?}");
+        }
+    }
+    assert_eq!(
+        f.fingerprint(Text::Utf16(&[0xd800, 0x5f8c, 0x4f86])),
+        plain.fingerprint_str("\u{fffd}后来")
+    );
+}
+
+#[test]
+fn t2s_is_in_the_json_form_only_when_on() {
+    for preset in PRESETS {
+        let c = Config::preset(preset).unwrap();
+        assert!(!c.t2s);
+        assert!(!c.to_json().contains("t2s"), "{preset}");
+    }
+    let mut m = serde_json::Map::new();
+    m.insert("t2s".into(), serde_json::json!(true));
+    let c = Config::with_options("words", &m).unwrap();
+    assert!(c.t2s && c.to_json().contains(r#""t2s":true"#));
+    assert_eq!(Config::from_json(&c.to_json()).unwrap(), c);
+    m.insert("t2s".into(), serde_json::json!("yes"));
+    let e = Config::with_options("words", &m).unwrap_err().to_string();
+    assert!(e.contains("t2s"), "{e}");
+}
