@@ -42,20 +42,22 @@ fn first_table(layout: &Layout, radii: &[Option<u32>], t: usize, fp: u64, q: u64
         .any(|(b, r)| r.is_some_and(|r| b.distance(fp, q) <= r))
 }
 
-/// Timestamps of a segment's rows, exactly as given. While every timestamp is a whole number of
-/// milliseconds away from the segment's first one (within +-24 days: whole seconds, or a batch
-/// added with one timestamp), each takes 4 bytes (that offset); the first other value turns the
-/// column into plain 8-byte floats.
+/// Timestamps of a segment's rows, exactly as given. While every row has the same timestamp
+/// (a batch added with one time, e.g. `timestamps=None`) the column holds that one value and
+/// nothing per row. Then, while every timestamp is a whole number of milliseconds away from
+/// the segment's first one (within +-24 days: whole seconds, a few batch times), each takes 4
+/// bytes (that offset); the first other value turns the column into plain 8-byte floats.
 pub enum TsColumn {
+    Same { value: f64, rows: usize },
     Ms { base: f64, offs: Vec<i32> },
     Float(Vec<f64>),
 }
 
 impl Default for TsColumn {
     fn default() -> TsColumn {
-        TsColumn::Ms {
-            base: 0.0,
-            offs: Vec::new(),
+        TsColumn::Same {
+            value: 0.0,
+            rows: 0,
         }
     }
 }
@@ -70,16 +72,33 @@ impl TsColumn {
     #[inline]
     pub fn get(&self, row: u32) -> f64 {
         match self {
+            TsColumn::Same { value, .. } => *value,
             TsColumn::Ms { base, offs } => from_ms(*base, offs[row as usize]),
             TsColumn::Float(v) => v[row as usize],
         }
     }
 
     pub fn push(&mut self, ts: f64) {
-        if let TsColumn::Ms { base, offs } = self {
-            if offs.is_empty() {
-                *base = ts;
+        if let TsColumn::Same { value, rows } = self {
+            if *rows == 0 {
+                *value = ts;
             }
+            if value.to_bits() == ts.to_bits() {
+                *rows += 1;
+                return;
+            }
+            // A second value: one offset (or float) per row from now on.
+            let (value, rows) = (*value, *rows);
+            *self = if from_ms(value, 0).to_bits() == value.to_bits() {
+                TsColumn::Ms {
+                    base: value,
+                    offs: vec![0; rows],
+                }
+            } else {
+                TsColumn::Float(vec![value; rows])
+            };
+        }
+        if let TsColumn::Ms { base, offs } = self {
             let off = ((ts - *base) * 1000.0).round();
             if off.abs() <= f64::from(i32::MAX) {
                 let off = off as i32;
@@ -100,6 +119,7 @@ impl TsColumn {
 
     pub fn reserve(&mut self, n: usize) {
         match self {
+            TsColumn::Same { .. } => {}
             TsColumn::Ms { offs, .. } => {
                 offs.reserve_exact(n);
                 advise_huge(offs);
@@ -113,6 +133,7 @@ impl TsColumn {
 
     pub fn memory_bytes(&self) -> usize {
         match self {
+            TsColumn::Same { .. } => 0,
             TsColumn::Ms { offs, .. } => offs.capacity() * 4,
             TsColumn::Float(v) => v.capacity() * 8,
         }
@@ -120,6 +141,7 @@ impl TsColumn {
 
     pub fn shrink_to_fit(&mut self) {
         match self {
+            TsColumn::Same { .. } => {}
             TsColumn::Ms { offs, .. } => offs.shrink_to_fit(),
             TsColumn::Float(v) => v.shrink_to_fit(),
         }

@@ -569,6 +569,23 @@ fn timing_10m() {
 #[test]
 fn timestamps_come_back_exactly_and_stay_compact_when_they_can() {
     use super::segment::TsColumn;
+    // One timestamp for every row: nothing per row.
+    let mut col = TsColumn::default();
+    for _ in 0..1000 {
+        col.push(1_700_000_000.0);
+    }
+    assert!(matches!(col, TsColumn::Same { rows: 1000, .. }));
+    assert_eq!(col.memory_bytes(), 0);
+    assert_eq!(col.get(999), 1_700_000_000.0);
+    // -0.0 stays -0.0 when a second value arrives.
+    let mut neg = TsColumn::default();
+    neg.push(-0.0);
+    neg.push(-0.0);
+    neg.push(5.0);
+    assert_eq!(
+        (neg.get(0).to_bits(), neg.get(1).to_bits(), neg.get(2)),
+        ((-0.0f64).to_bits(), (-0.0f64).to_bits(), 5.0)
+    );
     // Whole seconds, one repeated batch time, whole milliseconds: 4 bytes each.
     let mut col = TsColumn::default();
     let compact = [
@@ -631,6 +648,7 @@ fn timestamps_come_back_exactly_and_stay_compact_when_they_can() {
 
 fn col_capacity_bytes(col: &super::segment::TsColumn) -> usize {
     match col {
+        super::segment::TsColumn::Same { .. } => 0,
         super::segment::TsColumn::Ms { offs, .. } => offs.capacity() * 4,
         super::segment::TsColumn::Float(v) => v.capacity() * 8,
     }
