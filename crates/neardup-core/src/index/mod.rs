@@ -30,7 +30,7 @@ pub use store::SyncPolicy;
 
 use ids::IdMap;
 use layout::check_k;
-use segment::Segment;
+use segment::{Part, Segment};
 use store::{Store, WalOp};
 
 use crate::{Error, Result};
@@ -40,6 +40,9 @@ pub const PAR_MIN: usize = 256;
 /// Bucket searches a group of batch queries aims at, and the most queries in a group.
 const GROUP_PROBES: f64 = 256.0;
 const MAX_GROUP: usize = 32;
+/// Batches at least this large go through each table in its key order (see
+/// [`Index::query_many_sorted`]).
+pub const SORTED_MIN: usize = 4096;
 
 static PARALLEL: AtomicBool = AtomicBool::new(true);
 
@@ -663,7 +666,8 @@ impl Index {
         out.clear();
         for &slot in self.by_key.values() {
             buf.clear();
-            self.seg(slot).query_group(&self.layout, radii, qs, k, buf);
+            self.seg(slot)
+                .query_group(&self.layout, radii, qs, k, Part::All, buf);
             out.extend(buf.iter().map(|&(qi, d, row)| (qi, d, loc(slot, row))));
         }
         if out.len() > 1 {
@@ -715,6 +719,10 @@ impl Index {
     pub fn query_many(&self, fps: &[u64], k: Option<u32>) -> Result<Vec<Found>> {
         let k = self.resolve_k(k)?;
         let radii = self.layout.radii(k);
+        if fps.len() >= SORTED_MIN && !self.layout.full && radii.iter().all(|r| r.unwrap_or(0) == 0)
+        {
+            return Ok(self.query_many_sorted(fps, k, &radii));
+        }
         let group = self.group_size(k);
         let mut res: Vec<Found> = Vec::with_capacity(fps.len());
         res.resize_with(fps.len(), Vec::new);
@@ -735,6 +743,78 @@ impl Index {
             }
         }
         Ok(res)
+    }
+
+    /// `query_many` of a big batch when every probed table is probed with one value (k below
+    /// the number of blocks): for each table, the queries go through it in the table's own
+    /// order, so neighbouring queries read neighbouring buckets (a sweep, not a random read
+    /// each); then the unindexed tails. The hits of all passes are sorted as `query` sorts.
+    fn query_many_sorted(&self, fps: &[u64], k: u32, radii: &[Option<u32>]) -> Vec<Found> {
+        let n = fps.len();
+        let par = parallel_allowed();
+        let mut parts: Vec<Part> = (0..radii.len())
+            .filter(|&t| radii[t].is_some())
+            .map(Part::Table)
+            .collect();
+        parts.push(Part::Rest);
+        let mut hits: Vec<(u32, u32, Loc)> = Vec::new();
+        for part in parts {
+            // Queries in the table's key order (`order[i]`: the batch position of the i-th).
+            let order: Vec<u32> = match part {
+                Part::Table(t) => {
+                    let b = self.layout.blocks[t];
+                    let mut keyed: Vec<u64> = fps
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &q)| (u64::from(b.key(q)) << 32) | i as u64)
+                        .collect();
+                    if par {
+                        keyed.par_sort_unstable();
+                    } else {
+                        keyed.sort_unstable();
+                    }
+                    keyed.into_iter().map(|e| e as u32).collect()
+                }
+                _ => (0..n as u32).collect(),
+            };
+            let qs: Vec<u64> = order.iter().map(|&i| fps[i as usize]).collect();
+            let chunk = |(ci, group): (usize, &[u64])| -> Vec<(u32, u32, Loc)> {
+                let mut buf = Vec::new();
+                let mut acc = Vec::new();
+                for &slot in self.by_key.values() {
+                    buf.clear();
+                    self.seg(slot)
+                        .query_group(&self.layout, radii, group, k, part, &mut buf);
+                    acc.extend(buf.iter().map(|&(qi, d, row)| {
+                        (order[ci * MAX_GROUP + qi as usize], d, loc(slot, row))
+                    }));
+                }
+                acc
+            };
+            let found: Vec<Vec<(u32, u32, Loc)>> = if par {
+                qs.par_chunks(MAX_GROUP).enumerate().map(chunk).collect()
+            } else {
+                qs.chunks(MAX_GROUP).enumerate().map(chunk).collect()
+            };
+            hits.extend(found.into_iter().flatten());
+        }
+        let cmp = |a: &(u32, u32, Loc), b: &(u32, u32, Loc)| {
+            a.0.cmp(&b.0)
+                .then(a.1.cmp(&b.1))
+                .then_with(|| self.ts_at(a.2).total_cmp(&self.ts_at(b.2)))
+                .then(a.2.cmp(&b.2))
+        };
+        if par {
+            hits.par_sort_unstable_by(cmp);
+        } else {
+            hits.sort_unstable_by(cmp);
+        }
+        let mut res: Vec<Found> = Vec::with_capacity(n);
+        res.resize_with(n, Vec::new);
+        for &(qi, d, l) in &hits {
+            res[qi as usize].push((self.id_at(l).to_owned(), d));
+        }
+        res
     }
 
     /// Adds `id` only when no stored item is within `k` of `fp`; returns what was found

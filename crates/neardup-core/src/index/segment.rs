@@ -32,6 +32,18 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
+/// Which share of the answer a [`Segment::query_group`] call finds. `All` = `Table(t)` for
+/// every probed table + `Rest`, each item exactly once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// Everything.
+    All,
+    /// What table `t` reports (nothing in a segment small enough to be scanned).
+    Table(usize),
+    /// The unindexed tail, or the whole segment when it is scanned.
+    Rest,
+}
+
 /// Whether table `t` is the first table whose probe reaches `fp` for query `q` (each item is
 /// reported by that table only, so exactly once).
 #[inline]
@@ -258,19 +270,29 @@ impl Segment {
 
     /// Appends `(query, distance, row)` for every query `qs[query]` and every live row within
     /// `k` of it. The queries of a group share each step, so their memory accesses overlap.
+    /// `part`: which share of the answer (see [`Part`]).
     pub fn query_group(
         &self,
         layout: &Layout,
         radii: &[Option<u32>],
         qs: &[u64],
         k: u32,
+        part: Part,
         out: &mut Vec<(u32, u32, u32)>,
     ) {
         let indexed = self.indexed as usize;
         let probe_cost = PROBE_COST * layout.probes(k) * self.runs.len() as f64;
         if probe_cost + layout.candidates(k, indexed as f64) >= indexed as f64 {
+            if !matches!(part, Part::Table(_)) {
+                for (qi, &q) in qs.iter().enumerate() {
+                    self.scan(0, self.rows(), qi as u32, q, k, out);
+                }
+            }
+            return;
+        }
+        if part == Part::Rest {
             for (qi, &q) in qs.iter().enumerate() {
-                self.scan(0, self.rows(), qi as u32, q, k, out);
+                self.scan(self.indexed, self.rows(), qi as u32, q, k, out);
             }
             return;
         }
@@ -288,6 +310,9 @@ impl Segment {
                 for (ri, run) in self.runs.iter().enumerate() {
                     for (t, (block, radius)) in layout.blocks.iter().zip(radii).enumerate() {
                         let Some(r) = *radius else { continue };
+                        if matches!(part, Part::Table(only) if only != t) {
+                            continue;
+                        }
                         let table = &run.tables[t];
                         if table.is_empty() {
                             continue;
@@ -364,8 +389,10 @@ impl Segment {
                 }
             }
         });
-        for (qi, &q) in qs.iter().enumerate() {
-            self.scan(self.indexed, self.rows(), qi as u32, q, k, out);
+        if part == Part::All {
+            for (qi, &q) in qs.iter().enumerate() {
+                self.scan(self.indexed, self.rows(), qi as u32, q, k, out);
+            }
         }
     }
 

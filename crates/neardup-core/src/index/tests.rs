@@ -159,6 +159,19 @@ fn random_and_clustered_match_brute_force_for_every_layout() {
                 &fps,
                 &[0, 1, 2, 3, 4, 6, 8, 12, 20, 33, 64],
             );
+            // A big batch (each table swept in its key order when k < blocks) gives what
+            // single queries give, in the same order.
+            let qs: Vec<u64> = (0..5000).map(|i| rng.flip(fps[i % fps.len()], 3)).collect();
+            for k in [0, 3] {
+                let many = idx.query_many(&qs, Some(k)).unwrap();
+                for (q, got) in qs.iter().zip(&many) {
+                    assert_eq!(
+                        got,
+                        &idx.query(*q, Some(k)).unwrap(),
+                        "k={k} layout={layout:?}"
+                    );
+                }
+            }
         }
     }
 }
@@ -264,9 +277,22 @@ fn bulk_add_deletes_replace_and_str_ids() {
     check_against(&idx, &model, &mut rng, &fps, &[0, 1, 3, 5, 8, 16, 64]);
     // Batches (grouped, in parallel) give what single queries give, in the same order (ties
     // between the two timestamps and insertion order included).
-    for k in [0, 3, 8, 64] {
-        let qs: Vec<u64> = (0..600)
-            .map(|i| rng.flip(fps[i * 31 % fps.len()], 2))
+    for (k, nq) in [
+        (0, 600),
+        (3, 600),
+        (8, 600),
+        (64, 600),
+        (0, 5000),
+        (3, 5000),
+    ] {
+        let qs: Vec<u64> = (0..nq)
+            .map(|i| {
+                if i % 2 == 0 {
+                    rng.flip(fps[i * 31 % fps.len()], 2)
+                } else {
+                    rng.next()
+                }
+            })
             .collect();
         let many = idx.query_many(&qs, Some(k)).unwrap();
         assert_eq!(many.len(), qs.len());
