@@ -164,6 +164,32 @@ def bench_neardup(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> R
     return row
 
 
+def bench_large_k(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> Row:
+    """An index built for a larger k (short texts use k = 13): its tables keep whole
+    fingerprints, so the many candidates of a large-k query are checked where they lie."""
+    n = len(fps)
+    row = Row(f"neardup k={k} (own index)", n)
+    gc.collect()
+    before = rss_bytes()
+    t = time.perf_counter()
+    idx = Index(k=k, capacity=n, layout=args.layout)
+    idx.add_many(np.arange(n, dtype=np.int64), fps, 1.0)
+    row.build_s = time.perf_counter() - t
+    row.bytes_per_item = (rss_bytes() - before) / n
+    stats = idx.stats()
+    row.note = f"layout={idx.layout} blocks; own count {stats['bytes_per_item']:.1f} B/item"
+    ql = [int(q) for q in queries[: min(args.queries, 2000)]]
+    idx.query(ql[0])
+    row.p50_us, row.p99_us = latencies(idx.query, ql)
+    batch = queries[:20_000]
+    t = time.perf_counter()
+    idx.query_many(batch)
+    row.batch_qps = len(batch) / (time.perf_counter() - t)
+    sample = ql[: min(args.check, 50)]
+    row.agreement = agreement(lambda q: {int(i) for i, _ in idx.query(q)}, fps, sample, k)
+    return row
+
+
 def bench_numpy(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> list[Row]:
     row = Row("numpy scan", len(fps))
     row.bytes_per_item = 8.0
@@ -378,6 +404,9 @@ def main() -> None:
     ap.add_argument("--simhash-seconds", type=float, default=20.0)
     ap.add_argument("--gaoya-max", type=int, default=1_000_000)
     ap.add_argument("--numpy-pairs-max", type=int, default=2_000_000)
+    ap.add_argument(
+        "--extra-k", type=int, nargs="*", default=[], help="also time an Index built for these k"
+    )
     ap.add_argument("--no-persist", dest="persist", action="store_false", help="skip reopen")
     ap.add_argument("--skip", nargs="*", default=[], choices=["faiss", "gaoya", "simhash", "numpy"])
     args = ap.parse_args()
@@ -387,6 +416,8 @@ def main() -> None:
         fps, queries = make_data(n, args.k)
         print(f"\n== {n:,} fingerprints, k={args.k} ==")
         rows = [bench_neardup(fps, queries, args.k, args)]
+        for kx in args.extra_k:
+            rows.append(bench_large_k(fps, queries, kx, args))
         if "numpy" not in args.skip:
             rows += bench_numpy(fps, queries, args.k, args)
         if "faiss" not in args.skip:

@@ -513,11 +513,19 @@ impl Index {
             })
             .map_err(PyValueError::new_err)?
             .map_err(to_py)?;
-        let lists: Vec<Py<PyList>> = all
-            .into_iter()
-            .map(|f| found_to_py(py, f))
-            .collect::<PyResult<_>>()?;
-        Ok(PyList::new(py, lists)?.unbind())
+        // Hundreds of thousands of new lists and tuples would start the cyclic garbage
+        // collector again and again (they hold no cycles): pause it while they are built.
+        let gc = py.import("gc")?;
+        let was_enabled = gc.call_method0("isenabled")?.is_truthy()?;
+        if was_enabled && all.len() >= 1024 {
+            gc.call_method0("disable")?;
+        }
+        let lists: PyResult<Vec<Py<PyList>>> =
+            all.into_iter().map(|f| found_to_py(py, f)).collect();
+        if was_enabled {
+            gc.call_method0("enable")?;
+        }
+        Ok(PyList::new(py, lists?)?.unbind())
     }
 
     #[pyo3(signature = (id, fingerprint, timestamp = None, k = None))]

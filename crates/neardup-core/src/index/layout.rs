@@ -50,6 +50,10 @@ impl Block {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub blocks: Vec<Block>,
+    /// Tables keep each entry's whole fingerprint (8 bytes) instead of a 2-byte key slice, so
+    /// candidates are checked where they lie, not by a random read each. Chosen for large k
+    /// (see [`Layout::wants_full`]), where a query has thousands of candidates.
+    pub full: bool,
 }
 
 impl Layout {
@@ -67,7 +71,10 @@ impl Layout {
             blocks.push(Block { offset, bits });
             offset += bits;
         }
-        Ok(Layout { blocks })
+        Ok(Layout {
+            blocks,
+            full: false,
+        })
     }
 
     pub fn num_blocks(&self) -> u32 {
@@ -86,7 +93,17 @@ impl Layout {
             }
         }
         // `new` only fails outside MIN_BLOCKS..=MAX_BLOCKS, which the loop never leaves.
-        Layout::new(best.1).unwrap_or_else(|_| Layout { blocks: Vec::new() })
+        Layout::new(best.1).unwrap_or_else(|_| Layout {
+            blocks: Vec::new(),
+            full: false,
+        })
+    }
+
+    /// Whether an index for distance `k` should keep whole fingerprints in its tables: when
+    /// queries probe blocks within a radius (k >= number of blocks), the key slice filters
+    /// little and each candidate would cost a random read of its fingerprint.
+    pub fn wants_full(&self, k: u32) -> bool {
+        k >= self.num_blocks()
     }
 
     /// Probe radius of every block for a query at distance `k` (`None`: block not probed).

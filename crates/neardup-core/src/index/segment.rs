@@ -9,8 +9,10 @@ use super::ids::{IdColumn, IdRef};
 use super::layout::{for_each_within, Layout, PROBE_COST};
 use super::table::{advise_huge, prefetch, Run, Search};
 
-/// One bucket search of a query: which run and table, the probed block value, the search.
+/// One bucket search of a query: which query of the group, run and table, the probed block
+/// value, the search.
 struct Probe {
+    query: u32,
     run: u32,
     table: u32,
     value: u32,
@@ -21,6 +23,7 @@ struct Probe {
 #[derive(Default)]
 struct Scratch {
     probes: Vec<Probe>,
+    /// (probe, table entry), then (probe, row).
     cands: Vec<(u32, u32)>,
     plan: Vec<Search>,
 }
@@ -29,20 +32,44 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
-/// Timestamps of a segment's rows, exactly as given. While every timestamp is a whole number of
-/// milliseconds away from the segment's first one (within +-24 days: whole seconds, or a batch
-/// added with one timestamp), each takes 4 bytes (that offset); the first other value turns the
-/// column into plain 8-byte floats.
+/// Which share of the answer a [`Segment::query_group`] call finds. `All` = `Table(t)` for
+/// every probed table + `Rest`, each item exactly once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// Everything.
+    All,
+    /// What table `t` reports (nothing in a segment small enough to be scanned).
+    Table(usize),
+    /// The unindexed tail, or the whole segment when it is scanned.
+    Rest,
+}
+
+/// Whether table `t` is the first table whose probe reaches `fp` for query `q` (each item is
+/// reported by that table only, so exactly once).
+#[inline]
+fn first_table(layout: &Layout, radii: &[Option<u32>], t: usize, fp: u64, q: u64) -> bool {
+    !layout.blocks[..t]
+        .iter()
+        .zip(radii)
+        .any(|(b, r)| r.is_some_and(|r| b.distance(fp, q) <= r))
+}
+
+/// Timestamps of a segment's rows, exactly as given. While every row has the same timestamp
+/// (a batch added with one time, e.g. `timestamps=None`) the column holds that one value and
+/// nothing per row. Then, while every timestamp is a whole number of milliseconds away from
+/// the segment's first one (within +-24 days: whole seconds, a few batch times), each takes 4
+/// bytes (that offset); the first other value turns the column into plain 8-byte floats.
 pub enum TsColumn {
+    Same { value: f64, rows: usize },
     Ms { base: f64, offs: Vec<i32> },
     Float(Vec<f64>),
 }
 
 impl Default for TsColumn {
     fn default() -> TsColumn {
-        TsColumn::Ms {
-            base: 0.0,
-            offs: Vec::new(),
+        TsColumn::Same {
+            value: 0.0,
+            rows: 0,
         }
     }
 }
@@ -57,16 +84,33 @@ impl TsColumn {
     #[inline]
     pub fn get(&self, row: u32) -> f64 {
         match self {
+            TsColumn::Same { value, .. } => *value,
             TsColumn::Ms { base, offs } => from_ms(*base, offs[row as usize]),
             TsColumn::Float(v) => v[row as usize],
         }
     }
 
     pub fn push(&mut self, ts: f64) {
-        if let TsColumn::Ms { base, offs } = self {
-            if offs.is_empty() {
-                *base = ts;
+        if let TsColumn::Same { value, rows } = self {
+            if *rows == 0 {
+                *value = ts;
             }
+            if value.to_bits() == ts.to_bits() {
+                *rows += 1;
+                return;
+            }
+            // A second value: one offset (or float) per row from now on.
+            let (value, rows) = (*value, *rows);
+            *self = if from_ms(value, 0).to_bits() == value.to_bits() {
+                TsColumn::Ms {
+                    base: value,
+                    offs: vec![0; rows],
+                }
+            } else {
+                TsColumn::Float(vec![value; rows])
+            };
+        }
+        if let TsColumn::Ms { base, offs } = self {
             let off = ((ts - *base) * 1000.0).round();
             if off.abs() <= f64::from(i32::MAX) {
                 let off = off as i32;
@@ -87,6 +131,7 @@ impl TsColumn {
 
     pub fn reserve(&mut self, n: usize) {
         match self {
+            TsColumn::Same { .. } => {}
             TsColumn::Ms { offs, .. } => {
                 offs.reserve_exact(n);
                 advise_huge(offs);
@@ -100,6 +145,7 @@ impl TsColumn {
 
     pub fn memory_bytes(&self) -> usize {
         match self {
+            TsColumn::Same { .. } => 0,
             TsColumn::Ms { offs, .. } => offs.capacity() * 4,
             TsColumn::Float(v) => v.capacity() * 8,
         }
@@ -107,6 +153,7 @@ impl TsColumn {
 
     pub fn shrink_to_fit(&mut self) {
         match self {
+            TsColumn::Same { .. } => {}
             TsColumn::Ms { offs, .. } => offs.shrink_to_fit(),
             TsColumn::Float(v) => v.shrink_to_fit(),
         }
@@ -221,19 +268,32 @@ impl Segment {
         self.indexed = end;
     }
 
-    /// Appends `(distance, row)` for every live row within `k` of `q`.
-    pub fn query(
+    /// Appends `(query, distance, row)` for every query `qs[query]` and every live row within
+    /// `k` of it. The queries of a group share each step, so their memory accesses overlap.
+    /// `part`: which share of the answer (see [`Part`]).
+    pub fn query_group(
         &self,
         layout: &Layout,
         radii: &[Option<u32>],
-        q: u64,
+        qs: &[u64],
         k: u32,
-        out: &mut Vec<(u32, u32)>,
+        part: Part,
+        out: &mut Vec<(u32, u32, u32)>,
     ) {
         let indexed = self.indexed as usize;
         let probe_cost = PROBE_COST * layout.probes(k) * self.runs.len() as f64;
         if probe_cost + layout.candidates(k, indexed as f64) >= indexed as f64 {
-            self.scan(0, self.rows(), q, k, out);
+            if !matches!(part, Part::Table(_)) {
+                for (qi, &q) in qs.iter().enumerate() {
+                    self.scan(0, self.rows(), qi as u32, q, k, out);
+                }
+            }
+            return;
+        }
+        if part == Part::Rest {
+            for (qi, &q) in qs.iter().enumerate() {
+                self.scan(self.indexed, self.rows(), qi as u32, q, k, out);
+            }
             return;
         }
         SCRATCH.with(|cell| {
@@ -245,73 +305,102 @@ impl Segment {
             } = &mut *scratch;
             probes.clear();
             cands.clear();
-            // 1. Every bucket search of every run and table, with their directory loads started.
-            for (ri, run) in self.runs.iter().enumerate() {
-                for (t, (block, radius)) in layout.blocks.iter().zip(radii).enumerate() {
-                    let Some(r) = *radius else { continue };
-                    let table = &run.tables[t];
-                    if table.is_empty() {
-                        continue;
-                    }
-                    for_each_within(block.value(q), block.bits, r, |v| {
-                        plan.clear();
-                        table.plan(*block, v, plan);
-                        for s in plan.iter() {
-                            table.prefetch_dir(s);
-                            probes.push(Probe {
-                                run: ri as u32,
-                                table: t as u32,
-                                value: v,
-                                search: *s,
-                            });
+            // 1. Every bucket search of every query, run and table, directory loads started.
+            for (qi, &q) in qs.iter().enumerate() {
+                for (ri, run) in self.runs.iter().enumerate() {
+                    for (t, (block, radius)) in layout.blocks.iter().zip(radii).enumerate() {
+                        let Some(r) = *radius else { continue };
+                        if matches!(part, Part::Table(only) if only != t) {
+                            continue;
                         }
-                    });
+                        let table = &run.tables[t];
+                        if table.is_empty() {
+                            continue;
+                        }
+                        for_each_within(block.value(q), block.bits, r, |v| {
+                            plan.clear();
+                            table.plan(*block, v, plan);
+                            for s in plan.iter() {
+                                table.prefetch_dir(s);
+                                probes.push(Probe {
+                                    query: qi as u32,
+                                    run: ri as u32,
+                                    table: t as u32,
+                                    value: v,
+                                    search: *s,
+                                });
+                            }
+                        });
+                    }
                 }
             }
             // 2. The first entries of every bucket.
             for p in probes.iter() {
                 self.runs[p.run as usize].tables[p.table as usize].prefetch_bucket(&p.search);
             }
-            // 3. Entries that pass the key filter, with their fingerprints' loads started.
+            // 3. Entries that pass the key filter (key-slice tables: their rows' loads started;
+            // whole-fingerprint tables: checked on the spot).
             for (pi, p) in probes.iter().enumerate() {
                 let table = &self.runs[p.run as usize].tables[p.table as usize];
-                let qkey = layout.blocks[p.table as usize].key(q);
-                table.run_search(&p.search, qkey, k, &mut |row| {
-                    prefetch(self.fps.as_ptr().wrapping_add(row as usize));
-                    cands.push((pi as u32, row));
-                });
+                let t = p.table as usize;
+                let block = layout.blocks[t];
+                let q = qs[p.query as usize];
+                if table.is_full() {
+                    table.run_search_full(
+                        &p.search,
+                        q.rotate_left(block.offset),
+                        k,
+                        &mut |row, rot| {
+                            let fp = rot.rotate_right(block.offset);
+                            if block.value(fp) == p.value
+                                && self.is_live(row)
+                                && first_table(layout, radii, t, fp, q)
+                            {
+                                out.push((p.query, (fp ^ q).count_ones(), row));
+                            }
+                        },
+                    );
+                } else {
+                    table.run_search(&p.search, block.key(q), k, &mut |i| {
+                        table.prefetch_row(i);
+                        cands.push((pi as u32, i as u32));
+                    });
+                }
             }
-            // 4. Exact check of each candidate.
+            // 4. Rows of the candidates, with their fingerprints' loads started.
+            for c in cands.iter_mut() {
+                let p = &probes[c.0 as usize];
+                let row = self.runs[p.run as usize].tables[p.table as usize].row(c.1 as usize);
+                prefetch(self.fps.as_ptr().wrapping_add(row as usize));
+                c.1 = row;
+            }
+            // 5. Exact check of each candidate.
             for &(pi, row) in cands.iter() {
                 let p = &probes[pi as usize];
                 let t = p.table as usize;
-                let block = layout.blocks[t];
+                let q = qs[p.query as usize];
                 let fp = self.fps[row as usize];
-                if block.value(fp) != p.value {
+                if layout.blocks[t].value(fp) != p.value {
                     continue;
                 }
                 let d = (fp ^ q).count_ones();
-                if d > k || !self.is_live(row) {
-                    continue;
-                }
-                // Reported by the first table whose probe reaches it, so exactly once.
-                let earlier = layout.blocks[..t]
-                    .iter()
-                    .zip(radii)
-                    .any(|(b2, r2)| r2.is_some_and(|r2| b2.distance(fp, q) <= r2));
-                if !earlier {
-                    out.push((d, row));
+                if d <= k && self.is_live(row) && first_table(layout, radii, t, fp, q) {
+                    out.push((p.query, d, row));
                 }
             }
         });
-        self.scan(self.indexed, self.rows(), q, k, out);
+        if part == Part::All {
+            for (qi, &q) in qs.iter().enumerate() {
+                self.scan(self.indexed, self.rows(), qi as u32, q, k, out);
+            }
+        }
     }
 
-    fn scan(&self, start: u32, end: u32, q: u64, k: u32, out: &mut Vec<(u32, u32)>) {
+    fn scan(&self, start: u32, end: u32, qi: u32, q: u64, k: u32, out: &mut Vec<(u32, u32, u32)>) {
         for row in start..end {
             let d = (self.fps[row as usize] ^ q).count_ones();
             if d <= k && self.is_live(row) {
-                out.push((d, row));
+                out.push((qi, d, row));
             }
         }
     }

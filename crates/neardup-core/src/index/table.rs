@@ -64,12 +64,20 @@ pub fn advise_huge<T>(v: &Vec<T>) {
 /// (when that is cheaper) instead of scanned: a hot bucket costs a logarithm, not its size.
 const HOT_MIN: usize = 256;
 
+/// What a table keeps of each entry besides its row.
+enum Keys {
+    /// Key bits `dir_bits .. dir_bits + 16` (from the top), sorted within a bucket: a filter.
+    Slice(Vec<u16>),
+    /// The whole fingerprint rotated so the key is its top 32 bits (sorted): candidates are
+    /// checked exactly where they lie.
+    Full(Vec<u64>),
+}
+
 pub struct Table {
     /// Top `dir_bits` bits of the key index `dir`; entries of bucket `j` are `dir[j]..dir[j+1]`.
     dir_bits: u32,
     dir: Vec<u32>,
-    /// Key bits `dir_bits .. dir_bits + 16` (from the top) of each entry, sorted within a bucket.
-    mid: Vec<u16>,
+    keys: Keys,
     /// Row of each entry minus `base`, `width` bytes little-endian, plus 4 bytes of padding so
     /// every entry can be read with one 4-byte load.
     rows: Vec<u8>,
@@ -82,41 +90,70 @@ pub struct Table {
 pub const ROW3_SPAN: u32 = 1 << 24;
 
 impl Table {
-    /// Table of `rows` (rows of `fps`, all in `base..base + span`) for `block`.
-    pub fn build(block: Block, fps: &[u64], rows: &[u32], base: u32, span: u32) -> Table {
+    /// Table of `rows` (rows of `fps`, all in `base..base + span`) for `block`; `full`: keep
+    /// whole fingerprints (see [`Keys::Full`]).
+    pub fn build(
+        block: Block,
+        fps: &[u64],
+        rows: &[u32],
+        base: u32,
+        span: u32,
+        full: bool,
+    ) -> Table {
         let width = if span <= ROW3_SPAN { 3 } else { 4 };
-        let mut keyed: Vec<u64> = rows
-            .iter()
-            .map(|&r| (u64::from(block.key(fps[r as usize])) << 32) | u64::from(r))
-            .collect();
-        keyed.par_sort_unstable();
-        let d = dir_bits_for(keyed.len());
+        let n = rows.len();
+        let d = dir_bits_for(n);
         let mut dir = Vec::with_capacity((1usize << d) + 1);
-        let mut mid = Vec::with_capacity(keyed.len());
-        let mut out_rows: Vec<u8> = Vec::with_capacity(keyed.len() * width + 4);
-        advise_huge(&mid);
+        let mut out_rows: Vec<u8> = Vec::with_capacity(n * width + 4);
         advise_huge(&out_rows);
-        for (i, &e) in keyed.iter().enumerate() {
-            let key = e >> 32;
+        // Appends entry `i` (key `key`, row `r`) to the directory and the rows.
+        let mut put = |i: usize, key: u64, r: u32, dir: &mut Vec<u32>| {
             let bucket = (key >> (32 - d)) as usize;
             while dir.len() <= bucket {
                 dir.push(i as u32);
             }
-            mid.push(((key << d) >> 16) as u16);
-            out_rows.extend_from_slice(&(e as u32).wrapping_sub(base).to_le_bytes()[..width]);
-        }
+            out_rows.extend_from_slice(&r.wrapping_sub(base).to_le_bytes()[..width]);
+        };
+        let keys = if full {
+            let mut keyed: Vec<(u64, u32)> = rows
+                .iter()
+                .map(|&r| (fps[r as usize].rotate_left(block.offset), r))
+                .collect();
+            keyed.par_sort_unstable();
+            let mut out: Vec<u64> = Vec::with_capacity(n);
+            advise_huge(&out);
+            for (i, &(rot, r)) in keyed.iter().enumerate() {
+                put(i, rot >> 32, r, &mut dir);
+                out.push(rot);
+            }
+            Keys::Full(out)
+        } else {
+            let mut keyed: Vec<u64> = rows
+                .iter()
+                .map(|&r| (u64::from(block.key(fps[r as usize])) << 32) | u64::from(r))
+                .collect();
+            keyed.par_sort_unstable();
+            let mut mid = Vec::with_capacity(n);
+            advise_huge(&mid);
+            for (i, &e) in keyed.iter().enumerate() {
+                let key = e >> 32;
+                put(i, key, e as u32, &mut dir);
+                mid.push(((key << d) >> 16) as u16);
+            }
+            Keys::Slice(mid)
+        };
         out_rows.extend_from_slice(&[0; 4]);
         while dir.len() <= (1usize << d) {
-            dir.push(keyed.len() as u32);
+            dir.push(n as u32);
         }
         Table {
             dir_bits: d,
             dir,
-            mid,
+            keys,
             rows: out_rows,
             width,
             base,
-            len: keyed.len(),
+            len: n,
         }
     }
 
@@ -128,9 +165,14 @@ impl Table {
         self.len == 0
     }
 
+    /// Whether entries carry whole fingerprints ([`Table::run_search_full`]).
+    pub fn is_full(&self) -> bool {
+        matches!(self.keys, Keys::Full(_))
+    }
+
     /// Segment row of entry `i`.
     #[inline(always)]
-    fn row(&self, i: usize) -> u32 {
+    pub fn row(&self, i: usize) -> u32 {
         let p = i * self.width;
         let mut b = [0u8; 4];
         b.copy_from_slice(&self.rows[p..p + 4]);
@@ -142,8 +184,27 @@ impl Table {
         (u32::from_le_bytes(b) & mask).wrapping_add(self.base)
     }
 
+    /// Asks the CPU to start loading the row of entry `i`.
+    #[inline(always)]
+    pub fn prefetch_row(&self, i: usize) {
+        prefetch(self.rows.as_ptr().wrapping_add(i * self.width));
+    }
+
     pub fn memory_bytes(&self) -> usize {
-        self.dir.capacity() * 4 + self.mid.capacity() * 2 + self.rows.capacity()
+        let keys = match &self.keys {
+            Keys::Slice(m) => m.capacity() * 2,
+            Keys::Full(f) => f.capacity() * 8,
+        };
+        self.dir.capacity() * 4 + keys + self.rows.capacity()
+    }
+
+    /// Key bits `dir_bits .. dir_bits + 16` of entry `i`.
+    #[inline(always)]
+    fn mid(&self, i: usize) -> u16 {
+        match &self.keys {
+            Keys::Slice(m) => m[i],
+            Keys::Full(f) => ((f[i] << self.dir_bits) >> 48) as u16,
+        }
     }
 
     /// The bucket searches that find every entry whose block value is `v` (a `block.bits`-bit
@@ -184,28 +245,55 @@ impl Table {
     #[inline]
     pub fn prefetch_bucket(&self, s: &Search) {
         let lo = self.dir[s.bucket as usize] as usize;
-        prefetch(self.mid.as_ptr().wrapping_add(lo));
+        match &self.keys {
+            Keys::Slice(m) => prefetch(m.as_ptr().wrapping_add(lo)),
+            Keys::Full(f) => prefetch(f.as_ptr().wrapping_add(lo)),
+        }
     }
 
-    /// Calls `f(row)` for every entry found by search `s` whose known key bits are within `k`
-    /// of the query key `qkey`. May pass entries whose block only starts with the probed value
-    /// when the block is wider than the known bits: callers check.
+    /// Calls `f(entry)` for every entry found by search `s` whose known key bits are within `k`
+    /// of the query key `qkey` (a key-slice table; the row is [`Table::row`]). May pass entries
+    /// whose block only starts with the probed value when the block is wider than the known
+    /// bits: callers check.
     #[inline]
-    pub fn run_search(&self, s: &Search, qkey: u32, k: u32, f: &mut impl FnMut(u32)) {
-        self.search_bucket(s.bucket as usize, s.pre, s.sub, qkey, k, f);
+    pub fn run_search(&self, s: &Search, qkey: u32, k: u32, f: &mut impl FnMut(usize)) {
+        let Keys::Slice(mid) = &self.keys else {
+            return;
+        };
+        let d = self.dir_bits;
+        // Known key bits: the bucket's `d` top bits, then the 16 bits of the slice. Those of the
+        // bucket use up part of the allowance; the slices are checked against the rest.
+        let top_diff = if d == 0 {
+            0
+        } else {
+            (s.bucket ^ (qkey >> (32 - d))).count_ones()
+        };
+        let Some(allow) = k.checked_sub(top_diff) else {
+            return;
+        };
+        let qmid = ((u64::from(qkey) << d) >> 16) as u16;
+        self.ranges(s, qkey, k, |lo, hi| {
+            scan_slices(mid, lo, hi, qmid, allow, f)
+        });
     }
 
-    /// Entries of bucket `j` whose mid starts with the `pre`-bit value `sub`, filtered by the
-    /// known key bits against `qkey`.
-    fn search_bucket(
-        &self,
-        j: usize,
-        pre: u32,
-        sub: u32,
-        qkey: u32,
-        k: u32,
-        f: &mut impl FnMut(u32),
-    ) {
+    /// Calls `f(row, rotated fingerprint)` for every entry found by search `s` within `k` of
+    /// the query (`qrot`: the query rotated like the entries) in a whole-fingerprint table.
+    /// May pass entries whose block only starts with the probed value: callers check.
+    #[inline]
+    pub fn run_search_full(&self, s: &Search, qrot: u64, k: u32, f: &mut impl FnMut(u32, u64)) {
+        let Keys::Full(keys) = &self.keys else {
+            return;
+        };
+        self.ranges(s, (qrot >> 32) as u32, k, |lo, hi| {
+            scan_full(&keys[lo..hi], qrot, k, &mut |i, e| f(self.row(lo + i), e));
+        });
+    }
+
+    /// The entry ranges of search `s` to check: the bucket (narrowed to the searched prefix),
+    /// or, in a hot bucket, the runs of key slices within `k` of the query's.
+    fn ranges(&self, s: &Search, qkey: u32, k: u32, mut visit: impl FnMut(usize, usize)) {
+        let (j, pre, sub) = (s.bucket as usize, s.pre, s.sub);
         let d = self.dir_bits;
         let (mut lo, mut hi) = (self.dir[j] as usize, self.dir[j + 1] as usize);
         if lo == hi {
@@ -214,18 +302,12 @@ impl Table {
         let free = 16 - pre;
         if pre > 0 {
             let first = (sub << free) as u16;
-            let last = first as u32 + ((1u32 << free) - 1);
-            let part = &self.mid[lo..hi];
-            let a = part.partition_point(|&m| m < first);
-            let z = part.partition_point(|&m| u32::from(m) <= last);
-            hi = lo + z;
-            lo += a;
+            let last = u32::from(first) + ((1u32 << free) - 1);
+            let a = lo + partition(lo, hi, |i| self.mid(i) < first);
+            let z = lo + partition(lo, hi, |i| u32::from(self.mid(i)) <= last);
+            hi = z;
+            lo = a;
         }
-        let known_mask: u32 = if d == 0 {
-            0xFFFF_0000
-        } else {
-            !0u32 << (16 - d)
-        };
         let top = if d == 0 { 0 } else { (j as u32) << (32 - d) };
         let qmid = ((u64::from(qkey) << d) >> 16) as u16;
         let n = hi - lo;
@@ -245,27 +327,124 @@ impl Table {
             let enumerated = ball(free, left);
             if enumerated * 12.0 < n as f64 {
                 let qfree = u32::from(qmid) & ((1u32 << free) - 1);
-                let part = &self.mid[lo..hi];
                 for_each_within(qfree, free, left, |u| {
                     let m = ((sub << free) | u) as u16;
-                    let a = part.partition_point(|&x| x < m);
-                    let mut i = a;
-                    while i < part.len() && part[i] == m {
-                        f(self.row(lo + i));
-                        i += 1;
+                    let a = lo + partition(lo, hi, |i| self.mid(i) < m);
+                    let mut z = a;
+                    while z < hi && self.mid(z) == m {
+                        z += 1;
+                    }
+                    if z > a {
+                        visit(a, z);
                     }
                 });
                 return;
             }
         }
-        let qknown = qkey & known_mask;
-        for i in lo..hi {
-            let known = top | (u32::from(self.mid[i]) << (16 - d));
-            if (known ^ qknown).count_ones() <= k {
-                f(self.row(i));
+        visit(lo, hi);
+    }
+}
+
+/// Calls `f(i)` for every `i` in `lo..hi` whose slice differs from `qmid` in at most `allow`
+/// bits. Eight slices at a time with SSE2 (part of every x86_64 CPU).
+#[inline(always)]
+fn scan_slices(
+    mid: &[u16],
+    lo: usize,
+    hi: usize,
+    qmid: u16,
+    allow: u32,
+    f: &mut impl FnMut(usize),
+) {
+    let hi = hi.min(mid.len());
+    let mut i = lo;
+    if allow >= 16 {
+        (lo..hi).for_each(f);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is in the x86_64 baseline; each load reads mid[i..i + 8] with
+        // i + 8 <= hi <= mid.len() (unaligned loads).
+        unsafe {
+            let q = _mm_set1_epi16(qmid as i16);
+            let lim = _mm_set1_epi16(allow as i16);
+            let m1 = _mm_set1_epi16(0x5555);
+            let m2 = _mm_set1_epi16(0x3333);
+            let m4 = _mm_set1_epi16(0x0f0f);
+            let m5 = _mm_set1_epi16(0x001f);
+            while i + 8 <= hi {
+                let v = _mm_loadu_si128(mid.as_ptr().add(i) as *const __m128i);
+                // Bit count of each 16-bit lane of v ^ q.
+                let mut x = _mm_xor_si128(v, q);
+                x = _mm_sub_epi16(x, _mm_and_si128(_mm_srli_epi16(x, 1), m1));
+                x = _mm_add_epi16(
+                    _mm_and_si128(x, m2),
+                    _mm_and_si128(_mm_srli_epi16(x, 2), m2),
+                );
+                x = _mm_and_si128(_mm_add_epi16(x, _mm_srli_epi16(x, 4)), m4);
+                x = _mm_and_si128(_mm_add_epi16(x, _mm_srli_epi16(x, 8)), m5);
+                // Two mask bits per lane; a set pair: the lane is within the allowance.
+                let mut pass = !(_mm_movemask_epi8(_mm_cmpgt_epi16(x, lim)) as u32) & 0xFFFF;
+                while pass != 0 {
+                    let b = pass.trailing_zeros();
+                    f(i + (b / 2) as usize);
+                    pass &= !(3u32 << b);
+                }
+                i += 8;
             }
         }
     }
+    for (j, &m) in mid.iter().enumerate().take(hi).skip(i) {
+        if (m ^ qmid).count_ones() <= allow {
+            f(j);
+        }
+    }
+}
+
+/// Calls `f(i, keys[i])` for every whole fingerprint within `k` of `qrot`, with the CPU's
+/// popcount instruction when it has one (not part of the x86_64 baseline).
+#[inline(always)]
+fn scan_full(keys: &[u64], qrot: u64, k: u32, f: &mut impl FnMut(usize, u64)) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU has popcnt (checked just above).
+        unsafe { scan_full_popcnt(keys, qrot, k, f) };
+        return;
+    }
+    scan_full_plain(keys, qrot, k, f);
+}
+
+#[inline(always)]
+fn scan_full_plain(keys: &[u64], qrot: u64, k: u32, f: &mut impl FnMut(usize, u64)) {
+    for (i, &e) in keys.iter().enumerate() {
+        if (e ^ qrot).count_ones() <= k {
+            f(i, e);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+unsafe fn scan_full_popcnt(keys: &[u64], qrot: u64, k: u32, f: &mut impl FnMut(usize, u64)) {
+    scan_full_plain(keys, qrot, k, f);
+}
+
+/// Number of indices `i` in `lo..hi` for which `pred(i)` holds, where `pred` is true on a
+/// prefix of the range (binary search).
+#[inline]
+fn partition(lo: usize, hi: usize, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut a, mut b) = (lo, hi);
+    while a < b {
+        let m = a + (b - a) / 2;
+        if pred(m) {
+            a = m + 1;
+        } else {
+            b = m;
+        }
+    }
+    a - lo
 }
 
 /// The tables of a contiguous range of rows of one segment, built at once (immutable).
@@ -281,13 +460,13 @@ impl Run {
             layout
                 .blocks
                 .par_iter()
-                .map(|&b| Table::build(b, fps, live_rows, start, end - start))
+                .map(|&b| Table::build(b, fps, live_rows, start, end - start, layout.full))
                 .collect()
         } else {
             layout
                 .blocks
                 .iter()
-                .map(|&b| Table::build(b, fps, live_rows, start, end - start))
+                .map(|&b| Table::build(b, fps, live_rows, start, end - start, layout.full))
                 .collect()
         };
         Run { start, end, tables }

@@ -159,6 +159,83 @@ fn random_and_clustered_match_brute_force_for_every_layout() {
                 &fps,
                 &[0, 1, 2, 3, 4, 6, 8, 12, 20, 33, 64],
             );
+            // A big batch (each table swept in its key order when k < blocks) gives what
+            // single queries give, in the same order.
+            let qs: Vec<u64> = (0..5000).map(|i| rng.flip(fps[i % fps.len()], 3)).collect();
+            for k in [0, 3] {
+                let many = idx.query_many(&qs, Some(k)).unwrap();
+                for (q, got) in qs.iter().zip(&many) {
+                    assert_eq!(
+                        got,
+                        &idx.query(*q, Some(k)).unwrap(),
+                        "k={k} layout={layout:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn whole_fingerprint_tables_match_brute_force() {
+    // Large index k: tables keep whole fingerprints. Any query k, after removes, replacements,
+    // a second batch (several runs), expiry and reopen.
+    let mut rng = Rng(0xfeed);
+    for (k, layout) in [
+        (8, None),
+        (13, None),
+        (5, Some(2)),
+        (13, Some(4)),
+        (9, Some(8)),
+    ] {
+        for clustered in [false, true] {
+            let dir = tmpdir(&format!("full-{k}-{layout:?}-{clustered}"));
+            let o = Options {
+                k,
+                layout,
+                segment_span: Some(100.0),
+                ..Options::default()
+            };
+            let mut idx = Index::open(&dir, None, o, None, SyncPolicy::Never).unwrap();
+            assert!(idx.layout().full, "k={k} layout={layout:?}");
+            let mut model = Model::default();
+            let fps = data(&mut rng, 6000, clustered);
+            let ids: Vec<i64> = (0..fps.len() as i64).collect();
+            let ts: Vec<f64> = (0..fps.len()).map(|i| (i % 3) as f64 * 100.0).collect();
+            idx.add_many(Ids::Int(&ids[..4000]), &fps[..4000], &ts[..4000])
+                .unwrap();
+            for i in 4000..fps.len() {
+                idx.add(IdRef::Int(ids[i]), fps[i], ts[i]).unwrap();
+            }
+            for i in 0..fps.len() {
+                model.0.insert(Id::Int(ids[i]), (fps[i], ts[i]));
+            }
+            for i in (0..fps.len()).step_by(5) {
+                idx.remove(IdRef::Int(ids[i])).unwrap();
+                model.0.remove(&Id::Int(ids[i]));
+                let j = i + 1;
+                let fp = rng.flip(fps[j], 3);
+                idx.add(IdRef::Int(ids[j]), fp, 150.0).unwrap();
+                model.0.insert(Id::Int(ids[j]), (fp, 150.0));
+            }
+            let ks = [0, 1, 3, k - 1, k, k + 1, 20, 40, 64];
+            check_against(&idx, &model, &mut rng, &fps, &ks);
+            idx.expire(100.0).unwrap();
+            model.0.retain(|_, v| v.1 >= 100.0);
+            check_against(&idx, &model, &mut rng, &fps, &ks);
+            idx.close().unwrap();
+            let idx = Index::open(&dir, None, Options::default(), None, SyncPolicy::Never).unwrap();
+            assert!(idx.layout().full);
+            check_against(&idx, &model, &mut rng, &fps, &ks);
+            // Batches give what single queries give, in the same order.
+            let qs: Vec<u64> = (0..700)
+                .map(|i| rng.flip(fps[i * 7 % fps.len()], 4))
+                .collect();
+            let many = idx.query_many(&qs, None).unwrap();
+            for (q, got) in qs.iter().zip(&many) {
+                assert_eq!(got, &idx.query(*q, None).unwrap());
+            }
+            let _ = std::fs::remove_dir_all(&dir);
         }
     }
 }
@@ -198,6 +275,31 @@ fn bulk_add_deletes_replace_and_str_ids() {
     assert!(matches!(idx.remove(IdRef::Int(1)), Err(Error::NotFound(_))));
     assert_eq!(idx.get(IdRef::Str("doc-0")), Some((fps[0], 5.0)));
     check_against(&idx, &model, &mut rng, &fps, &[0, 1, 3, 5, 8, 16, 64]);
+    // Batches (grouped, in parallel) give what single queries give, in the same order (ties
+    // between the two timestamps and insertion order included).
+    for (k, nq) in [
+        (0, 600),
+        (3, 600),
+        (8, 600),
+        (64, 600),
+        (0, 5000),
+        (3, 5000),
+    ] {
+        let qs: Vec<u64> = (0..nq)
+            .map(|i| {
+                if i % 2 == 0 {
+                    rng.flip(fps[i * 31 % fps.len()], 2)
+                } else {
+                    rng.next()
+                }
+            })
+            .collect();
+        let many = idx.query_many(&qs, Some(k)).unwrap();
+        assert_eq!(many.len(), qs.len());
+        for (q, got) in qs.iter().zip(&many) {
+            assert_eq!(got, &idx.query(*q, Some(k)).unwrap(), "k={k}");
+        }
+    }
 }
 
 #[test]
@@ -452,9 +554,39 @@ fn timing_10m() {
     let t = std::time::Instant::now();
     let mut hits = 0;
     for &fp in fps.iter().take(200_000) {
-        hits += idx.query_locs(fp ^ 0b1011, 3).len();
+        hits += idx.query(fp ^ 0b1011, Some(3)).unwrap().len();
     }
     println!("query {:?} per query, hits {hits}", t.elapsed() / 200_000);
+    let qs: Vec<u64> = (0..400_000)
+        .map(|i| {
+            if i % 2 == 0 {
+                rng.flip(fps[i], 3)
+            } else {
+                rng.next()
+            }
+        })
+        .collect();
+    // CPU seconds of the whole process: under load, wall time says little.
+    let cpu = || {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+        t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+    };
+    for _ in 0..3 {
+        let (t, c) = (std::time::Instant::now(), cpu());
+        let r = idx.query_many(&qs, Some(3)).unwrap();
+        let (s, c) = (t.elapsed().as_secs_f64(), cpu() - c);
+        let found: usize = r.iter().map(Vec::len).sum();
+        println!(
+            "query_many {:.0} q/s, {:.0} q per CPU second, found {found}",
+            qs.len() as f64 / s,
+            qs.len() as f64 / c
+        );
+    }
     let t = std::time::Instant::now();
     let p = idx.near_pairs_locs(Some(3)).unwrap();
     println!("near_pairs {:?} pairs {}", t.elapsed(), p.len());
@@ -463,6 +595,23 @@ fn timing_10m() {
 #[test]
 fn timestamps_come_back_exactly_and_stay_compact_when_they_can() {
     use super::segment::TsColumn;
+    // One timestamp for every row: nothing per row.
+    let mut col = TsColumn::default();
+    for _ in 0..1000 {
+        col.push(1_700_000_000.0);
+    }
+    assert!(matches!(col, TsColumn::Same { rows: 1000, .. }));
+    assert_eq!(col.memory_bytes(), 0);
+    assert_eq!(col.get(999), 1_700_000_000.0);
+    // -0.0 stays -0.0 when a second value arrives.
+    let mut neg = TsColumn::default();
+    neg.push(-0.0);
+    neg.push(-0.0);
+    neg.push(5.0);
+    assert_eq!(
+        (neg.get(0).to_bits(), neg.get(1).to_bits(), neg.get(2)),
+        ((-0.0f64).to_bits(), (-0.0f64).to_bits(), 5.0)
+    );
     // Whole seconds, one repeated batch time, whole milliseconds: 4 bytes each.
     let mut col = TsColumn::default();
     let compact = [
@@ -525,6 +674,7 @@ fn timestamps_come_back_exactly_and_stay_compact_when_they_can() {
 
 fn col_capacity_bytes(col: &super::segment::TsColumn) -> usize {
     match col {
+        super::segment::TsColumn::Same { .. } => 0,
         super::segment::TsColumn::Ms { offs, .. } => offs.capacity() * 4,
         super::segment::TsColumn::Float(v) => v.capacity() * 8,
     }
@@ -540,9 +690,11 @@ fn table_rows_of_any_width_find_the_same_entries() {
     let rows: Vec<u32> = (5000..5000 + n).filter(|r| r % 2 == 0).collect();
     let layout = Layout::new(4).unwrap();
     let block = layout.blocks[1];
-    let narrow = Table::build(block, &fps, &rows, 5000, n);
-    let wide = Table::build(block, &fps, &rows, 5000, ROW3_SPAN + 1);
+    let narrow = Table::build(block, &fps, &rows, 5000, n, false);
+    let wide = Table::build(block, &fps, &rows, 5000, ROW3_SPAN + 1, false);
+    let full = Table::build(block, &fps, &rows, 5000, n, true);
     assert!(wide.memory_bytes() > narrow.memory_bytes());
+    assert!(full.is_full() && !narrow.is_full());
     for i in 0..300 {
         let q = rng.flip(fps[rows[i * 7 % rows.len()] as usize], (i % 4) as u32);
         for k in [0, 3, 8] {
@@ -551,13 +703,38 @@ fn table_rows_of_any_width_find_the_same_entries() {
                 t.plan(block, block.value(q), &mut plan);
                 let mut got = Vec::new();
                 for s in &plan {
-                    t.run_search(s, block.key(q), k, &mut |r| got.push(r));
+                    if t.is_full() {
+                        let qrot = q.rotate_left(block.offset);
+                        t.run_search_full(s, qrot, k, &mut |r, rot| {
+                            assert_eq!(rot, fps[r as usize].rotate_left(block.offset));
+                            // The whole fingerprint is checked: keep what the key check keeps.
+                            if (block.key(fps[r as usize]) ^ block.key(q)).count_ones() <= k {
+                                got.push(r);
+                            }
+                        });
+                    } else {
+                        t.run_search(s, block.key(q), k, &mut |i| got.push(t.row(i)));
+                    }
                 }
                 got.sort_unstable();
                 got
             };
             let a = find(&narrow);
             assert_eq!(a, find(&wide));
+            // Whole-fingerprint entries: exactly those within k (a subset of the key check).
+            let f = find(&full);
+            assert!(f.iter().all(|r| a.binary_search(r).is_ok()));
+            let within: Vec<u32> = a
+                .iter()
+                .copied()
+                .filter(|&r| (fps[r as usize] ^ q).count_ones() <= k)
+                .collect();
+            let f_within: Vec<u32> = f
+                .iter()
+                .copied()
+                .filter(|&r| (fps[r as usize] ^ q).count_ones() <= k)
+                .collect();
+            assert_eq!(f_within, within);
             // Every row with the probed block value and the key within k is there, nothing else.
             let mut want: Vec<u32> = rows
                 .iter()
