@@ -703,8 +703,15 @@ impl Index {
     }
 
     /// Makes every write so far durable (fsync), whatever the sync policy.
+    /// The fsync runs after the lock is released, so queries and writes do not wait for it.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.write(py, |i| i.flush())?.map_err(to_py)
+        let handle = self.write(py, |i| i.flush_handle())?.map_err(to_py)?;
+        match handle {
+            Some(f) => py
+                .detach(|| f.sync_data().map_err(neardup_core::Error::from))
+                .map_err(to_py),
+            None => Ok(()),
+        }
     }
 
     /// Writes a snapshot and starts an empty write-ahead log (faster reopen).

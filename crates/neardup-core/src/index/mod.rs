@@ -867,6 +867,17 @@ impl Index {
         }
     }
 
+    /// Like [`Index::flush`] in two steps, so that the fsync can run without the index's lock:
+    /// returns a handle on the WAL to `sync_data` (every write so far is durable once that
+    /// returns), or `None` when nothing is unsynced or the index is in memory. A checkpoint
+    /// meanwhile is harmless: it syncs its own files before it retires the old WAL.
+    pub fn flush_handle(&mut self) -> Result<Option<std::fs::File>> {
+        match self.store.as_mut() {
+            Some(s) => s.sync_handle(),
+            None => Ok(None),
+        }
+    }
+
     /// Writes a snapshot of the live items and starts an empty WAL (faster reopen).
     pub fn checkpoint(&mut self) -> Result<()> {
         let Some(mut store) = self.store.take() else {

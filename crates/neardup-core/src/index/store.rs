@@ -640,6 +640,19 @@ impl Store {
         Ok(())
     }
 
+    /// For a sync done outside the caller's lock: a second handle on the current WAL when
+    /// writes are unsynced (marked synced now; the caller must `sync_data` the handle before it
+    /// reports them durable), `None` when there is nothing to sync.
+    pub fn sync_handle(&mut self) -> Result<Option<File>> {
+        self.last_sync = Instant::now();
+        if !self.unsynced {
+            return Ok(None);
+        }
+        let f = self.wal.try_clone()?;
+        self.unsynced = false;
+        Ok(Some(f))
+    }
+
     pub fn sync(&mut self) -> Result<()> {
         if self.unsynced {
             self.wal.sync_data()?;
