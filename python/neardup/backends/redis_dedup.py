@@ -4,9 +4,9 @@ verifier) over :class:`~neardup.backends.redis_index.RedisIndex`."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
+from neardup._closing import Closing
 from neardup._core import Fingerprinter
 from neardup.backends.redis_connect import Client, connect, redact
 from neardup.backends.redis_format import _check_k, _dec_id, _Entry, _Written
@@ -38,7 +38,7 @@ def _policy_from(
     return pol
 
 
-class RedisDeduplicator:
+class RedisDeduplicator(Closing):
     """:class:`neardup.Deduplicator` semantics over Redis: the texts and the index live in Redis,
     shared by every process that opens the same URL and namespace.
 
@@ -287,17 +287,6 @@ class RedisDeduplicator:
         if not self._closed:
             self._closed = True
             self.index.close()
-
-    def __enter__(self) -> RedisDeduplicator:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __contains__(self, id: object) -> bool:
         return id in self.index

@@ -13,9 +13,9 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
+from neardup._closing import Closing
 from neardup._core import IncompatibleIndexError
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.backends.redis_cluster import write_cluster
@@ -55,7 +55,7 @@ __all__ = ["RedisIndex"]
 _NO_HORIZON = -(1 << 62)
 
 
-class RedisIndex:
+class RedisIndex(Closing):
     """Exact Hamming index over Redis: ``query(fp, k)`` returns every stored item whose Hamming
     distance to ``fp`` is <= k (inclusive), never one farther, nearest first.
 
@@ -615,17 +615,6 @@ class RedisIndex:
                 keys = list(self.client.scan_iter(match=pattern, count=1000))
             for key in keys:
                 self.client.delete(key)
-
-    def __enter__(self) -> RedisIndex:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         kind = "RedisCluster" if self.cluster else "Redis"
