@@ -731,3 +731,18 @@ def test_the_threads_connection_survives_kills_and_error_replies(redis_url: str)
     assert idx.query(0xAB, 0) == [(1, 0)]
     admin.delete(f"{ns}:text")
     idx.clear()
+
+
+def test_with_block_returns_the_index_and_keeps_its_writes(redis_url: str) -> None:
+    """`with` gives the object itself, closes it on the way out without swallowing the error,
+    and what was written inside is there for the next client."""
+    ns = fresh_ns()
+    idx = RedisIndex.from_url(redis_url, k=3, namespace=ns)
+    with pytest.raises(RuntimeError, match="inside"):
+        with idx as entered:
+            assert entered is idx
+            entered.add(1, 5)
+            raise RuntimeError("raised inside the block")
+    with RedisIndex.from_url(redis_url, k=3, namespace=ns) as again:
+        assert again.query(4) == [(1, 1)]
+        again.clear()
