@@ -1,4 +1,5 @@
-"""The service's store (neardup.service.store): one durable log, the index caught up from it.
+"""The durable store of ``Deduplicator.open`` (the service's ``open_store``): one durable log,
+the index caught up from it.
 
 What a power cut can do to the lazily synced index is simulated exactly: the index directory is
 put back to a copy taken at its last recorded sync (what was on disk then), and reopening must
@@ -7,6 +8,7 @@ bring back every document written since, with its current fingerprint.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import threading
@@ -16,8 +18,10 @@ from typing import Any
 
 import pytest
 from _helpers import near_copy, words
+from neardup import Index
 from neardup.dedup import Deduplicator, Policy
 from neardup.service.store import LogDeduplicator, open_store
+from neardup.textstore import SqliteTextStore
 
 POLICY = Policy.default()
 
@@ -36,7 +40,7 @@ def _assert_index_matches_texts(d: Deduplicator, expected: Mapping[Any, str]) ->
 
 def test_writes_checks_and_reopen(tmp_path: Path) -> None:
     d = open_store(tmp_path / "s", policy=POLICY)
-    assert isinstance(d, LogDeduplicator)
+    assert type(d) is Deduplicator and LogDeduplicator is Deduplicator
     base = words(1, n=30)
     assert d.check_and_add("a", base) == (True, [])
     added, matches = d.check_and_add("b", near_copy(base, 1))
@@ -77,7 +81,7 @@ def test_index_put_back_to_its_last_sync_is_caught_up_from_the_texts(tmp_path: P
     # The power cut: the texts' transactions were synced, the index's log was not (both the
     # index files and the recorded sync point are what they were at the last sync).
     d.index.close()
-    d.text_store.close()
+    d.store.close()
     shutil.rmtree(root / "index")
     shutil.copytree(on_disk_then, root / "index")
     _set_meta(root, "index_seq", seq_then)
@@ -114,26 +118,73 @@ def test_a_damaged_or_missing_index_is_rebuilt_from_the_texts(tmp_path: Path) ->
     rebuilt.close()
 
 
-def test_directories_are_interchangeable_with_deduplicator_open(tmp_path: Path) -> None:
+def _open_as_before(root: Path) -> Deduplicator:
+    """A directory opened the way Deduplicator.open did before the text store kept the
+    fingerprints: an index synced on every write, texts stored without fingerprints, and the
+    stored texts missing from the index fingerprinted again on open."""
+    policy_file = root / "policy.json"
+    if not policy_file.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        policy_file.write_text(json.dumps(POLICY.to_dict()), encoding="utf-8")
+    policy = Policy.from_dict(json.loads(policy_file.read_text(encoding="utf-8")))
+    index = Index.open(
+        str(root / "index"),
+        k=policy.k_max,
+        sync="always",
+        fingerprint_config=json.dumps(policy.fingerprint, sort_keys=True),
+    )
+    d = Deduplicator(policy=policy, index=index, store=SqliteTextStore(root / "texts.sqlite"))
+    for doc_id, text, ts in list(d.store.items()):
+        if doc_id not in d.index:
+            d.index.add(doc_id, _fingerprint(d, text), ts)
+    return d
+
+
+def test_directories_are_interchangeable_with_the_former_deduplicator_open(
+    tmp_path: Path,
+) -> None:
     root = tmp_path / "s"
-    old = Deduplicator.open(root, policy=POLICY)
+    old = _open_as_before(root)
     docs = {f"o{j}": words(700 + j, n=25) for j in range(20)}
     old.add_many(list(docs), list(docs.values()))
     old.close()
-    d = open_store(root)  # rows without fingerprints: taken from the index, then kept
+    assert _meta(root, "index_seq") is None
+    d = Deduplicator.open(root)  # rows without fingerprints: taken from the index, then kept
     _assert_index_matches_texts(d, docs)
-    assert all(fp is not None for fp in (r[1] for c in d.text_store.changes_since(0) for r in c))
+    assert isinstance(d.store, SqliteTextStore)
+    assert all(fp is not None for fp in (r[1] for c in d.store.changes_since(0) for r in c))
     d.add("n1", words(800, n=25))
     d.close()
     docs["n1"] = words(800, n=25)
-    back = Deduplicator.open(root)
+    back = _open_as_before(root)
     assert len(back) == 21 and [m.id for m in back.check(near_copy(docs["n1"], 1))] == ["n1"]
     back.add("o1", words(801, n=25))  # a replacement written without its fingerprint
     back.close()
     docs["o1"] = words(801, n=25)
     d = open_store(root)
     _assert_index_matches_texts(d, docs)
+    assert "o1" not in [m.id for m in d.check(words(701, n=25))]
     d.close()
+
+
+def test_library_open_keeps_fingerprints_and_flush_records_the_index(tmp_path: Path) -> None:
+    root = tmp_path / "lib"
+    d = Deduplicator.open(root, policy=POLICY)
+    d.index_flush_interval = 3600.0
+    docs = {j: words(1000 + j, n=25) for j in range(12)}
+    d.add_many(list(docs)[:6], list(docs.values())[:6])
+    for doc_id in list(docs)[6:]:
+        assert d.check_and_add(doc_id, docs[doc_id])[0]
+    assert isinstance(d.store, SqliteTextStore)
+    stored = {r[0]: r[1] for c in d.store.changes_since(0) for r in c}
+    assert stored == {j: _fingerprint(d, t) for j, t in docs.items()}
+    assert _meta(root, "index_seq") == 0  # the empty index synced on open; nothing since
+    d.flush()
+    assert _meta(root, "index_seq") == 12
+    assert d._catch_up() == 0
+    d.close()
+    with pytest.raises(ValueError, match="closed"):
+        d.flush()
 
 
 def test_remove_and_expire(tmp_path: Path) -> None:

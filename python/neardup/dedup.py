@@ -16,7 +16,10 @@ near-duplicate) keeps the candidates whose similarity is >= the threshold.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import logging
 import os
 import threading
 import time
@@ -33,7 +36,7 @@ from typing import (
 import numpy as np
 import numpy.typing as npt
 
-from neardup._core import Fingerprinter, Index
+from neardup._core import CorruptIndexError, Fingerprinter, Index
 from neardup.htmltext import looks_like_html, main_text
 from neardup.textstore import Id, MemoryTextStore, SqliteTextStore, TextStore, check_id
 from neardup.verify import (
@@ -200,8 +203,47 @@ def _fingerprinter_config(fp: Fingerprinter) -> dict[str, Any] | None:
     return dict(cfg) if isinstance(cfg, Mapping) else None
 
 
-# Deduplicator.open(sync=...) -> Index.open(sync=...): "full" fsyncs every add in both stores.
-_INDEX_SYNC = {"full": "always", "normal": "group", "off": "never"}
+_SYNCS = ("full", "normal", "off")
+INDEX_SEQ = "index_seq"  # meta: the last text-store row the synced index covers
+
+_logger = logging.getLogger("neardup.dedup")
+
+
+def _load_policy(root: str, policy: Policy | None) -> Policy:
+    # Saved in root/policy.json on first open, reused (and compared with ``policy``) after.
+    policy_file = os.path.join(root, "policy.json")
+    if os.path.exists(policy_file):
+        with open(policy_file, encoding="utf-8") as f:
+            saved = Policy.from_dict(json.load(f))
+        if policy is not None and policy != saved:
+            raise ValueError(
+                f"policy differs from the one stored in {policy_file!r}; "
+                "open without policy= or use a new path"
+            )
+        return saved
+    policy = policy if policy is not None else Policy.default()
+    tmp = policy_file + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(policy.to_dict(), f, indent=2, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, policy_file)
+    return policy
+
+
+def _open_index(root: str, policy: Policy) -> Index:
+    path = os.path.join(root, "index")
+    config = json.dumps(policy.fingerprint, sort_keys=True)
+    try:
+        return Index.open(path, k=policy.k_max, sync="never", fingerprint_config=config)
+    except CorruptIndexError as e:
+        # The text store holds every document and its fingerprint: rebuild rather than refuse.
+        aside = f"{path}.corrupt-{int(time.time())}"
+        _logger.warning(
+            "index %s is damaged (%s); moved to %s, rebuilding from the texts", path, e, aside
+        )
+        os.replace(path, aside)
+        return Index.open(path, k=policy.k_max, sync="never", fingerprint_config=config)
 
 
 @runtime_checkable
@@ -368,6 +410,15 @@ class Deduplicator:
     #: Most sketches of stored texts kept in memory (least recently used ones are dropped).
     sketch_cache: int = 200_000
 
+    #: Seconds between syncs of the index log of a directory opened with :meth:`open` (bounds
+    #: what a reopen after a power cut replays; each sync holds the index for one fsync).
+    index_flush_interval: float = 5.0
+
+    _log = False  # opened with Deduplicator.open: the text store is the durable log
+    _sync = "full"
+    _flushed_seq: int | None = None  # index synced through this text-store row; not recorded
+    _last_flush = 0.0
+
     # -- construction -------------------------------------------------------------------------
 
     @classmethod
@@ -381,77 +432,136 @@ class Deduplicator:
     ) -> Deduplicator:
         """A durable deduplicator under directory ``path`` (created if missing).
 
-        Texts go to ``path/texts.sqlite`` (WAL; with ``sync="full"`` an add that has returned
-        survives ``kill -9`` and power loss). The index is persisted under ``path/index`` when the
-        installed core supports ``Index.open``; otherwise it is rebuilt from the stored texts on
-        open. The policy is saved in ``path/policy.json`` on first open and reused afterwards;
-        passing a different one raises ``ValueError``. ``retention`` (seconds): texts older than
-        that are expired automatically as new ones arrive. ``sync``: ``"full"`` (every add is
-        fsynced before it returns), ``"normal"`` (survives a killed process; a power cut may lose
-        the last adds) or ``"off"``.
+        Texts and their fingerprints go to ``path/texts.sqlite``, the one durable log: each write
+        call is one SQLite transaction (``sync="full"``: fsynced, so an add that has returned
+        survives ``kill -9`` and power loss; ``"normal"``: survives a killed process, a power cut
+        may lose the last adds; ``"off"``: no fsync). The index under ``path/index`` is synced
+        every :attr:`index_flush_interval` seconds (and by :meth:`flush` and :meth:`close`) and
+        caught up from the texts on open: whatever a power cut kept out of it is added again
+        with its stored fingerprint. An index that cannot be read is moved aside and rebuilt
+        from the texts. Directories written by earlier versions open as they are. The policy
+        is saved in ``path/policy.json`` on first open and reused afterwards; passing a different
+        one raises ``ValueError``. ``retention`` (seconds): texts older than that are expired
+        automatically as new ones arrive.
         """
-        import json
-
-        root = os.fspath(path)
-        os.makedirs(root, exist_ok=True)
-        policy_file = os.path.join(root, "policy.json")
-        if os.path.exists(policy_file):
-            with open(policy_file, encoding="utf-8") as f:
-                saved = Policy.from_dict(json.load(f))
-            if policy is not None and policy != saved:
-                raise ValueError(
-                    f"policy differs from the one stored in {policy_file!r}; "
-                    "open without policy= or use a new path"
-                )
-            policy = saved
-        else:
-            policy = policy if policy is not None else Policy.default()
-            tmp = policy_file + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(policy.to_dict(), f, indent=2, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, policy_file)
+        if sync not in _SYNCS:
+            raise ValueError(f"sync must be one of {', '.join(_SYNCS)}; got {sync!r}")
         if retention is not None and (
             isinstance(retention, bool) or not isinstance(retention, (int, float)) or retention <= 0
         ):
             raise ValueError(f"retention must be a positive number of seconds, got {retention!r}")
-        store = SqliteTextStore(os.path.join(root, "texts.sqlite"), sync=sync)
-        index_open = getattr(Index, "open", None)
-        index: Index
-        if index_open is not None:
-            index_path = os.path.join(root, "index")
-            try:
-                index = index_open(
-                    index_path,
-                    k=policy.k_max,
-                    sync=_INDEX_SYNC[sync],
-                    fingerprint_config=json.dumps(policy.fingerprint, sort_keys=True),
-                )
-            except TypeError:  # a core whose Index.open takes only the path and k
-                index = index_open(index_path, k=policy.k_max)
-        else:
-            index = Index(k=policy.k_max)
+        root = os.fspath(path)
+        os.makedirs(root, exist_ok=True)
+        policy = _load_policy(root, policy)
+        store = SqliteTextStore(
+            os.path.join(root, "texts.sqlite"), sync=sync, background_checkpoint=True
+        )
+        try:
+            index = _open_index(root, policy)
+        except BaseException:
+            store.close()
+            raise
         d = cls(policy=policy, index=index, store=store)
         d.path = root
+        d._log = True
+        d._sync = sync
         d._retention = float(retention) if retention is not None else None
-        d._reconcile()
+        try:
+            replayed = d._catch_up()
+        except BaseException:
+            d.close()
+            raise
+        if replayed:
+            _logger.info("caught the index up with %d stored text(s)", replayed)
         return d
 
-    def _reconcile(self) -> None:
-        # The text store is written first and is the source of truth: any stored text missing
-        # from the index (a crash between the two writes, or an index kept only in memory) is
-        # fingerprinted again and added.
-        missing: list[tuple[Id, str, float]] = [
-            (i, t, ts) for i, t, ts in self.store.items() if i not in self.index
-        ]
-        if not missing:
-            return
-        fps = self.fingerprinter.fingerprint_many(
-            [self.policy.prepare(t) for _, t, _ in missing]
-        ).tolist()
-        for (i, _, ts), fp in zip(missing, fps):
-            self.index.add(i, int(fp), ts)
+    # -- the durable log (Deduplicator.open) --------------------------------------------------
+    #
+    # A directory opened with Deduplicator.open makes a write call durable with one fsync: the
+    # text store keeps each document's fingerprint with its text, so it alone can rebuild what
+    # the index holds.
+    #
+    # - each write call stores its texts *and fingerprints* in one SQLite transaction, then adds
+    #   them to the index, whose log is written to the OS but not synced;
+    # - every index_flush_interval seconds the writer syncs the index log (one fsync) and
+    #   records, in the next text-store transaction, the last text-store sequence number the
+    #   synced index covers (meta "index_seq");
+    # - on open, the rows written after that number (the only ones the index may have lost in a
+    #   power cut) are added to the index again with their stored fingerprints: missing ids come
+    #   back, replaced ids get their newer fingerprint;
+    # - removals sync the index at once with sync="full" (a removed id must not come back); an
+    #   expired entry that a power cut brings back is dropped by the next retention sweep, and
+    #   checks skip an index entry whose text is gone.
+    #
+    # Directories written before this scheme (rows without fingerprints, no index_seq, an index
+    # synced on every write) are read as they are: their rows are fingerprinted once on open.
+
+    def _log_store(self) -> SqliteTextStore:
+        store = self.store
+        assert isinstance(store, SqliteTextStore)
+        return store
+
+    def _flush_index(self) -> None:
+        # Called with _lock held (or before the deduplicator is shared): every row written so
+        # far is in the index; after the sync they survive a power cut there too.
+        self.index.flush()
+        self._flushed_seq = self._log_store().last_seq
+        self._last_flush = time.monotonic()
+
+    def _catch_up(self) -> int:
+        """Add to the index every row written after the index's last recorded sync (with its
+        stored fingerprint, or a new one for rows written without); returns how many."""
+        store = self._log_store()
+        since = store.get_meta(INDEX_SEQ)
+        legacy = since is None  # written before the text store kept the fingerprints
+        if since is None or len(self.index) == 0:
+            since = 0
+        done = 0
+        for rows in store.changes_since(since):
+            ids = [r[0] for r in rows]
+            fps: list[int | None] = [r[1] for r in rows]
+            missing = [j for j, fp in enumerate(fps) if fp is None]
+            todo = missing
+            if legacy:
+                # Such a store's index was synced on every write: take its fingerprints where
+                # it has the id.
+                todo = []
+                for j in missing:
+                    try:
+                        fps[j] = int(self.index.get(ids[j])[0])
+                    except KeyError:
+                        todo.append(j)
+            if todo:
+                new = self.fingerprinter.fingerprint_many(
+                    [self.policy.prepare(rows[j][3] or "") for j in todo]
+                ).tolist()
+                for j, fp in zip(todo, new):
+                    fps[j] = int(fp)
+            if missing:  # kept in the text store from now on
+                store.set_fingerprints([(ids[j], int(fps[j] or 0)) for j in missing])
+            self.index.add_many(
+                ids,
+                np.asarray(fps, np.uint64),
+                np.asarray([r[2] for r in rows], np.float64),
+            )
+            done += len(rows)
+        self._flush_index()
+        store.set_meta(INDEX_SEQ, store.last_seq)
+        self._flushed_seq = None
+        return done
+
+    def flush(self) -> None:
+        """Sync the index (and, for a directory opened with :meth:`open`, record that it covers
+        every stored text, so a reopen replays nothing)."""
+        with self._lock:
+            self._ensure_open()
+            if self._log:
+                self._flush_index()
+                store = self._log_store()
+                store.set_meta(INDEX_SEQ, store.last_seq)
+                self._flushed_seq = None
+            else:
+                self.index.flush()
 
     # -- core operations ----------------------------------------------------------------------
 
@@ -651,15 +761,25 @@ class Deduplicator:
         now = time.time()
         stamps = [now if ts is None else float(ts) for ts in tss]
         rows = list(zip(ids, texts, stamps))
-        put_many = getattr(self.store, "put_many", None)
-        if put_many is not None:
-            put_many(rows)
+        if self._log:
+            # The fingerprints go with the texts (the log the index is caught up from), with the
+            # index's last sync point when there is a new one to record.
+            meta = None if self._flushed_seq is None else {INDEX_SEQ: self._flushed_seq}
+            self._log_store().put_many(rows, fps, meta=meta)
+            if meta is not None:
+                self._flushed_seq = None
         else:
-            for i, t, ts in rows:
-                self.store.put(i, t, ts)
+            put_many = getattr(self.store, "put_many", None)
+            if put_many is not None:
+                put_many(rows)
+            else:
+                for i, t, ts in rows:
+                    self.store.put(i, t, ts)
         self._forget_sketches(ids)
         self.index.add_many(ids, np.asarray(fps, np.uint64), np.asarray(stamps, np.float64))
         self._counters["added"] += len(ids)
+        if self._log and time.monotonic() - self._last_flush >= self.index_flush_interval:
+            self._flush_index()
         self._maybe_expire()
 
     def _batch_pairs(self, fps: list[int], radii: list[int]) -> dict[int, list[tuple[int, int]]]:
@@ -763,6 +883,8 @@ class Deduplicator:
                 self.index.remove(id)
             except KeyError:
                 pass
+            if self._log and self._sync == "full":
+                self.index.flush()  # a removed id must not come back after a power cut
 
     def get(self, id: Id) -> str:
         """The stored text of ``id``; ``KeyError`` if unknown."""
@@ -784,13 +906,17 @@ class Deduplicator:
             return len(gone)
 
     def stats(self) -> dict[str, Any]:
-        """Counters since construction, the number of stored texts and the policy."""
-        with self._lock:
+        """Counters since construction, the number of stored texts and the policy. For a
+        directory opened with :meth:`open` the count is read from a snapshot of the text store
+        without taking the writers' lock (polling stats does not stall writes)."""
+        with contextlib.nullcontext() if self._log else self._lock:
             self._ensure_open()
+            with self._cache_lock:
+                counters = dict(self._counters)
             return {
                 "documents": len(self.store),
                 "indexed": len(self.index),
-                **self._counters,
+                **counters,
                 "path": self.path,
                 "retention": self._retention,
                 "policy": self.policy.to_dict(),
@@ -802,6 +928,13 @@ class Deduplicator:
             if self._closed:
                 return
             self._closed = True
+            if self._log:
+                # A snapshot of everything, synced; then record that it covers every row.
+                self.index.close()
+                store = self._log_store()
+                store.set_meta(INDEX_SEQ, store.last_seq)
+                store.close()
+                return
             for obj in (self.index, self.store):
                 closer = getattr(obj, "close", None)
                 if closer is not None:

@@ -1,7 +1,7 @@
 """Opening the store behind the service, and the few conversions the routes need from it.
 
 ``open_backend(settings)`` returns a ``DedupBackend`` (see ``neardup.dedup``): the embedded
-durable store for a directory (``neardup.service.store``: one fsync per write call), or the
+durable store for a directory (``Deduplicator.open``: one fsync per write call), or the
 Redis one for a ``redis://``, ``rediss://`` or
 ``redis+cluster://`` URL (``neardup.backends.redis``, imported only then).
 """
@@ -53,7 +53,7 @@ def make_policy(settings: Settings) -> Any:
 
 
 def open_backend(settings: Settings) -> Any:
-    """Open the ``DedupBackend`` that ``settings`` name: ``open_store(data_dir, ...)`` or,
+    """Open the ``DedupBackend`` that ``settings`` name: ``Deduplicator.open(data_dir, ...)`` or,
     for a Redis URL, ``RedisDeduplicator.from_url(url, ...)``."""
     policy = make_policy(settings)
     if settings.uses_redis:
@@ -70,9 +70,9 @@ def open_backend(settings: Settings) -> Any:
         )
     path = settings.local_path
     assert path is not None
-    from neardup.service.store import open_store
+    from neardup.dedup import Deduplicator
 
-    return open_store(path, policy=policy, retention=settings.retention, sync=settings.sync)
+    return Deduplicator.open(path, policy=policy, retention=settings.retention, sync=settings.sync)
 
 
 def check_fingerprint(backend: Any, fingerprint: int, k: int | None) -> list[Any]:
