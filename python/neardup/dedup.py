@@ -26,7 +26,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import (
     Any,
     Protocol,
@@ -36,6 +35,7 @@ from typing import (
 import numpy as np
 import numpy.typing as npt
 
+from neardup._closing import Closing
 from neardup._core import CorruptIndexError, Fingerprinter, Index
 from neardup.htmltext import looks_like_html, main_text
 from neardup.textstore import Id, MemoryTextStore, SqliteTextStore, TextStore, check_id
@@ -354,7 +354,7 @@ def check_batch(
     return timestamps
 
 
-class Deduplicator:
+class Deduplicator(Closing):
     """Fingerprinter + Index + verifier over stored texts: online near-duplicate detection.
 
     Memory: the index (see :class:`neardup.Index`), the texts when the store is in memory, and
@@ -939,17 +939,6 @@ class Deduplicator:
                 closer = getattr(obj, "close", None)
                 if closer is not None:
                     closer()
-
-    def __enter__(self) -> Deduplicator:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __contains__(self, id: object) -> bool:
         return id in self.store

@@ -17,7 +17,8 @@ Disk cost: the UTF-8 text plus ~40 bytes per row (SQLite row + primary-key index
 the text's 64-bit fingerprint and gets an increasing sequence number, a small ``meta`` table
 holds named integers written in the same transaction as a batch of texts, and
 :meth:`SqliteTextStore.changes_since` lists the rows written after a given sequence number, so an
-index that is synced lazily can be caught up on open (see ``neardup.service.store``).
+index that is synced lazily can be caught up on open (see ``Deduplicator.open`` in
+``neardup.dedup``).
 """
 
 from __future__ import annotations
