@@ -1,14 +1,20 @@
-//! The rayon pool for batch calls, safe after `fork()`.
+//! The crate's one rayon pool for batch calls (fingerprints, HTML, verify, index), safe after
+//! `fork()`.
 //!
 //! A forked child has none of its parent's threads, so the parent's pool would wait forever.
 //! The pool remembers the process id it was made in; a child that finds another id makes its
 //! own pool (the inherited one is leaked, never joined). If the pool's lock was held at the
 //! fork (or is busy), the call runs sequentially instead of waiting.
 //! `NEARDUP_NUM_THREADS` sets the number of threads (read when a pool is made; `1` means
-//! sequential).
+//! sequential). [`set_enabled`]`(false)` turns parallelism off for the whole process.
+//!
+//! Parallel code must run inside [`run`] / [`install`] (never on rayon's global pool, which
+//! does not survive a fork): `par_iter` and `par_sort` nested inside `install` use this pool.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
+use rayon::prelude::*;
 use rayon::ThreadPool;
 
 struct Pool {
@@ -17,6 +23,21 @@ struct Pool {
 }
 
 static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Slices at least this long are sorted on the pool by [`sort_unstable`].
+const PAR_SORT_MIN: usize = 1 << 14;
+
+/// Allows or forbids the pool in every batch call of this process (an explicit off switch;
+/// a forked child does not need it).
+pub fn set_enabled(enabled: bool) {
+    ENABLED.store(enabled, Ordering::SeqCst);
+}
+
+/// Whether batch calls may use the pool (see [`set_enabled`]).
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::SeqCst)
+}
 
 /// Threads to use: `NEARDUP_NUM_THREADS` when set to a positive integer, else the CPUs.
 pub fn num_threads() -> usize {
@@ -28,6 +49,9 @@ pub fn num_threads() -> usize {
 }
 
 fn current() -> Option<Arc<ThreadPool>> {
+    if !enabled() {
+        return None;
+    }
     let threads = num_threads();
     if threads <= 1 {
         return None;
@@ -67,4 +91,27 @@ pub fn run<R>(f: impl FnOnce(Option<&ThreadPool>) -> R) -> R {
         Some(pool) => f(Some(&pool)),
         None => f(None),
     }
+}
+
+/// Runs `f(true)` inside the pool (so its `par_iter`s use it) when `wanted` and the pool is
+/// available, else `f(false)` on this thread; `f(false)` must not use rayon.
+pub fn install<R: Send>(wanted: bool, f: impl FnOnce(bool) -> R + Send) -> R {
+    if !wanted {
+        return f(false);
+    }
+    match current() {
+        Some(pool) => pool.install(|| f(true)),
+        None => f(false),
+    }
+}
+
+/// `v.sort_unstable()`, on the pool for long slices.
+pub fn sort_unstable<T: Ord + Send>(v: &mut [T]) {
+    install(v.len() >= PAR_SORT_MIN, |par| {
+        if par {
+            v.par_sort_unstable();
+        } else {
+            v.sort_unstable();
+        }
+    });
 }
