@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from neardup import Fingerprinter, Index
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi".split()
@@ -42,9 +41,9 @@ def _results() -> dict[str, Any]:
     rand = rng.integers(0, 2**63, size=6000, dtype=np.uint64)
     # Copies of 2000 random fingerprints with 1 to 5 bits flipped: pairs at k=3 and at k=6.
     flips = np.zeros(2000, dtype=np.uint64)
-    for b in range(5):
+    for step in range(5):
         bit = rng.integers(0, 64, size=2000).astype(np.uint64)
-        on = rng.integers(0, 5, size=2000) >= b
+        on = rng.integers(0, 5, size=2000) >= step
         flips ^= np.where(on, np.uint64(1) << bit, np.uint64(0))
     all_fps = np.concatenate([fps, rand, rand[:2000] ^ flips])
     idx = Index(k=3)
@@ -56,7 +55,7 @@ def _results() -> dict[str, Any]:
     out["query_many_k6"] = idx.query_many(all_fps[:1000], k=6)
     for k in (3, 6):  # k=3: the sorted blocks; k=6: the self-join
         a, b, d = idx.near_pairs(k)
-        out[f"near_pairs_{k}"] = [list(map(int, a)), list(map(int, b)), list(map(int, d))]
+        out[f"near_pairs_{k}"] = [[int(x) for x in col] for col in (a, b, d)]
     # Round trip so tuples and lists compare alike across processes.
     return json.loads(json.dumps(out))
 

@@ -115,3 +115,54 @@ pub fn sort_unstable<T: Ord + Send>(v: &mut [T]) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_pool_thread() -> bool {
+        std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("neardup-"))
+    }
+
+    #[test]
+    fn install_runs_on_the_pool_or_on_this_thread() {
+        assert!(!install(false, |par| par || on_pool_thread()));
+        // `par` is false when the pool is off, single-threaded or busy; when true, the work
+        // (and rayon nested in it) runs on the crate's pool, not rayon's global one.
+        let (par, inner) = install(true, |par| {
+            let inner: Vec<bool> = if par {
+                (0..64).into_par_iter().map(|_| on_pool_thread()).collect()
+            } else {
+                vec![on_pool_thread()]
+            };
+            (par, inner)
+        });
+        if par {
+            assert!(inner.iter().all(|&t| t));
+        } else {
+            assert_eq!(inner, vec![false]);
+        }
+    }
+
+    #[test]
+    fn sort_unstable_matches_the_sequential_sort() {
+        let mut x: u64 = 7;
+        let mut v: Vec<(u32, u32)> = (0..3 * PAR_SORT_MIN as u32)
+            .map(|i| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((x >> 40) as u32 % 1000, i)
+            })
+            .collect();
+        let mut want = v.clone();
+        want.sort();
+        sort_unstable(&mut v);
+        assert_eq!(v, want);
+        let mut short = vec![3, 1, 2];
+        sort_unstable(&mut short);
+        assert_eq!(short, vec![1, 2, 3]);
+    }
+}
