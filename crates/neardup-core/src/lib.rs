@@ -9,6 +9,7 @@ pub mod fingerprint;
 pub mod hamming;
 pub mod html;
 pub mod index;
+pub mod parallel;
 pub mod verify;
 
 pub use error::{Error, Result};

@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use crate::fingerprint::pool;
+use crate::parallel as pool;
 use crate::{Error, Result};
 
 /// Pairs per batch below which one thread is faster than handing work to the pool.

@@ -770,7 +770,8 @@ fn closed_msg() -> String {
     "operation on a closed Index".into()
 }
 
-/// Called in a child after `os.fork()`: the parent's rayon threads do not exist there.
+/// Turns the core's thread pool off for this process (every later batch call runs on the
+/// calling thread). Not registered as a fork hook: the core's pool is rebuilt in a forked child.
 #[pyfunction]
 fn _disable_parallelism_after_fork() {
     core::set_parallel(false);
@@ -779,14 +780,5 @@ fn _disable_parallelism_after_fork() {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
     m.add_function(wrap_pyfunction!(_disable_parallelism_after_fork, m)?)?;
-    let os = m.py().import("os")?;
-    if os.hasattr("register_at_fork")? {
-        let kw = PyDict::new(m.py());
-        kw.set_item(
-            "after_in_child",
-            m.getattr("_disable_parallelism_after_fork")?,
-        )?;
-        os.call_method("register_at_fork", (), Some(&kw))?;
-    }
     Ok(())
 }

@@ -6,7 +6,6 @@
 pub mod config;
 pub mod hash;
 pub mod normalize;
-pub mod pool;
 pub mod seed000;
 pub mod seed002;
 pub mod simhash;
@@ -26,6 +25,7 @@ pub use config::{BitRule, Config, FeatureHash, Idf, Tokenizer, Weighting, PRESET
 use hash::{hash128, hash64, hash_units, md5_u128, seed000_str64, seed000_units, seed000_units64};
 use simhash::{Acc128, Acc64, AccF, Ones64};
 
+use crate::parallel as pool;
 use crate::{Error, Result};
 
 /// Input text: UTF-8, or UTF-16 units when it may hold lone surrogates (a Python `str` that is
@@ -174,7 +174,7 @@ impl Fingerprinter {
     }
 
     /// Fingerprints of many texts, in order; parallel (rayon) for large batches, sequential when
-    /// `NEARDUP_NUM_THREADS=1` or in a forked child whose parent had started the pool.
+    /// `NEARDUP_NUM_THREADS=1` (the crate's pool, [`crate::parallel`]; a forked child makes its own).
     pub fn fingerprint_many(&self, texts: &[TextBuf]) -> Vec<u128> {
         let views: Vec<Text<'_>> = texts.iter().map(TextBuf::as_text).collect();
         self.fingerprint_many_texts(&views)

@@ -28,7 +28,7 @@ use html5ever::tokenizer::{
 };
 use rayon::prelude::*;
 
-use crate::fingerprint::pool;
+use crate::parallel as pool;
 
 /// Default limit of [`main_text`]: a block is dropped when more than half its text is link text.
 pub const DEFAULT_MAX_LINK_DENSITY: f64 = 0.5;

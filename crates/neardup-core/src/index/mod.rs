@@ -20,7 +20,6 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
@@ -33,9 +32,10 @@ use layout::check_k;
 use segment::{Part, Segment};
 use store::{Store, WalOp};
 
+use crate::parallel;
 use crate::{Error, Result};
 
-/// Batches at least this large run on the rayon pool (when parallelism is allowed).
+/// Batches at least this large run on the crate's pool ([`crate::parallel`]) when it is free.
 pub const PAR_MIN: usize = 256;
 /// Bucket searches a group of batch queries aims at, and the most queries in a group.
 const GROUP_PROBES: f64 = 256.0;
@@ -44,15 +44,15 @@ const MAX_GROUP: usize = 32;
 /// [`Index::query_many_sorted`]).
 pub const SORTED_MIN: usize = 4096;
 
-static PARALLEL: AtomicBool = AtomicBool::new(true);
-
-/// Allows or forbids rayon in batch calls (a forked child must not use the parent's pool).
+/// Allows or forbids the crate's pool in batch calls ([`crate::parallel::set_enabled`]); an
+/// explicit off switch, not needed after `fork()` (the pool is rebuilt in a forked child).
 pub fn set_parallel(enabled: bool) {
-    PARALLEL.store(enabled, Ordering::SeqCst);
+    parallel::set_enabled(enabled);
 }
 
+/// Whether batch calls may use the crate's pool ([`crate::parallel::enabled`]).
 pub fn parallel_allowed() -> bool {
-    PARALLEL.load(Ordering::SeqCst)
+    parallel::enabled()
 }
 
 /// Default span of a segment when there is no retention window: one day.
@@ -732,16 +732,18 @@ impl Index {
                 rs[qi as usize].push((self.id_at(l).to_owned(), d));
             }
         };
-        if fps.len() >= PAR_MIN && parallel_allowed() {
-            fps.par_chunks(group)
-                .zip(res.par_chunks_mut(group))
-                .for_each_init(GroupBufs::default, work);
-        } else {
-            let mut bufs = GroupBufs::default();
-            for pair in fps.chunks(group).zip(res.chunks_mut(group)) {
-                work(&mut bufs, pair);
+        parallel::install(fps.len() >= PAR_MIN, |par| {
+            if par {
+                fps.par_chunks(group)
+                    .zip(res.par_chunks_mut(group))
+                    .for_each_init(GroupBufs::default, work);
+            } else {
+                let mut bufs = GroupBufs::default();
+                for pair in fps.chunks(group).zip(res.chunks_mut(group)) {
+                    work(&mut bufs, pair);
+                }
             }
-        }
+        });
         Ok(res)
     }
 
@@ -750,8 +752,18 @@ impl Index {
     /// order, so neighbouring queries read neighbouring buckets (a sweep, not a random read
     /// each); then the unindexed tails. The hits of all passes are sorted as `query` sorts.
     fn query_many_sorted(&self, fps: &[u64], k: u32, radii: &[Option<u32>]) -> Vec<Found> {
+        parallel::install(true, |par| self.query_many_sorted_with(fps, k, radii, par))
+    }
+
+    /// [`Index::query_many_sorted`]; `par`: running inside the crate's pool.
+    fn query_many_sorted_with(
+        &self,
+        fps: &[u64],
+        k: u32,
+        radii: &[Option<u32>],
+        par: bool,
+    ) -> Vec<Found> {
         let n = fps.len();
-        let par = parallel_allowed();
         let mut parts: Vec<Part> = (0..radii.len())
             .filter(|&t| radii[t].is_some())
             .map(Part::Table)

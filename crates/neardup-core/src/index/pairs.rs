@@ -3,7 +3,8 @@
 use rayon::prelude::*;
 
 use super::layout::Block;
-use super::{check_k, parallel_allowed, split, Index, Loc};
+use super::{check_k, split, Index, Loc};
+use crate::parallel;
 use crate::Result;
 
 /// A pair of locations and their distance.
@@ -23,8 +24,8 @@ impl Index {
         }
         let items: Vec<(Loc, u64)> = self.live_items().map(|(l, fp, _)| (l, fp)).collect();
         let fps: Vec<u64> = items.iter().map(|&(_, fp)| fp).collect();
-        let par = items.len() >= super::PAR_MIN && parallel_allowed();
-        Ok(self_join(&fps, k, par)
+        let found = parallel::install(items.len() >= super::PAR_MIN, |par| self_join(&fps, k, par));
+        Ok(found
             .into_iter()
             .map(|(i, j, d)| (items[i as usize].0, items[j as usize].0, d))
             .collect())
@@ -36,7 +37,19 @@ impl Index {
     /// reported by the first block on which the two agree.
     fn near_pairs_sorted(&self, k: u32, radii: &[Option<u32>]) -> Vec<Pair> {
         let items: Vec<(Loc, u64)> = self.live_items().map(|(l, fp, _)| (l, fp)).collect();
-        let par = items.len() >= super::PAR_MIN && parallel_allowed();
+        parallel::install(items.len() >= super::PAR_MIN, |par| {
+            self.near_pairs_sorted_with(&items, k, radii, par)
+        })
+    }
+
+    /// [`Index::near_pairs_sorted`] of `items`; `par`: running inside the crate's pool.
+    fn near_pairs_sorted_with(
+        &self,
+        items: &[(Loc, u64)],
+        k: u32,
+        radii: &[Option<u32>],
+        par: bool,
+    ) -> Vec<Pair> {
         let probed: Vec<Block> = self
             .layout
             .blocks
@@ -350,7 +363,7 @@ pub(crate) fn join_plan(n: usize, k: u32) -> Option<Vec<JoinBlock>> {
 }
 
 /// Every pair `(i, j, d)` with `i < j` of `fps` at Hamming distance `d <= k`, exactly once,
-/// sorted by `(i, j)`. `par`: use the rayon pool.
+/// sorted by `(i, j)`. `par`: use rayon (inside [`crate::parallel::install`]).
 pub(crate) fn self_join(fps: &[u64], k: u32, par: bool) -> Vec<(u32, u32, u32)> {
     match join_plan(fps.len(), k) {
         None => all_pairs(fps, k, par),

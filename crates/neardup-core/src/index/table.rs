@@ -5,6 +5,8 @@
 
 use rayon::prelude::*;
 
+use crate::parallel;
+
 use super::layout::{ball, for_each_within, Block, Layout};
 
 /// Bucket directory width for a table of `n` entries: about 8 entries per bucket, at most 16 bits.
@@ -119,7 +121,7 @@ impl Table {
                 .iter()
                 .map(|&r| (fps[r as usize].rotate_left(block.offset), r))
                 .collect();
-            keyed.par_sort_unstable();
+            parallel::sort_unstable(&mut keyed);
             let mut out: Vec<u64> = Vec::with_capacity(n);
             advise_huge(&out);
             for (i, &(rot, r)) in keyed.iter().enumerate() {
@@ -132,7 +134,7 @@ impl Table {
                 .iter()
                 .map(|&r| (u64::from(block.key(fps[r as usize])) << 32) | u64::from(r))
                 .collect();
-            keyed.par_sort_unstable();
+            parallel::sort_unstable(&mut keyed);
             let mut mid = Vec::with_capacity(n);
             advise_huge(&mid);
             for (i, &e) in keyed.iter().enumerate() {
@@ -456,19 +458,21 @@ pub struct Run {
 
 impl Run {
     pub fn build(layout: &Layout, fps: &[u64], live_rows: &[u32], start: u32, end: u32) -> Run {
-        let tables = if live_rows.len() >= 1 << 16 {
-            layout
-                .blocks
-                .par_iter()
-                .map(|&b| Table::build(b, fps, live_rows, start, end - start, layout.full))
-                .collect()
-        } else {
-            layout
-                .blocks
-                .iter()
-                .map(|&b| Table::build(b, fps, live_rows, start, end - start, layout.full))
-                .collect()
-        };
+        let tables = parallel::install(live_rows.len() >= 1 << 16, |par| {
+            if par {
+                layout
+                    .blocks
+                    .par_iter()
+                    .map(|&b| Table::build(b, fps, live_rows, start, end - start, layout.full))
+                    .collect()
+            } else {
+                layout
+                    .blocks
+                    .iter()
+                    .map(|&b| Table::build(b, fps, live_rows, start, end - start, layout.full))
+                    .collect()
+            }
+        });
         Run { start, end, tables }
     }
 
