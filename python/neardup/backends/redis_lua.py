@@ -6,6 +6,27 @@ from __future__ import annotations
 # Horizon when none is set: every period is live.
 _NO_HORIZON = "-4611686018427387904"
 
+
+def _store_lua(record: int, ref: int, fields: int) -> str:
+    """Lua that stores an item once its ticket ``t`` is taken (locals ``np``, ``exp``, ``t``):
+    appends ARGV[record] to its own buckets (KEYS[6 + np]...), writes its data hash (KEYS[5]:
+    the ticket and the fields from ARGV[fields + np] on), the id's ref ARGV[ref] (KEYS[3]) and
+    the count (KEYS[2]), with their expiry."""
+    return f"""for i = 6 + np, #KEYS do
+  redis.call('APPEND', KEYS[i], ARGV[{record}])
+  if exp > 0 then redis.call('EXPIREAT', KEYS[i], exp) end
+end
+redis.call('HSET', KEYS[5], 'q', t, unpack(ARGV, {fields} + np))
+redis.call('SET', KEYS[3], ARGV[{ref}])
+redis.call('INCR', KEYS[2])
+if exp > 0 then
+  redis.call('EXPIREAT', KEYS[5], exp)
+  redis.call('EXPIREAT', KEYS[3], exp)
+  redis.call('EXPIREAT', KEYS[2], exp)
+end
+"""
+
+
 # One Redis server, a write that reads first: refuse a ref already in use ({-1}: draw another);
 # read the probe buckets (those of periods not expired by the horizon), then take a ticket,
 # append the record to the item's own buckets and write its data and the id's ref, all in one
@@ -31,19 +52,9 @@ for i = 1, np do
 end
 local t = redis.call('INCR', KEYS[1])
 local old = redis.call('GET', KEYS[3])
-for i = 6 + np, #KEYS do
-  redis.call('APPEND', KEYS[i], ARGV[2])
-  if exp > 0 then redis.call('EXPIREAT', KEYS[i], exp) end
-end
-redis.call('HSET', KEYS[5], 'q', t, unpack(ARGV, 5 + np))
-redis.call('SET', KEYS[3], ARGV[3])
-redis.call('INCR', KEYS[2])
-if exp > 0 then
-  redis.call('EXPIREAT', KEYS[5], exp)
-  redis.call('EXPIREAT', KEYS[3], exp)
-  redis.call('EXPIREAT', KEYS[2], exp)
-end
-return {t, old or false, table.concat(parts)}
+"""
+    + _store_lua(record=2, ref=3, fields=5)
+    + """return {t, old or false, table.concat(parts)}
 """
 )
 
@@ -94,19 +105,9 @@ for i = 1, np do
 end
 if #found > 1 then return found end
 local t = redis.call('INCR', KEYS[1])
-for i = 6 + np, #KEYS do
-  redis.call('APPEND', KEYS[i], ARGV[3])
-  if exp > 0 then redis.call('EXPIREAT', KEYS[i], exp) end
-end
-redis.call('HSET', KEYS[5], 'q', t, unpack(ARGV, 6 + np))
-redis.call('SET', KEYS[3], ARGV[4])
-redis.call('INCR', KEYS[2])
-if exp > 0 then
-  redis.call('EXPIREAT', KEYS[5], exp)
-  redis.call('EXPIREAT', KEYS[3], exp)
-  redis.call('EXPIREAT', KEYS[2], exp)
-end
-return {t, old or false}
+"""
+    + _store_lua(record=3, ref=4, fields=6)
+    + """return {t, old or false}
 """
 )
 
