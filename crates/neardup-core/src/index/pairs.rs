@@ -209,25 +209,8 @@ fn scan_group(rot: &[u64], k: u32, f: &mut impl FnMut(usize, usize, u32)) {
 
 #[inline(always)]
 fn scan_group_plain(rot: &[u64], k: u32, f: &mut impl FnMut(usize, usize, u32)) {
-    const CHUNK: usize = 16;
-    for a in 0..rot.len() {
-        let x = rot[a];
-        // Hits are rare: a branch-free minimum over a chunk (vectorised) says whether to look.
-        let mut base = a + 1;
-        for chunk in rot[a + 1..].chunks(CHUNK) {
-            let nearest = chunk
-                .iter()
-                .fold(64u32, |m, &y| m.min((x ^ y).count_ones()));
-            if nearest <= k {
-                for (off, &y) in chunk.iter().enumerate() {
-                    let d = (x ^ y).count_ones();
-                    if d <= k {
-                        f(a, base + off, d);
-                    }
-                }
-            }
-            base += chunk.len();
-        }
+    for (a, &x) in rot.iter().enumerate() {
+        cross(x, &rot[a + 1..], k, &mut |off, d| f(a, a + 1 + off, d));
     }
 }
 
