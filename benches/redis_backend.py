@@ -41,6 +41,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -107,55 +108,29 @@ class Server:
 BATCH = 100
 
 
-def _neardup_text_worker(url: str, ns: str, jobs: list[tuple[int, str]], start: Any, out: Any):
-    from neardup.backends.redis import RedisDeduplicator
+def _neardup_worker(
+    what: str, batch: bool, url: str, ns: str, jobs: list[tuple[int, Any]], start: Any, out: Any
+) -> None:
+    """Check-and-add ``jobs`` (id, text or fingerprint) through a RedisDeduplicator
+    (``what="text"``) or a RedisIndex at k=3 (``what="index"``), one call each or
+    ``BATCH`` per call; puts (seconds, added, CPU seconds) on ``out``."""
+    from neardup.backends.redis import RedisDeduplicator, RedisIndex
 
-    d = RedisDeduplicator.from_url(url, namespace=ns)
+    d: Any = (
+        RedisDeduplicator.from_url(url, namespace=ns)
+        if what == "text"
+        else RedisIndex.from_url(url, k=3, namespace=ns)
+    )
     start.wait()
     t0, c0 = time.perf_counter(), time.process_time()
-    added = sum(d.check_and_add(i, t)[0] for i, t in jobs)
-    out.put((time.perf_counter() - t0, added, time.process_time() - c0))
-
-
-def _neardup_text_batch_worker(
-    url: str, ns: str, jobs: list[tuple[int, str]], start: Any, out: Any
-):
-    from neardup.backends.redis import RedisDeduplicator
-
-    d = RedisDeduplicator.from_url(url, namespace=ns)
-    start.wait()
-    t0, c0 = time.perf_counter(), time.process_time()
-    added = 0
-    for j in range(0, len(jobs), BATCH):
-        chunk = jobs[j : j + BATCH]
-        res = d.check_and_add_many([i for i, _ in chunk], [t for _, t in chunk])
-        added += sum(ok for ok, _ in res)
-    out.put((time.perf_counter() - t0, added, time.process_time() - c0))
-
-
-def _neardup_index_worker(url: str, ns: str, jobs: list[tuple[int, int]], start: Any, out: Any):
-    from neardup.backends.redis import RedisIndex
-
-    idx = RedisIndex.from_url(url, k=3, namespace=ns)
-    start.wait()
-    t0, c0 = time.perf_counter(), time.process_time()
-    added = sum(idx.check_and_add(i, fp)[0] for i, fp in jobs)
-    out.put((time.perf_counter() - t0, added, time.process_time() - c0))
-
-
-def _neardup_index_batch_worker(
-    url: str, ns: str, jobs: list[tuple[int, int]], start: Any, out: Any
-):
-    from neardup.backends.redis import RedisIndex
-
-    idx = RedisIndex.from_url(url, k=3, namespace=ns)
-    start.wait()
-    t0, c0 = time.perf_counter(), time.process_time()
-    added = 0
-    for j in range(0, len(jobs), BATCH):
-        chunk = jobs[j : j + BATCH]
-        res = idx.check_and_add_many([i for i, _ in chunk], [f for _, f in chunk])
-        added += sum(ok for ok, _ in res)
+    if batch:
+        added = 0
+        for j in range(0, len(jobs), BATCH):
+            chunk = jobs[j : j + BATCH]
+            res = d.check_and_add_many([i for i, _ in chunk], [x for _, x in chunk])
+            added += sum(ok for ok, _ in res)
+    else:
+        added = sum(d.check_and_add(i, x)[0] for i, x in jobs)
     out.put((time.perf_counter() - t0, added, time.process_time() - c0))
 
 
@@ -262,10 +237,10 @@ def main() -> None:
     try:
         print(f"# {n} documents ({peer_n} for datasketch), redis at {url}, {os.cpu_count()} CPUs")
         runs: list[tuple[str, Any, Sequence[Any]]] = [
-            ("text", _neardup_text_worker, docs),
-            (f"text, batches of {BATCH}", _neardup_text_batch_worker, docs),
-            ("index k=3", _neardup_index_worker, fps),
-            (f"index k=3, batches of {BATCH}", _neardup_index_batch_worker, fps),
+            ("text", partial(_neardup_worker, "text", False), docs),
+            (f"text, batches of {BATCH}", partial(_neardup_worker, "text", True), docs),
+            ("index k=3", partial(_neardup_worker, "index", False), fps),
+            (f"index k=3, batches of {BATCH}", partial(_neardup_worker, "index", True), fps),
             ("datasketch MinHashLSH", _datasketch_worker, docs[:peer_n]),
         ]
         tags = ["text", "text-batch", "index", "index-batch", "peer"]
