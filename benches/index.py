@@ -109,19 +109,27 @@ def agreement(got: Callable[[int], set[int]], fps: U64, queries: Sequence[int], 
     return f"{same}/{len(queries)}"
 
 
-def bench_neardup(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> Row:
+def build_measured(fps: U64, k: int, args: argparse.Namespace, row: Row) -> Index:
+    """Build an Index for ``k`` over ``fps`` (ids 0..n, one timestamp), recording the build
+    time, the RSS growth per item and the index's own count in ``row``."""
     n = len(fps)
-    row = Row("neardup", n)
     gc.collect()
     before = rss_bytes()
     t = time.perf_counter()
     idx = Index(k=k, capacity=n, layout=args.layout)
     idx.add_many(np.arange(n, dtype=np.int64), fps, 1.0)
     row.build_s = time.perf_counter() - t
-    stats = idx.stats()
     row.bytes_per_item = (rss_bytes() - before) / n
+    stats = idx.stats()
     row.extra["own_bytes_per_item"] = stats["bytes_per_item"]
     row.note = f"layout={idx.layout} blocks; own count {stats['bytes_per_item']:.1f} B/item"
+    return idx
+
+
+def bench_neardup(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> Row:
+    n = len(fps)
+    row = Row("neardup", n)
+    idx = build_measured(fps, k, args, row)
     ql = [int(q) for q in queries[: args.queries]]
     idx.query(ql[0])
     row.p50_us, row.p99_us = latencies(idx.query, ql)
@@ -169,15 +177,7 @@ def bench_large_k(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> R
     fingerprints, so the many candidates of a large-k query are checked where they lie."""
     n = len(fps)
     row = Row(f"neardup k={k} (own index)", n)
-    gc.collect()
-    before = rss_bytes()
-    t = time.perf_counter()
-    idx = Index(k=k, capacity=n, layout=args.layout)
-    idx.add_many(np.arange(n, dtype=np.int64), fps, 1.0)
-    row.build_s = time.perf_counter() - t
-    row.bytes_per_item = (rss_bytes() - before) / n
-    stats = idx.stats()
-    row.note = f"layout={idx.layout} blocks; own count {stats['bytes_per_item']:.1f} B/item"
+    idx = build_measured(fps, k, args, row)
     ql = [int(q) for q in queries[: min(args.queries, 2000)]]
     idx.query(ql[0])
     row.p50_us, row.p99_us = latencies(idx.query, ql)
