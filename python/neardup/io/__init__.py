@@ -1,0 +1,88 @@
+"""Streaming corpus readers and writers for the batch commands (`neardup dedup`, `fingerprint`,
+`index build`).
+
+Formats, chosen from the file name (or given explicitly):
+
+- ``jsonl`` (``.jsonl``, ``.ndjson``, ``.json``): a JSON object per line;
+- ``csv`` (``.csv``) and ``tsv`` (``.tsv``, ``.tab``): a row, the first row is the header;
+- ``txt`` (``.txt``, ``.text``): a non-blank line, the line is the text;
+- ``parquet`` (``.parquet``, ``.pq``): a row (needs ``pip install 'neardup[parquet]'``);
+- ``dir`` (a directory): a ``.txt``/``.text``/``.html``/``.htm`` file under it, recursively;
+  HTML files are read as markup (a fragment is wrapped in ``<html><body>``), and the dedup
+  policy keeps their main visible text (:mod:`neardup.htmltext`).
+
+``jsonl``, ``csv``, ``tsv`` and ``txt`` may be compressed: ``.gz``, ``.xz``, ``.zst``.
+
+Every input is read twice by the batch commands: pass 1 (:func:`read_docs`) yields each document's
+text, id and time, which are fingerprinted and then dropped; pass 2 (:class:`KeptWriter`) copies
+the kept records, byte for byte where the format allows (JSONL and text lines are written as they
+were read), so memory grows with the number of documents, never with their text.
+
+Each input is a sequence of *slots* (non-blank lines, rows, files). A slot that is not a valid
+document (bad JSON, missing or non-string text field, invalid UTF-8, ...) becomes an
+:class:`InputError` naming the file and line; the caller decides to stop or skip it.
+
+The parts, each in its own module (import the names from here, ``neardup.io``):
+
+- ``_sources``: formats, :class:`Source`, :func:`detect`, :func:`output_source`,
+  :class:`FieldSpec` and the two errors;
+- ``_streams``: (de)compressing byte streams (:func:`open_read`, :func:`open_write`) and
+  progress in bytes on disk;
+- ``_records``: :class:`Doc`, :class:`DocBatch`, :func:`parse_time`, :func:`doc_from_record`,
+  :func:`parse_json_line`;
+- ``_lines``: the block parser of JSONL and text lines (2 MiB blocks into columns);
+- ``_readers``: pass 1, :func:`read_docs` and :func:`read_batches`, and the CSV/TSV, Parquet and
+  directory readers;
+- ``_writers``: pass 2, :class:`KeptWriter`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from neardup.io._readers import read_batches, read_docs
+from neardup.io._records import Doc, DocBatch, doc_from_record, parse_json_line, parse_time
+from neardup.io._sources import (
+    FORMATS,
+    FieldSpec,
+    InputError,
+    Source,
+    UnknownFormatError,
+    detect,
+    output_source,
+)
+from neardup.io._streams import ProgressFn as ProgressFn
+from neardup.io._streams import open_read, open_write
+from neardup.io._writers import KeptWriter
+from neardup.io._writers import NeedFn as NeedFn
+
+__all__ = [
+    "FORMATS",
+    "Doc",
+    "DocBatch",
+    "FieldSpec",
+    "InputError",
+    "KeptWriter",
+    "Source",
+    "UnknownFormatError",
+    "detect",
+    "doc_from_record",
+    "open_read",
+    "open_write",
+    "output_source",
+    "parse_json_line",
+    "parse_time",
+    "read_batches",
+    "read_docs",
+]
+
+# The classes are neardup.io's, wherever they are defined: that is the name their reprs,
+# tracebacks and pickles carry.
+for _cls in (Doc, DocBatch, FieldSpec, InputError, KeptWriter, Source, UnknownFormatError):
+    _cls.__module__ = __name__
+del _cls
+
+
+def eprint(*parts: object) -> None:
+    """Print to stderr (messages, warnings, summaries)."""
+    print(*parts, file=sys.stderr, flush=True)

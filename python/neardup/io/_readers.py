@@ -1,0 +1,235 @@
+"""Pass 1: every slot of an input as a :class:`~neardup.io.Doc` or an
+:class:`~neardup.io.InputError` (:func:`read_docs`), or in batches of columns
+(:func:`read_batches`); the CSV/TSV, Parquet and directory readers, and the pieces of them that
+pass 2 (:mod:`neardup.io._writers`) reads again."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Iterator
+from typing import IO, Any
+
+from neardup.htmltext import looks_like_html
+from neardup.io._lines import BLOCK_BYTES, read_line_batches
+from neardup.io._records import Doc, DocBatch, doc_from_record
+from neardup.io._sources import DEFAULT_SPEC, FieldSpec, InputError, Source, unknown_format
+from neardup.io._streams import PROGRESS_EVERY, ProgressFn, import_pyarrow, open_or_error
+
+_BATCH_DOCS = 8192
+DIR_TEXT = (".txt", ".text")
+DIR_HTML = (".html", ".htm")
+
+# csv's default limit (128 KiB per field) rejects long documents.
+csv.field_size_limit(2**31 - 1)
+
+
+def read_docs(
+    source: Source,
+    spec: FieldSpec = DEFAULT_SPEC,
+    progress: ProgressFn | None = None,
+) -> Iterator[Doc | InputError]:
+    """Yield one :class:`Doc` or :class:`InputError` per slot of ``source``, in order.
+
+    A file that cannot be read on (a corrupt compressed stream, a missing Parquet column) ends
+    with one final InputError; the slots read before it stand.
+    """
+    if source.format in ("jsonl", "txt"):
+        for batch in read_line_batches(source, spec, progress, BLOCK_BYTES):
+            yield from batch.docs()
+    elif source.format in ("csv", "tsv"):
+        yield from _read_csv(source, spec, progress)
+    elif source.format == "parquet":
+        yield from _read_parquet(source, spec, progress)
+    elif source.format == "dir":
+        for slot, path in enumerate(dir_files(source.path)):
+            if progress is not None:
+                try:
+                    progress(os.path.getsize(path))
+                except OSError:
+                    pass
+            yield read_dir_file(path, source.path, slot)
+    else:
+        raise unknown_format(source.format)
+
+
+def read_batches(
+    source: Source,
+    spec: FieldSpec = DEFAULT_SPEC,
+    progress: ProgressFn | None = None,
+    block_bytes: int | None = None,
+) -> Iterator[DocBatch]:
+    """:func:`read_docs` in batches of consecutive slots, as columns.
+
+    The same documents and errors, in the same order; JSONL and text lines are read in blocks of
+    ``block_bytes`` (default 2 MiB) and parsed a block at a time, one record after the other
+    only in a block that holds a bad or blank line.
+    """
+    if source.format in ("jsonl", "txt"):
+        yield from read_line_batches(source, spec, progress, block_bytes or BLOCK_BYTES)
+        return
+    items: list[Doc | InputError] = []
+    end = 0
+    for item in read_docs(source, spec, progress):
+        items.append(item)
+        if item.slot is not None:
+            end = item.slot + 1
+        if len(items) >= _BATCH_DOCS:
+            yield DocBatch.of(items, end)
+            items = []
+    if items:
+        yield DocBatch.of(items, end)
+
+
+# --------------------------------------------------------------------------------------------
+# CSV / TSV
+
+
+def csv_reader(stream: IO[bytes], fmt: str) -> tuple[io.TextIOWrapper, Any]:
+    """A text layer over ``stream`` and a ``csv.reader`` (``,`` or, for ``tsv``, tab) on it."""
+    # surrogateescape: invalid UTF-8 survives to be reported per row (and is written back as is)
+    text = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape", newline="")
+    return text, csv.reader(text, delimiter="\t" if fmt == "tsv" else ",")
+
+
+def csv_header(reader: Any) -> list[str] | None:
+    """The first row of ``reader`` without a UTF-8 byte order mark; None for an empty file."""
+    header: list[str] | None = next(reader, None)
+    if header and header[0].startswith("\ufeff"):
+        header[0] = header[0][1:]
+    return header
+
+
+def _read_csv(
+    source: Source, spec: FieldSpec, progress: ProgressFn | None
+) -> Iterator[Doc | InputError]:
+    opened = open_or_error(source, progress)
+    if isinstance(opened, InputError):
+        yield opened
+        return
+    path = source.path
+    text, reader = csv_reader(opened.stream, source.format)
+    slot = 0
+    try:
+        header = csv_header(reader)
+        if header is None:
+            return
+        missing = [
+            f
+            for f in (spec.text_field, spec.id_field, spec.time_field)
+            if f is not None and f not in header
+        ]
+        if missing:
+            yield InputError(
+                path,
+                1,
+                f"no column {missing[0]!r} in the header (columns: {', '.join(header[:20])})",
+            )
+            return
+        width = len(header)
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != width:
+                yield InputError(
+                    path, reader.line_num, f"has {len(row)} fields, the header has {width}", slot
+                )
+            else:
+                yield doc_from_record(
+                    dict(zip(header, row)), spec, path, slot, reader.line_num, "csv"
+                )
+            slot += 1
+            if progress is not None and slot % PROGRESS_EVERY == 0:
+                opened.update()
+    except (OSError, EOFError, ValueError, csv.Error) as e:
+        yield InputError(path, reader.line_num + 1, f"cannot read on: {e}")
+    finally:
+        text.detach()
+        opened.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Parquet
+
+
+def parquet_records(batch: Any, names: list[str]) -> list[dict[str, Any]]:
+    """The rows of a pyarrow record batch as dicts of the columns ``names``."""
+    return [dict(zip(names, row)) for row in zip(*(batch.column(n).to_pylist() for n in names))]
+
+
+def _parquet_file(source: Source) -> Any | InputError:
+    _, pq = import_pyarrow()
+    try:
+        return pq.ParquetFile(source.path)
+    except OSError as e:
+        return InputError(source.path, None, f"cannot open as Parquet: {e}")
+    except Exception as e:  # pyarrow raises ArrowInvalid (a ValueError) on foreign files
+        return InputError(source.path, None, f"not a Parquet file: {e}")
+
+
+def _read_parquet(
+    source: Source, spec: FieldSpec, progress: ProgressFn | None
+) -> Iterator[Doc | InputError]:
+    pf = _parquet_file(source)
+    if isinstance(pf, InputError):
+        yield pf
+        return
+    path = source.path
+    names = pf.schema_arrow.names
+    wanted = [f for f in (spec.text_field, spec.id_field, spec.time_field) if f is not None]
+    missing = [f for f in wanted if f not in names]
+    if missing:
+        yield InputError(path, None, f"no column {missing[0]!r} (columns: {', '.join(names[:20])})")
+        return
+    columns = list(
+        dict.fromkeys(wanted + (["id"] if spec.id_field is None and "id" in names else []))
+    )
+    total = max(1, pf.metadata.num_rows)
+    size = os.path.getsize(path)
+    slot = 0
+    try:
+        for batch in pf.iter_batches(batch_size=8192, columns=columns):
+            for record in parquet_records(batch, columns):
+                yield doc_from_record(record, spec, path, slot, slot + 1, "parquet")
+                slot += 1
+            if progress is not None:
+                progress(int(size * batch.num_rows / total))
+    except Exception as e:  # ArrowInvalid / OSError on a damaged file
+        yield InputError(path, slot + 1, f"cannot read on: {e}")
+
+
+# --------------------------------------------------------------------------------------------
+# directories
+
+
+def dir_files(root: str) -> list[str]:
+    """The documents of a directory: .txt/.text/.html/.htm files, recursively, sorted by path."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            if name.lower().endswith(DIR_TEXT + DIR_HTML):
+                found.append(os.path.join(dirpath, name))
+    found.sort(key=lambda p: os.path.relpath(p, root).split(os.sep))
+    return found
+
+
+def read_dir_file(path: str, root: str, slot: int) -> Doc | InputError:
+    """The document in one file of a directory input; its id is the path relative to ``root``."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        return InputError(path, None, f"cannot read: {e.strerror or e}", slot)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        return InputError(path, line, f"not valid UTF-8 (byte {e.start} of the file)", slot)
+    if path.lower().endswith(DIR_HTML) and not looks_like_html(text):
+        # a fragment (no doctype/html/body): the document a browser would build around it, so
+        # the dedup policy reads it as a page
+        text = f"<html><body>{text}</body></html>"
+    rel = os.path.relpath(path, root).replace(os.sep, "/")
+    return Doc(slot, 1, rel, text, None)
