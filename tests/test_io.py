@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import os
 from pathlib import Path
@@ -438,3 +439,68 @@ def test_kept_writer_lines_with_blank_lines_and_needed_slots(
     with nio.KeptWriter(nio.output_source(str(tmp_path / "head.jsonl"), [source])) as w:
         w.write(source, np.ones(9, dtype=bool))
     assert (tmp_path / "head.jsonl").read_bytes() == b"".join(r + b"\n" for r in records[:9])
+
+
+@pytest.mark.parametrize("name", ["in.jsonl", "in.jsonl.gz", "in.txt.zst", "in.csv", "in.tsv.xz"])
+def test_kept_writer_reports_progress_in_bytes(
+    tmp_path: Path, rows: list[dict[str, Any]], name: str
+) -> None:
+    # pass 1 and pass 2 each count the whole file on disk, so the bars of both passes end full
+    path = tmp_path / name
+    records = rows * 30  # > 4096 rows: the CSV reader and writer report on the way too
+    source = nio.detect(str(path))
+    if source.format == "jsonl":
+        _write_jsonl(path, records, source.compression)
+    else:
+        with nio.open_write(str(path), source.compression) as f:
+            if source.format == "txt":
+                f.write(b"".join(r["text"].replace("\n", " ").encode() + b"\n" for r in records))
+            else:
+                text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+                w = csv.writer(text, delimiter="\t" if source.format == "tsv" else ",")
+                w.writerow(["id", "text"])
+                w.writerows([r["id"], r["text"]] for r in records)
+                text.detach()
+    size = os.path.getsize(path)
+    read: list[int] = []
+    n = sum(1 for d in nio.read_docs(source, progress=read.append) if isinstance(d, nio.Doc))
+    assert n == len(records)
+    written: list[int] = []
+    keep = np.arange(n) % 2 == 0
+    out = nio.output_source(str(tmp_path / ("out" + name[2:])), [source])
+    with nio.KeptWriter(out) as kw:
+        kw.write(source, keep, progress=written.append)
+        assert kw.written == int(keep.sum())
+    assert sum(read) == size
+    assert sum(written) == size
+    assert len(written) > 1 or size < 1 << 21
+
+
+def test_kept_writer_passes_over_an_unreadable_parquet_input(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    # `neardup dedup --on-error skip` reports a file that is not Parquet in pass 1 (no slot of
+    # it is kept) and goes on: pass 2 must not stop on it either
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"PAR1 but not Parquet")
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"text": [r["text"] for r in rows[:10]]}), good)
+    sources = [nio.detect(str(bad)), nio.detect(str(good))]
+    (err,) = _docs(sources[0])
+    assert isinstance(err, nio.InputError) and err.slot is None
+    assert str(err).startswith(f"{bad}: not a Parquet file: ")
+    out = tmp_path / "out.parquet"
+    with nio.KeptWriter(nio.output_source(str(out), sources)) as w:
+        w.write(sources[0], np.zeros(0, dtype=bool))
+        w.write(sources[1], np.ones(10, dtype=bool))
+    assert pq.read_table(out).column("text").to_pylist() == [r["text"] for r in rows[:10]]
+    # no input to copy from at all: still a valid Parquet file, with no row
+    only_bad = tmp_path / "only-bad.parquet"
+    with nio.KeptWriter(nio.output_source(str(only_bad), sources[:1])) as w:
+        w.write(sources[0], np.zeros(0, dtype=bool))
+        w.close()  # closing twice does nothing more
+    assert pq.read_table(only_bad).num_rows == 0
+    # a file pass 1 read documents from and that is no longer Parquet is an error
+    with nio.KeptWriter(nio.output_source(str(tmp_path / "o2.parquet"), sources)) as w:
+        with pytest.raises(pa.lib.ArrowInvalid, match="Parquet"):
+            w.write(sources[0], np.ones(1, dtype=bool))

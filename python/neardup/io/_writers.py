@@ -78,8 +78,10 @@ class KeptWriter:
             self._pq_writer.close()
             self._pq_writer = None
         elif self.output.format == "parquet" and self._pq_schema is None:
-            # nothing was kept (or no input): still write a valid, empty file
-            pass
+            # no input could be opened (or there was none): still a valid Parquet file, empty
+            pa, pq = import_pyarrow()
+            self._pq_schema = pa.schema([])
+            pq.write_table(self._pq_schema.empty_table(), self.output.path)
 
     def write(
         self,
@@ -229,7 +231,13 @@ class KeptWriter:
         progress: ProgressFn | None,
     ) -> int:
         pa, pq = import_pyarrow()
-        pf = pq.ParquetFile(source.path)
+        n = len(keep)
+        try:
+            pf = pq.ParquetFile(source.path)
+        except Exception:
+            if n == 0:  # pass 1 could not open it either: reported there, nothing to copy
+                return 0
+            raise
         if self._pq_schema is None:
             self._pq_schema = pf.schema_arrow
             self._pq_writer = pq.ParquetWriter(self.output.path, self._pq_schema)
@@ -240,7 +248,6 @@ class KeptWriter:
                 "schema differs from the first input's; Parquet inputs written to one output "
                 "must share a schema",
             )
-        n = len(keep)
         total = max(1, pf.metadata.num_rows)
         size = os.path.getsize(source.path)
         start = 0
