@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -504,3 +505,20 @@ def test_kept_writer_passes_over_an_unreadable_parquet_input(
     with nio.KeptWriter(nio.output_source(str(tmp_path / "o2.parquet"), sources)) as w:
         with pytest.raises(pa.lib.ArrowInvalid, match="Parquet"):
             w.write(sources[0], np.ones(1, dtype=bool))
+
+
+def test_input_error_survives_pickling() -> None:
+    # errors raised in worker processes (multiprocessing, Spark) come back pickled
+    for err in (
+        nio.InputError("a.jsonl", 3, "not valid JSON", 2),
+        nio.InputError("b.csv", None, "x"),
+    ):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is nio.InputError
+        assert (back.path, back.line, back.message, back.slot, str(back)) == (
+            err.path,
+            err.line,
+            err.message,
+            err.slot,
+            str(err),
+        )

@@ -43,6 +43,10 @@ class InputError(ValueError):
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, int | None, str, int | None]]:
+        # rebuilt from its parts (not from the message alone), so it crosses processes
+        return type(self), (self.path, self.line, self.message, self.slot)
+
 
 @dataclass(frozen=True)
 class Source:
