@@ -316,9 +316,12 @@ impl Fingerprinter {
         let mut views: Vec<Text<'_>> = Vec::with_capacity(held.len());
         for h in &held {
             views.push(match h {
-                Held::Utf8(b) => Text::Str(std::str::from_utf8(b.as_bytes()).map_err(|e| {
-                    PyValueError::new_err(format!("texts: invalid UTF-8 from Python: {e}"))
-                })?),
+                // Checked again (Python's strict encoder already gave valid UTF-8), with SIMD:
+                // std's check cost ~17 % of a Chinese batch, serially under the GIL.
+                Held::Utf8(b) => Text::Str(
+                    simdutf8::basic::from_utf8(b.as_bytes())
+                        .map_err(|_| PyValueError::new_err("texts: invalid UTF-8 from Python"))?,
+                ),
                 Held::Utf16(u) => Text::Utf16(u),
             });
         }

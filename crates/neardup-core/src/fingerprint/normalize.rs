@@ -359,7 +359,18 @@ pub fn normalize_with<'a>(text: &'a str, config: &Config, bufs: &'a mut Buffers)
         let html: &'a String = html;
         cur = html;
     }
-    // ASCII is NFKC-stable: only texts with other bytes go through NFKC.
+    let folds = config.casefold || config.strip_punctuation || config.collapse_whitespace;
+    // ASCII is NFKC-stable: only texts with other bytes go through NFKC; without t2s between
+    // them, NFKC and the folding steps run as one pass.
+    if config.nfkc && !config.t2s && folds && !cur.is_ascii() {
+        let flags = (
+            config.casefold,
+            config.strip_punctuation,
+            config.collapse_whitespace,
+        );
+        nfkc_fold_strip_collapse(cur, flags, out, nfkc);
+        return utf8_written(out);
+    }
     if config.nfkc && !cur.is_ascii() && nfkc_into(cur, nfkc) {
         let nfkc: &'a String = nfkc;
         cur = nfkc;
@@ -372,7 +383,7 @@ pub fn normalize_with<'a>(text: &'a str, config: &Config, bufs: &'a mut Buffers)
             cur = t2s;
         }
     }
-    if !(config.casefold || config.strip_punctuation || config.collapse_whitespace) {
+    if !folds {
         return cur;
     }
     fold_strip_collapse(
@@ -382,9 +393,13 @@ pub fn normalize_with<'a>(text: &'a str, config: &Config, bufs: &'a mut Buffers)
         config.collapse_whitespace,
         out,
     );
-    let out: &'a Vec<u8> = out;
-    // Only whole chars were written.
-    std::str::from_utf8(out).unwrap_or_default()
+    utf8_written(out)
+}
+
+/// `out` as text: only whole chars were written to it. Checked all the same, with SIMD (std's
+/// check cost more than the normalisation itself on Chinese text).
+fn utf8_written(out: &[u8]) -> &str {
+    simdutf8::basic::from_utf8(out).unwrap_or_default()
 }
 
 /// Applies the configured normalisation steps (HTML first, then NFKC, Traditional ->
@@ -399,89 +414,220 @@ pub fn normalize<'a>(text: &'a str, config: &Config) -> std::borrow::Cow<'a, str
     }
 }
 
-/// Case folding, punctuation removal and whitespace collapsing in one pass, into `out`.
-///
-/// Runs of ASCII go through [`ASCII_MAPS`] without branching on the bytes: when collapsing, a
-/// separator after a kept char writes a space at once and later separators write nothing
-/// (the index advances by 0); a space left at the very end is taken back.
-fn fold_strip_collapse(text: &str, fold: bool, strip: bool, collapse: bool, out: &mut Vec<u8>) {
-    out.clear();
-    out.reserve(text.len());
-    let map = &ASCII_MAPS[fold as usize | (strip as usize) << 1];
-    let b = text.as_bytes();
-    // At the start and after a separator: no space is due before the next separator.
-    let mut after_sep = true;
-    let mut buf = [0u8; 4];
-    let mut i = 0usize;
-    while i < b.len() {
-        let run = ascii_prefix_len(&b[i..]);
-        if run > 0 {
-            let src = &b[i..i + run];
-            let base = out.len();
-            out.resize(base + run, 0);
-            let dst = &mut out[base..];
-            if collapse {
-                let mut w = 0usize;
-                let mut after = after_sep as usize;
-                for &x in src {
-                    let e = map[(x & 0x7f) as usize];
-                    let sep = (e >> 7) as usize;
-                    dst[w] = if sep == 1 { b' ' } else { e };
-                    w += 1 - (sep & after);
-                    after = sep;
-                }
-                after_sep = after == 1;
-                out.truncate(base + w);
-            } else if !strip {
-                // Case folding alone: a plain ASCII lowercase, which vectorises.
-                dst.copy_from_slice(src);
-                if fold {
-                    dst.make_ascii_lowercase();
-                }
-            } else {
-                for (d, &x) in dst.iter_mut().zip(src) {
-                    *d = map[(x & 0x7f) as usize] & !SEP;
-                }
-            }
-            i += run;
-            continue;
+/// Case folding, punctuation removal and whitespace collapsing, fed a piece at a time: runs
+/// of ASCII bytes ([`Folder::ascii`]) and single chars ([`Folder::char`]); the output only
+/// depends on the sequence of chars fed, not on how it was cut.
+struct Folder {
+    map: &'static [u8; 128],
+    fold: bool,
+    strip: bool,
+    collapse: bool,
+    /// At the start and after a separator: no space is due before the next separator.
+    after_sep: bool,
+}
+
+impl Folder {
+    fn new(fold: bool, strip: bool, collapse: bool) -> Folder {
+        Folder {
+            map: &ASCII_MAPS[fold as usize | (strip as usize) << 1],
+            fold,
+            strip,
+            collapse,
+            after_sep: true,
         }
-        let Some(c) = text[i..].chars().next() else {
-            break;
-        };
-        let len = c.len_utf8();
-        let raw = &b[i..i + len];
-        i += len;
+    }
+
+    /// A run of ASCII bytes, through [`ASCII_MAPS`] without branching on the bytes: when
+    /// collapsing, a separator after a kept char writes a space at once and later separators
+    /// write nothing (the index advances by 0).
+    #[inline]
+    fn ascii(&mut self, src: &[u8], out: &mut Vec<u8>) {
+        let map = self.map;
+        let base = out.len();
+        out.resize(base + src.len(), 0);
+        let dst = &mut out[base..];
+        if self.collapse {
+            let mut w = 0usize;
+            let mut after = self.after_sep as usize;
+            for &x in src {
+                let e = map[(x & 0x7f) as usize];
+                let sep = (e >> 7) as usize;
+                dst[w] = if sep == 1 { b' ' } else { e };
+                w += 1 - (sep & after);
+                after = sep;
+            }
+            self.after_sep = after == 1;
+            out.truncate(base + w);
+        } else if !self.strip {
+            // Case folding alone: a plain ASCII lowercase, which vectorises.
+            dst.copy_from_slice(src);
+            if self.fold {
+                dst.make_ascii_lowercase();
+            }
+        } else {
+            for (d, &x) in dst.iter_mut().zip(src) {
+                *d = map[(x & 0x7f) as usize] & !SEP;
+            }
+        }
+    }
+
+    /// One char (any; ASCII ones go through [`Folder::ascii`]).
+    #[inline]
+    fn char(&mut self, c: char, out: &mut Vec<u8>) {
+        if c.is_ascii() {
+            self.ascii(&[c as u8], out);
+            return;
+        }
+        let mut buf = [0u8; 4];
         if is_cjk(c) {
-            out.extend_from_slice(raw);
-            after_sep = false;
-            continue;
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            self.after_sep = false;
+            return;
         }
         let space = c.is_whitespace();
-        if space || (strip && classify(c) == Class::Other) {
-            if collapse {
-                if !after_sep {
+        if space || (self.strip && classify(c) == Class::Other) {
+            if self.collapse {
+                if !self.after_sep {
                     out.push(b' ');
                 }
-                after_sep = true;
+                self.after_sep = true;
             } else if space {
-                out.extend_from_slice(raw);
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
             } else {
                 out.push(b' ');
             }
-            continue;
+            return;
         }
-        after_sep = false;
-        if fold {
+        self.after_sep = false;
+        if self.fold {
             for l in c.to_lowercase() {
                 out.extend_from_slice(l.encode_utf8(&mut buf).as_bytes());
             }
         } else {
-            out.extend_from_slice(raw);
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
         }
     }
-    // A separator at the end wrote a space that nothing follows.
-    if collapse && after_sep && !out.is_empty() {
-        out.pop();
+
+    /// All of `text`: ASCII runs a run at a time, other chars one by one.
+    fn text(&mut self, text: &str, out: &mut Vec<u8>) {
+        let b = text.as_bytes();
+        let mut i = 0usize;
+        while i < b.len() {
+            let run = ascii_prefix_len(&b[i..]);
+            if run > 0 {
+                self.ascii(&b[i..i + run], out);
+                i += run;
+                continue;
+            }
+            let Some(c) = text[i..].chars().next() else {
+                break;
+            };
+            self.char(c, out);
+            i += c.len_utf8();
+        }
     }
+
+    /// Ends the text: a separator at the end wrote a space that nothing follows.
+    fn finish(&self, out: &mut Vec<u8>) {
+        if self.collapse && self.after_sep && !out.is_empty() {
+            out.pop();
+        }
+    }
+}
+
+/// Case folding, punctuation removal and whitespace collapsing in one pass, into `out`.
+fn fold_strip_collapse(text: &str, fold: bool, strip: bool, collapse: bool, out: &mut Vec<u8>) {
+    out.clear();
+    out.reserve(text.len());
+    let mut f = Folder::new(fold, strip, collapse);
+    f.text(text, out);
+    f.finish(out);
+}
+
+/// Bytes at the start of `b` (valid UTF-8) taken by CJK ideographs U+4E00..=U+9FFF (three
+/// bytes each, lead byte 0xE4 with a second byte from 0xB8, or 0xE5..=0xE9).
+#[inline]
+fn ideograph_run_len(b: &[u8]) -> usize {
+    let mut i = 0;
+    while i + 2 < b.len() {
+        let (lead, second) = (b[i], b[i + 1]);
+        if !((0xE5..=0xE9).contains(&lead) || (lead == 0xE4 && second >= 0xB8)) {
+            break;
+        }
+        i += 3;
+    }
+    i
+}
+
+/// NFKC followed by [`fold_strip_collapse`] in one pass, into `out` (`stretch` is scratch).
+///
+/// The chars NFKC leaves alone by the fast path's rules ([`nfkc_into`]) go straight to the
+/// folder (ASCII in whole runs, CJK ideographs copied); only stretches holding other chars (with
+/// the char before them, which may compose) go through the normaliser first. The folder sees
+/// exactly the chars of `nfkc(text)`, in order, so the output equals the two passes (tested).
+fn nfkc_fold_strip_collapse(
+    text: &str,
+    (fold, strip, collapse): (bool, bool, bool),
+    out: &mut Vec<u8>,
+    stretch: &mut String,
+) {
+    out.clear();
+    out.reserve(text.len());
+    let mut f = Folder::new(fold, strip, collapse);
+    let b = text.as_bytes();
+    let mut slow_start: Option<usize> = None;
+    let mut i = 0usize;
+    while i < b.len() {
+        if b[i] < 0x80 && slow_start.is_none() {
+            // An ASCII run: all but its last char are followed by ASCII and go as they are; the
+            // last one is decided below by what follows it.
+            let run = ascii_prefix_len(&b[i..]);
+            if run > 1 {
+                f.ascii(&b[i..i + run - 1], out);
+                i += run - 1;
+            }
+        } else if b[i] >= 0xE4 && slow_start.is_none() {
+            // Likewise a run of CJK ideographs, copied as it is.
+            let run = ideograph_run_len(&b[i..]);
+            if run > 3 {
+                out.extend_from_slice(&b[i..i + run - 3]);
+                f.after_sep = false;
+                i += run - 3;
+            }
+        }
+        let Some(c) = text[i..].chars().next() else {
+            break;
+        };
+        let next = i + c.len_utf8();
+        let kind = nfkc_kind(c);
+        let next_ok = text[next..]
+            .chars()
+            .next()
+            .is_none_or(|n| nfkc_kind(n) != NfkcKind::Other);
+        if kind != NfkcKind::Other && next_ok {
+            if let Some(s) = slow_start.take() {
+                stretch.clear();
+                stretch.extend(text[s..i].nfkc());
+                f.text(stretch, out);
+            }
+            match kind {
+                NfkcKind::Wide => f.char(char::from_u32(c as u32 - 0xFEE0).unwrap_or(c), out),
+                _ if (c as u32) >= 0x4E00 && (c as u32) <= 0x9FFF => {
+                    // A CJK ideograph: kept as it is by every step.
+                    out.extend_from_slice(&b[i..next]);
+                    f.after_sep = false;
+                }
+                _ => f.char(c, out),
+            }
+        } else if slow_start.is_none() {
+            slow_start = Some(i);
+        }
+        i = next;
+    }
+    if let Some(s) = slow_start {
+        stretch.clear();
+        stretch.extend(text[s..].nfkc());
+        f.text(stretch, out);
+    }
+    f.finish(out);
 }

@@ -317,6 +317,37 @@ fn nfkc_fast_path_equals_full_nfkc_on_random_mixes() {
     }
 }
 
+#[test]
+fn fused_nfkc_and_folding_equal_the_two_passes_on_random_mixes() {
+    // Chars that compose, decompose, widen or fold, around the fast path's inert ones.
+    // Ideographs from both ends of U+4E00..=U+9FFF and beside it (U+4DFF, U+A000).
+    let pool: Vec<char> = "aZ9 ,.中文国一鿿人民家们\u{4dff}\u{a000}，。、「」【】“”—…：！Ａｚ０～｟\u{3000}\u{301}\u{308}\u{3099}\u{309a}かがｶﾞﾞ한\u{1100}\u{1161}\u{11a8}ﬁ①㎏İ\u{212b}ÅeE\u{0327}\u{0301}Σß😀\t\n"
+        .chars()
+        .collect();
+    let mut s = 11u64;
+    let mut bufs = normalize::Buffers::default();
+    for mask in 0..8u32 {
+        let c = Config {
+            casefold: mask & 1 != 0,
+            strip_punctuation: mask & 2 != 0,
+            collapse_whitespace: mask & 4 != 0 || mask == 0,
+            ..Config::preset("default").unwrap()
+        };
+        for _ in 0..20000 {
+            let len = (lcg(&mut s) % 14) as usize;
+            let text: String = (0..len)
+                .map(|_| pool[(lcg(&mut s) % pool.len() as u64) as usize])
+                .collect();
+            let want = fold_strip_collapse_reference(&text.nfkc().collect::<String>(), &c);
+            assert_eq!(
+                normalize::normalize_with(&text, &c, &mut bufs),
+                want,
+                "mask={mask} {text:?}"
+            );
+        }
+    }
+}
+
 /// The normalisation steps after NFKC, one char at a time, as documented: the reference the
 /// byte-run implementation must equal.
 fn fold_strip_collapse_reference(text: &str, c: &Config) -> String {
