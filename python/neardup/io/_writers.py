@@ -9,7 +9,7 @@ import os
 import shutil
 from collections.abc import Sequence
 from itertools import compress
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +22,18 @@ from neardup.io._streams import PROGRESS_EVERY, InputFile, ProgressFn, import_py
 
 NeedFn = Callable[[Doc], None]
 """Called with each slot that ``need`` marks, parsed again."""
+
+
+class _Job(NamedTuple):
+    """One :meth:`KeptWriter.write` call: copy slot ``i`` of ``source`` where ``keep[i]``; parse
+    it again for ``on_need`` where ``need[i]``."""
+
+    source: Source
+    keep: npt.NDArray[np.bool_]
+    need: npt.NDArray[np.bool_]
+    on_need: NeedFn | None
+    spec: FieldSpec
+    progress: ProgressFn | None
 
 
 class KeptWriter:
@@ -100,15 +112,16 @@ class KeptWriter:
         n = len(keep)
         if need is None or on_need is None:
             need = np.zeros(n, dtype=bool)
+        job = _Job(source, keep, need, on_need, spec, progress)
         fmt = source.format
         if fmt in ("jsonl", "txt"):
-            seen = self._write_lines(source, keep, need, on_need, spec, progress)
+            seen = self._write_lines(job)
         elif fmt in ("csv", "tsv"):
-            seen = self._write_csv(source, keep, need, on_need, spec, progress)
+            seen = self._write_csv(job)
         elif fmt == "parquet":
-            seen = self._write_parquet(source, keep, need, on_need, spec, progress)
+            seen = self._write_parquet(job)
         elif fmt == "dir":
-            seen = self._write_dir(source, keep, need, on_need)
+            seen = self._write_dir(job)
         else:
             raise unknown_format(fmt)
         if seen < n:
@@ -119,15 +132,8 @@ class KeptWriter:
                 "it changed while neardup was reading it",
             )
 
-    def _write_lines(
-        self,
-        source: Source,
-        keep: npt.NDArray[np.bool_],
-        need: npt.NDArray[np.bool_],
-        on_need: NeedFn | None,
-        spec: FieldSpec,
-        progress: ProgressFn | None,
-    ) -> int:
+    def _write_lines(self, job: _Job) -> int:
+        source, keep, need, on_need, spec, progress = job
         assert self._stream is not None
         out = self._stream
         n = len(keep)
@@ -170,15 +176,8 @@ class KeptWriter:
                     break
         return slot
 
-    def _write_csv(
-        self,
-        source: Source,
-        keep: npt.NDArray[np.bool_],
-        need: npt.NDArray[np.bool_],
-        on_need: NeedFn | None,
-        spec: FieldSpec,
-        progress: ProgressFn | None,
-    ) -> int:
+    def _write_csv(self, job: _Job) -> int:
+        source, keep, need, on_need, spec, progress = job
         input_file = InputFile(source, progress)
         text, reader = csv_reader(input_file.stream, source.format)
         n = len(keep)
@@ -221,15 +220,8 @@ class KeptWriter:
             input_file.close()
         return slot
 
-    def _write_parquet(
-        self,
-        source: Source,
-        keep: npt.NDArray[np.bool_],
-        need: npt.NDArray[np.bool_],
-        on_need: NeedFn | None,
-        spec: FieldSpec,
-        progress: ProgressFn | None,
-    ) -> int:
+    def _write_parquet(self, job: _Job) -> int:
+        source, keep, need, on_need, spec, progress = job
         pa, pq = import_pyarrow()
         n = len(keep)
         try:
@@ -278,13 +270,8 @@ class KeptWriter:
                 progress(int(size * rows / total))
         return start
 
-    def _write_dir(
-        self,
-        source: Source,
-        keep: npt.NDArray[np.bool_],
-        need: npt.NDArray[np.bool_],
-        on_need: NeedFn | None,
-    ) -> int:
+    def _write_dir(self, job: _Job) -> int:
+        source, keep, need, on_need, _, _ = job
         root = source.path
         files = dir_files(root)[: len(keep)]
         base = self.output.path
