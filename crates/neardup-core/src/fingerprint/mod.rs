@@ -145,7 +145,7 @@ impl Fingerprinter {
         if self.streams() {
             self.stream_str(norm)
         } else {
-            self.vote(&self.features_of_str(norm))
+            self.vote_str(norm)
         }
     }
 
@@ -162,7 +162,7 @@ impl Fingerprinter {
                 if self.streams() {
                     self.stream_str(&norm)
                 } else {
-                    self.vote(&self.features_of_str(&norm))
+                    self.vote_str(&norm)
                 }
             }
         }
@@ -236,13 +236,43 @@ impl Fingerprinter {
 
     fn vote(&self, pairs: &[(Feature, f64)]) -> u128 {
         let c = &self.config;
-        let hash = |f: &Feature| -> u128 {
+        self.vote_with(pairs, |f: &Feature| -> u128 {
             match f {
                 Feature::Str(s) if c.bits == 64 => hash64(c.hash, s) as u128,
                 Feature::Str(s) => hash128(c.hash, s),
                 Feature::Utf16(u) => hash_units(c.hash, u, c.bits),
             }
+        })
+    }
+
+    /// The fingerprint of the features of normalised text whose weighting does not stream,
+    /// from features borrowed from the text (the same votes as [`Fingerprinter::features`]).
+    fn vote_str(&self, norm: &str) -> u128 {
+        let c = &self.config;
+        let filtered: String;
+        let feats = if c.tokenizer == Tokenizer::Seed002 {
+            // Seed 002 windows slide over its filtered copy of the text.
+            filtered = seed002::filtered(norm);
+            let mut occ: Vec<&str> = Vec::new();
+            seed002::for_each_window(&filtered, c.ngram as usize, |w| occ.push(w));
+            self.weigh(occ)
+        } else {
+            match self.str_features(norm) {
+                Some(feats) => feats,
+                None => return self.vote(&self.features_of_str(norm)),
+            }
         };
+        self.vote_with(&feats, |f: &&str| -> u128 {
+            if c.bits == 64 {
+                hash64(c.hash, f) as u128
+            } else {
+                hash128(c.hash, f)
+            }
+        })
+    }
+
+    fn vote_with<F>(&self, pairs: &[(F, f64)], hash: impl Fn(&F) -> u128) -> u128 {
+        let c = &self.config;
         let integral = pairs
             .iter()
             .all(|(_, w)| *w >= 0.0 && w.fract() == 0.0 && *w <= u32::MAX as f64);
@@ -367,63 +397,75 @@ impl Fingerprinter {
                 positional(occ, c.weighting)
             }
             Weighting::Tfidf | Weighting::Keywords => {
-                let s = String::from_utf16_lossy(units);
                 let mut occ: Vec<String> = Vec::new();
                 seed000::for_each_feature(units, |u| occ.push(String::from_utf16_lossy(u)));
-                let _ = s;
-                self.idf_weighted(occ.iter().map(String::as_str), "")
+                self.idf_weighted(occ.iter().map(String::as_str))
+                    .into_iter()
+                    .map(|(t, w)| (Feature::Str(t.to_string()), w))
+                    .collect()
             }
         }
     }
 
     fn features_of_str(&self, norm: &str) -> Vec<(Feature, f64)> {
         let c = &self.config;
+        if matches!(c.weighting, Weighting::Tfidf | Weighting::Keywords) && c.idf == Idf::Jieba {
+            let top = if c.weighting == Weighting::Keywords {
+                c.top_n as usize
+            } else {
+                usize::MAX
+            };
+            return weight::jieba_terms(norm, top)
+                .into_iter()
+                .map(|(t, w)| (Feature::Str(t), w))
+                .collect();
+        }
         let (tok, n) = (c.tokenizer, c.ngram as usize);
+        if let Some(feats) = self.str_features(norm) {
+            return feats
+                .into_iter()
+                .map(|(t, w)| (Feature::Str(t.to_string()), w))
+                .collect();
+        }
+        // The seed tokenisers rewrite the text: their features are owned.
+        let mut owned: Vec<String> = Vec::new();
+        tokenize::for_each_feature(tok, n, norm, |f| owned.push(f.to_string()));
+        self.weigh(owned.iter().map(String::as_str).collect())
+            .into_iter()
+            .map(|(t, w)| (Feature::Str(t.to_string()), w))
+            .collect()
+    }
+
+    /// The weighted features of normalised text, borrowed from it; None for jieba TF-IDF
+    /// (jieba owns its terms) and the seed tokenisers (they rewrite the text).
+    fn str_features<'t>(&self, norm: &'t str) -> Option<Vec<(&'t str, f64)>> {
+        let c = &self.config;
+        if matches!(c.weighting, Weighting::Tfidf | Weighting::Keywords) && c.idf == Idf::Jieba {
+            return None;
+        }
+        let mut occ: Vec<&'t str> = Vec::new();
+        tokenize::for_each_slice(c.tokenizer, c.ngram as usize, norm, |f| occ.push(f))
+            .then(|| self.weigh(occ))
+    }
+
+    /// Weights of the features `occ` (in text order) by this configuration's weighting (not
+    /// jieba TF-IDF).
+    fn weigh<'t>(&self, occ: Vec<&'t str>) -> Vec<(&'t str, f64)> {
+        let c = &self.config;
         match c.weighting {
             Weighting::Tf | Weighting::Uniform | Weighting::Binary => {
-                let mut occ: Vec<String> = Vec::new();
-                tokenize::for_each_feature(tok, n, norm, |f| occ.push(f.to_string()));
-                let counts = weight::count_terms(occ.iter().map(String::as_str));
                 let binary = c.weighting == Weighting::Binary;
-                counts
+                weight::count_terms(occ)
                     .into_iter()
-                    .map(|(t, k)| {
-                        (
-                            Feature::Str(t.to_string()),
-                            if binary { 1.0 } else { k as f64 },
-                        )
-                    })
+                    .map(|(t, k)| (t, if binary { 1.0 } else { k as f64 }))
                     .collect()
             }
-            Weighting::Pre | Weighting::Suf => {
-                let mut occ: Vec<Feature> = Vec::new();
-                tokenize::for_each_feature(tok, n, norm, |f| occ.push(Feature::Str(f.to_string())));
-                positional(occ, c.weighting)
-            }
-            Weighting::Tfidf | Weighting::Keywords => {
-                if c.idf == Idf::Jieba {
-                    let top = if c.weighting == Weighting::Keywords {
-                        c.top_n as usize
-                    } else {
-                        usize::MAX
-                    };
-                    return weight::jieba_terms(norm, top)
-                        .into_iter()
-                        .map(|(t, w)| (Feature::Str(t), w))
-                        .collect();
-                }
-                let mut occ: Vec<String> = Vec::new();
-                tokenize::for_each_feature(tok, n, norm, |f| occ.push(f.to_string()));
-                self.idf_weighted(occ.iter().map(String::as_str), norm)
-            }
+            Weighting::Pre | Weighting::Suf => positional(occ, c.weighting),
+            Weighting::Tfidf | Weighting::Keywords => self.idf_weighted(occ.into_iter()),
         }
     }
 
-    fn idf_weighted<'a>(
-        &self,
-        occ: impl Iterator<Item = &'a str>,
-        _norm: &str,
-    ) -> Vec<(Feature, f64)> {
+    fn idf_weighted<'a>(&self, occ: impl Iterator<Item = &'a str>) -> Vec<(&'a str, f64)> {
         let c = &self.config;
         let Idf::Table { terms, default } = &c.idf else {
             return Vec::new();
@@ -431,9 +473,6 @@ impl Fingerprinter {
         let counts = weight::count_terms(occ);
         let top = (c.weighting == Weighting::Keywords).then_some(c.top_n as usize);
         weight::table_terms(counts, terms, *default, top)
-            .into_iter()
-            .map(|(t, w)| (Feature::Str(t.to_string()), w))
-            .collect()
     }
 
     /// A copy of this configuration with an IDF table fitted on `texts` (with this
@@ -502,7 +541,7 @@ enum Prepared<'a> {
 
 /// Seed 002's positional weights: of `n` occurrences the first (`pre`) or last (`suf`)
 /// `n / 2 + 1` weigh 3, the others 1.
-fn positional(occ: Vec<Feature>, weighting: Weighting) -> Vec<(Feature, f64)> {
+fn positional<F>(occ: Vec<F>, weighting: Weighting) -> Vec<(F, f64)> {
     let n = occ.len();
     let heavy = n / 2 + 1;
     occ.into_iter()

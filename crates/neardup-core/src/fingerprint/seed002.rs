@@ -22,7 +22,7 @@ pub fn filtered(text: &str) -> String {
 }
 
 /// Calls `emit` with each window of `width` chars of `s` in order (or `s` itself when shorter).
-pub fn for_each_window(s: &str, width: usize, mut emit: impl FnMut(&str)) {
+pub fn for_each_window<'t>(s: &'t str, width: usize, mut emit: impl FnMut(&'t str)) {
     let bounds: Vec<usize> = s
         .char_indices()
         .map(|(i, _)| i)

@@ -229,17 +229,41 @@ pub fn for_each_feature(
     mut emit: impl FnMut(&str),
 ) {
     match tokenizer {
+        Tokenizer::Seed002 => {
+            let f = seed002::filtered(text);
+            seed002::for_each_window(&f, ngram, emit);
+        }
+        Tokenizer::Seed000 => {
+            // Only reached for UTF-8 output paths; the UTF-16 split is in seed000.rs.
+            let units: Vec<u16> = text.encode_utf16().collect();
+            super::seed000::for_each_feature(&units, |u| emit(&String::from_utf16_lossy(u)));
+        }
+        _ => {
+            for_each_slice(tokenizer, ngram, text, emit);
+        }
+    }
+}
+
+/// [`for_each_feature`] for the tokenisers whose features are slices of `text` (all but the
+/// seed ones, which rewrite the text first: for those it emits nothing and returns false).
+pub fn for_each_slice<'t>(
+    tokenizer: Tokenizer,
+    ngram: usize,
+    text: &'t str,
+    mut emit: impl FnMut(&'t str),
+) -> bool {
+    match tokenizer {
         Tokenizer::Chars => for_each_char_ngram(text, ngram, emit),
         Tokenizer::Words => for_each_word(text, |a, b| emit(&text[a..b])),
         Tokenizer::WordNgrams => {
             let mut words: Vec<(usize, usize)> = Vec::new();
             for_each_word(text, |a, b| words.push((a, b)));
             if words.is_empty() {
-                return;
+                return true;
             }
             if words.len() <= ngram {
                 emit(&text[words[0].0..words[words.len() - 1].1]);
-                return;
+                return true;
             }
             for w in words.windows(ngram) {
                 emit(&text[w[0].0..w[ngram - 1].1]);
@@ -255,14 +279,7 @@ pub fn for_each_feature(
                 }
             }
         }
-        Tokenizer::Seed002 => {
-            let f = seed002::filtered(text);
-            seed002::for_each_window(&f, ngram, emit);
-        }
-        Tokenizer::Seed000 => {
-            // Only reached for UTF-8 output paths; the UTF-16 split is in seed000.rs.
-            let units: Vec<u16> = text.encode_utf16().collect();
-            super::seed000::for_each_feature(&units, |u| emit(&String::from_utf16_lossy(u)));
-        }
+        Tokenizer::Seed002 | Tokenizer::Seed000 => return false,
     }
+    true
 }

@@ -1,6 +1,7 @@
 //! Term weights that need more than counting: TF-IDF with jieba's table or a fitted one, and
 //! keyword selection.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::OnceLock;
 
@@ -48,13 +49,15 @@ pub fn table_terms<'a>(
 
 /// Distinct terms with their counts, in order of first occurrence.
 pub fn count_terms<'a>(features: impl IntoIterator<Item = &'a str>) -> Vec<(&'a str, u32)> {
-    let mut index: HashMap<&str, usize> = HashMap::new();
+    // foldhash: SipHash cost more than the rest of a binary-weighted fingerprint; the output
+    // order comes from `out`, not from the map.
+    let mut index: foldhash::HashMap<&str, usize> = foldhash::HashMap::default();
     let mut out: Vec<(&str, u32)> = Vec::new();
     for f in features {
-        match index.get(f) {
-            Some(&i) => out[i].1 += 1,
-            None => {
-                index.insert(f, out.len());
+        match index.entry(f) {
+            Entry::Occupied(e) => out[*e.get()].1 += 1,
+            Entry::Vacant(e) => {
+                e.insert(out.len());
                 out.push((f, 1));
             }
         }
