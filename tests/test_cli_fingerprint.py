@@ -158,3 +158,40 @@ def test_bad_input(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
     assert r.returncode == 2 and "the name says parquet but the inputs are jsonl" in r.stderr
     r = neardup("fingerprint", str(src), "-o", str(out), "--encoding", "b64")
     assert r.returncode == 2 and "invalid choice: 'b64'" in r.stderr
+
+
+def test_truncated_gzip_is_an_input_error_and_no_output_is_left(
+    tmp_path: Path, rows: list[dict[str, Any]], want: list[int]
+) -> None:
+    # a gzip cut short: the whole lines before the cut are read, then "cannot read on" names
+    # the file and line; on failure the output file does not appear at all
+    whole = tmp_path / "whole.jsonl.gz"
+    with nio.open_write(str(whole), "gz") as f:
+        for r in rows:
+            f.write((json.dumps(r, ensure_ascii=False) + "\n").encode())
+    data = whole.read_bytes()
+    src = tmp_path / "cut.jsonl.gz"
+    src.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "out.jsonl.gz"
+    r = neardup("fingerprint", str(src), "-o", str(out))
+    assert r.returncode == 1
+    assert f"{src}:" in r.stderr and "cannot read on" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if "partial" in p.name]
+    r = neardup("fingerprint", str(src), "-o", str(out), "--on-error", "skip")
+    assert r.returncode == 0, r.stderr
+    with nio.open_read(str(out), "gz")[0] as f:
+        got = [int(json.loads(x)["fingerprint"], 16) for x in f.read().splitlines()]
+    assert 0 < len(got) < len(rows)
+    assert got == want[: len(got)]
+
+
+def test_failed_run_leaves_no_output(tmp_path: Path) -> None:
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"text": "a b c"}\n{bad\n', "utf-8")
+    out = tmp_path / "out.jsonl"
+    r = neardup("fingerprint", str(src), "-o", str(out))
+    assert r.returncode == 1
+    assert f"{src}:2:" in r.stderr
+    assert not out.exists()

@@ -33,6 +33,7 @@ from neardup import io as nio
 from neardup.corpus import CorpusDeduper, SketchedChunk
 from neardup.dedup import Policy
 from neardup.htmltext import main_text
+from neardup.io import eprint
 
 EXIT_OK = 0
 EXIT_INPUT = 1
@@ -145,11 +146,6 @@ def add_input_arguments(p: argparse.ArgumentParser, time_field: bool = True) -> 
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
     p.add_argument("-v", "--verbose", action="store_true", help="also print the time of each phase")
-
-
-def eprint(*parts: object) -> None:
-    """A message on stderr."""
-    print(*parts, file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------------------------

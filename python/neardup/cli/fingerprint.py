@@ -159,22 +159,32 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     job = _Job(args, fingerprinter)
     progress = Progress(input_bytes(sources), "fingerprinting", args.quiet)
+    # the output appears whole or not at all (as with dedup): written aside, renamed at the end
+    head, tail = os.path.split(output.path)
+    staged = nio.Source(
+        os.path.join(head, f".{tail}.neardup-partial"), output.format, output.compression
+    )
+    ok = False
     try:
         if fmt == "parquet":
-            ok = _parquet(job, sources, output, progress)
+            ok = _parquet(job, sources, staged, progress)
         else:
-            with nio.open_write(output.path, output.compression) as out:
+            with nio.open_write(staged.path, staged.compression) as out:
                 if fmt == "jsonl":
                     ok = _jsonl(job, sources, out, progress)
                 elif fmt in ("csv", "tsv"):
                     ok = _csv(job, sources, out, fmt, progress)
                 else:  # txt, dir: from the generic document reader
                     ok = _docs(job, sources, out, fmt, progress)
-    except nio.InputError as e:
+        if ok:
+            os.replace(staged.path, output.path)
+    except (nio.InputError, OSError) as e:
         eprint(f"neardup fingerprint: {e}")
         return EXIT_INPUT
     finally:
         progress.close()
+        if os.path.exists(staged.path):
+            os.remove(staged.path)
     if not ok:
         return EXIT_INPUT
     if not args.quiet:
@@ -203,7 +213,18 @@ def _jsonl(job: _Job, sources: list[nio.Source], out: Any, progress: Progress) -
 
         try:
             line = slot = 0
-            for rawline in stream:
+            lines = iter(stream)
+            while True:
+                try:
+                    rawline = next(lines, None)
+                except (OSError, EOFError, ValueError) as e:
+                    # A damaged compressed stream: the whole lines before it were read.
+                    flush(records, texts)
+                    if job.bad(nio.InputError(source.path, line + 1, f"cannot read on: {e}")):
+                        return False
+                    break
+                if rawline is None:
+                    break
                 line += 1
                 if not rawline.strip():
                     continue
@@ -239,11 +260,9 @@ def _csv(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Pro
             )
             reader = csv.reader(text_in, delimiter=delimiter)
             try:
-                header = next(reader, None)
+                header = nio.csv_header(reader)
                 if header is None:
                     continue
-                if header and header[0].startswith("\ufeff"):
-                    header[0] = header[0][1:]
                 if args.text_field not in header:
                     return not job.bad(
                         nio.InputError(

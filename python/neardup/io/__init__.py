@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import sys
 
-from neardup.io._readers import read_batches, read_docs
+from neardup.io._readers import csv_header, read_batches, read_docs
 from neardup.io._records import Doc, DocBatch, doc_from_record, parse_json_line, parse_time
 from neardup.io._sources import (
     FORMATS,
@@ -65,6 +65,7 @@ __all__ = [
     "KeptWriter",
     "Source",
     "UnknownFormatError",
+    "csv_header",
     "detect",
     "doc_from_record",
     "open_read",
