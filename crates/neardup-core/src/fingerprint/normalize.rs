@@ -151,12 +151,77 @@ pub fn ascii_prefix_len(b: &[u8]) -> usize {
         .unwrap_or(chunks.remainder().len())
 }
 
+/// What [`nfkc_walk`] hands on, in text order.
+enum Piece<'a> {
+    /// ASCII, NFKC-stable as it is.
+    Ascii(&'a str),
+    /// CJK ideographs U+4E00..=U+9FFF, NFKC-stable as they are.
+    Ideographs(&'a str),
+    /// A char already in its NFKC form (full-width ASCII mapped).
+    Char(char),
+    /// A stretch still to go through the normaliser.
+    Stretch(&'a str),
+}
+
+/// Walks `text` as the NFKC fast path sees it: inert chars are handed on as they are (ASCII and
+/// ideographs in whole runs), full-width ASCII mapped, and only the stretches holding other
+/// characters are left to the normaliser (a char right before such a stretch joins it, as it
+/// may compose with it). Normalising each [`Piece::Stretch`] and joining the pieces in order
+/// gives full NFKC (tested).
+fn nfkc_walk<'a>(text: &'a str, mut emit: impl FnMut(Piece<'a>)) {
+    let b = text.as_bytes();
+    let mut slow_start: Option<usize> = None;
+    let mut i = 0usize;
+    while i < b.len() {
+        if slow_start.is_none() {
+            // A run of ASCII or of ideographs: all but its last char are followed by a char of
+            // the run and go as they are; the last one is decided below by what follows it.
+            if b[i] < 0x80 {
+                let run = ascii_prefix_len(&b[i..]);
+                if run > 1 {
+                    emit(Piece::Ascii(&text[i..i + run - 1]));
+                    i += run - 1;
+                }
+            } else if b[i] >= 0xE4 {
+                let run = ideograph_run_len(&b[i..]);
+                if run > 3 {
+                    emit(Piece::Ideographs(&text[i..i + run - 3]));
+                    i += run - 3;
+                }
+            }
+        }
+        let Some(c) = text[i..].chars().next() else {
+            break;
+        };
+        let next = i + c.len_utf8();
+        let kind = nfkc_kind(c);
+        let next_ok = text[next..]
+            .chars()
+            .next()
+            .is_none_or(|n| nfkc_kind(n) != NfkcKind::Other);
+        if kind != NfkcKind::Other && next_ok {
+            if let Some(s) = slow_start.take() {
+                emit(Piece::Stretch(&text[s..i]));
+            }
+            emit(match kind {
+                NfkcKind::Wide => Piece::Char(char::from_u32(c as u32 - 0xFEE0).unwrap_or(c)),
+                _ if c.is_ascii() => Piece::Ascii(&text[i..next]),
+                _ if (0x4E00..=0x9FFF).contains(&(c as u32)) => Piece::Ideographs(&text[i..next]),
+                _ => Piece::Char(c),
+            });
+        } else if slow_start.is_none() {
+            slow_start = Some(i);
+        }
+        i = next;
+    }
+    if let Some(s) = slow_start {
+        emit(Piece::Stretch(&text[s..]));
+    }
+}
+
 /// Writes the NFKC form of `text` into `out` and returns true, or returns false (leaving `out`
-/// alone) when `text` is already NFKC by the fast path's rules.
-///
-/// Fast path: inert chars are copied (ASCII in whole runs), full-width ASCII is mapped, and only
-/// the stretches holding other characters go through the normaliser (a char right before such
-/// a stretch joins it, as it may compose with it). Equal to full NFKC (tested).
+/// alone) when `text` is already NFKC by the fast path's rules ([`nfkc_walk`]). Equal to full
+/// NFKC (tested).
 pub fn nfkc_into(text: &str, out: &mut String) -> bool {
     let Some(first) = first_non_inert(text) else {
         return false;
@@ -169,45 +234,11 @@ pub fn nfkc_into(text: &str, out: &mut String) -> bool {
     out.clear();
     out.reserve(text.len() + 8);
     out.push_str(&text[..start]);
-    let rest = &text[start..];
-    let b = rest.as_bytes();
-    let mut slow_start: Option<usize> = None;
-    let mut i = 0usize;
-    while i < b.len() {
-        if b[i] < 0x80 && slow_start.is_none() {
-            // An ASCII run: all but its last char are followed by ASCII, so they are copied as
-            // they are; the last one is decided below by what follows it.
-            let run = ascii_prefix_len(&b[i..]);
-            if run > 1 {
-                out.push_str(&rest[i..i + run - 1]);
-                i += run - 1;
-            }
-        }
-        let Some(c) = rest[i..].chars().next() else {
-            break;
-        };
-        let next = i + c.len_utf8();
-        let kind = nfkc_kind(c);
-        let next_ok = rest[next..]
-            .chars()
-            .next()
-            .is_none_or(|n| nfkc_kind(n) != NfkcKind::Other);
-        if kind != NfkcKind::Other && next_ok {
-            if let Some(s) = slow_start.take() {
-                out.extend(rest[s..i].nfkc());
-            }
-            match kind {
-                NfkcKind::Wide => out.push(char::from_u32(c as u32 - 0xFEE0).unwrap_or(c)),
-                _ => out.push(c),
-            }
-        } else if slow_start.is_none() {
-            slow_start = Some(i);
-        }
-        i = next;
-    }
-    if let Some(s) = slow_start {
-        out.extend(rest[s..].nfkc());
-    }
+    nfkc_walk(&text[start..], |piece| match piece {
+        Piece::Ascii(s) | Piece::Ideographs(s) => out.push_str(s),
+        Piece::Char(c) => out.push(c),
+        Piece::Stretch(s) => out.extend(s.nfkc()),
+    });
     true
 }
 
@@ -574,60 +605,19 @@ fn nfkc_fold_strip_collapse(
     out.clear();
     out.reserve(text.len());
     let mut f = Folder::new(fold, strip, collapse);
-    let b = text.as_bytes();
-    let mut slow_start: Option<usize> = None;
-    let mut i = 0usize;
-    while i < b.len() {
-        if b[i] < 0x80 && slow_start.is_none() {
-            // An ASCII run: all but its last char are followed by ASCII and go as they are; the
-            // last one is decided below by what follows it.
-            let run = ascii_prefix_len(&b[i..]);
-            if run > 1 {
-                f.ascii(&b[i..i + run - 1], out);
-                i += run - 1;
-            }
-        } else if b[i] >= 0xE4 && slow_start.is_none() {
-            // Likewise a run of CJK ideographs, copied as it is.
-            let run = ideograph_run_len(&b[i..]);
-            if run > 3 {
-                out.extend_from_slice(&b[i..i + run - 3]);
-                f.after_sep = false;
-                i += run - 3;
-            }
+    nfkc_walk(text, |piece| match piece {
+        Piece::Ascii(a) => f.ascii(a.as_bytes(), out),
+        Piece::Ideographs(s) => {
+            // Kept as they are by every folding step.
+            out.extend_from_slice(s.as_bytes());
+            f.after_sep = false;
         }
-        let Some(c) = text[i..].chars().next() else {
-            break;
-        };
-        let next = i + c.len_utf8();
-        let kind = nfkc_kind(c);
-        let next_ok = text[next..]
-            .chars()
-            .next()
-            .is_none_or(|n| nfkc_kind(n) != NfkcKind::Other);
-        if kind != NfkcKind::Other && next_ok {
-            if let Some(s) = slow_start.take() {
-                stretch.clear();
-                stretch.extend(text[s..i].nfkc());
-                f.text(stretch, out);
-            }
-            match kind {
-                NfkcKind::Wide => f.char(char::from_u32(c as u32 - 0xFEE0).unwrap_or(c), out),
-                _ if (c as u32) >= 0x4E00 && (c as u32) <= 0x9FFF => {
-                    // A CJK ideograph: kept as it is by every step.
-                    out.extend_from_slice(&b[i..next]);
-                    f.after_sep = false;
-                }
-                _ => f.char(c, out),
-            }
-        } else if slow_start.is_none() {
-            slow_start = Some(i);
+        Piece::Char(c) => f.char(c, out),
+        Piece::Stretch(s) => {
+            stretch.clear();
+            stretch.extend(s.nfkc());
+            f.text(stretch, out);
         }
-        i = next;
-    }
-    if let Some(s) = slow_start {
-        stretch.clear();
-        stretch.extend(text[s..].nfkc());
-        f.text(stretch, out);
-    }
+    });
     f.finish(out);
 }
