@@ -588,6 +588,37 @@ def test_survives_a_script_flush(redis_url: str) -> None:
     assert idx.check_and_add(4, 0xF3) == (False, [(1, 2)])
     assert len(idx) == 2
     idx.clear()
+    # the ticketed write (probe radius 1), whose MGET follows the script: sent again in order
+    wide = RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns(), blocks=2)
+    wide.add(1, 0xF0)
+    wide.client.script_flush()
+    assert wide.check_and_add_many([2, 3], [0xF1, 0xF3]) == [(False, [(1, 1)]), (False, [(1, 2)])]
+    assert len(wide) == 1
+    wide.clear()
+
+
+def test_check_and_add_reads_every_live_period_and_not_the_dropped_ones(redis_url: str) -> None:
+    """With a retention, a check-and-add reads the probe buckets of every live period (the
+    one-script path: extra keys; the ticketed path: the MGET's spans), and none of a period
+    that expire() dropped (the horizon, read in the script or with the buckets)."""
+    for blocks in (None, 2):  # probe radius 0 (one script) and 1 (ticketed write)
+        idx = RedisIndex.from_url(
+            redis_url, k=3, namespace=fresh_ns(), retention=3600.0, period=600.0, blocks=blocks
+        )
+        assert idx._decides_in_script(3) == (blocks is None)
+        now = time.time()
+        idx.add("prev", 0xF0F0, timestamp=now - 700)  # a period before the current one
+        assert len(idx._live_periods()) > 2
+        assert idx.check_and_add("a", 0xF0F1) == (False, [("prev", 1)])
+        assert idx.check_and_add_many(["b"], [0xF0F3]) == [(False, [("prev", 2)])]
+        assert idx.expire((idx._period_of(now - 700) + 1) * idx.period) == 1
+        assert idx.check_and_add("c", 0xF0F1) == (True, [])
+        assert idx.check_and_add_many(["d", "e"], [0xF0F0, 1 << 60]) == [
+            (False, [("c", 1)]),
+            (True, []),
+        ]
+        assert sorted(i for i, _ in idx.query(0xF0F0, 3)) == ["c"] and len(idx) == 2
+        idx.clear()
 
 
 def test_check_and_add_at_probe_radius_one(any_url: str) -> None:
@@ -709,8 +740,11 @@ def test_probe_keys_are_the_layouts_probes(redis_url: str) -> None:
             for q in idx._live_periods()
             for b, v in idx.layout.probes(fp, k)
         ]
-        got = idx._probe_keys(fp, k)
-        assert got == want and len({key for _, key in got}) == len(got)
+        probes = idx._probe_keys(fp, k)
+        got: list[tuple[int, str]] = []
+        for q, n in probes.spans:
+            got += [(q, key) for key in probes.keys[len(got) : len(got) + n]]
+        assert got == want and len(set(probes.keys)) == len(probes.keys) == len(got)
     idx.clear()
 
 

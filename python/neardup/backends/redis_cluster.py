@@ -44,9 +44,9 @@ def write_cluster(index: RedisIndex, x: _Pending, texts: bool = False) -> _Writt
         args=[ref_hex(x.ref), exp],
     )
     ticket = int(tk[0])
-    if x.probe_k is None:
+    if x.probe_k is None or x.probes is None:
         return _Written(ticket, x.ref, p)
-    found = index._read_keys(x.fp, x.probe_k, x.probe_keys, texts, x.idenc)
+    found = index._read_keys(x.fp, x.probe_k, x.probes, texts, x.idenc)
     return _Written(ticket, x.ref, p, earlier(index, found, ticket))
 
 

@@ -23,6 +23,7 @@ from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, c
 from neardup.backends.redis_format import (
     _NO_RETENTION_PERIOD,
     FORMAT_VERSION,
+    Probes,
     _check_fp,
     _check_k,
     _dec_id,
@@ -51,8 +52,6 @@ from neardup.backends.redis_single import check_add_in_script, write_many
 from neardup.textstore import Id, check_id
 
 __all__ = ["RedisIndex"]
-
-_NO_HORIZON = -(1 << 62)
 
 
 class RedisIndex(Closing):
@@ -127,8 +126,13 @@ class RedisIndex(Closing):
         self._k_tickets = f"{tag}:tk:"
         self._bucket_prefix = f"{namespace}:b:"
         self._data_prefix = f"{namespace}:d:"
+        self._idkey_prefix = f"{namespace}:r:"
         self._blocks = [(s, (1 << w) - 1) for s, w in zip(self.layout.shifts, self.layout.widths)]
+        self._plans: dict[int, list[tuple[int, int, int, tuple[int, ...]]]] = {}
+        self._head_cache: dict[int, list[str]] = {}
         self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
+        # One server decides a check-and-add inside one script at probe radius 0: k < blocks.
+        self._in_script_below = 0 if self.cluster else self.layout.blocks
         reg = client.register_script
         self._write_script = reg(_WRITE_LUA)
         self._check_add_script = reg(_CHECK_ADD_LUA)
@@ -218,7 +222,7 @@ class RedisIndex(Closing):
         return f"{self._bucket_prefix}{p}:{block}:{value:x}"
 
     def _idkey(self, idenc: str) -> str:
-        return f"{self.namespace}:r:{idenc}"
+        return self._idkey_prefix + idenc
 
     def _datakey(self, ref: int) -> str:
         return f"{self._data_prefix}{ref:016x}"
@@ -265,18 +269,43 @@ class RedisIndex(Closing):
             out.append(_Entry(ref, fp, idenc, int(row[1]), dist, q, text))
         return out
 
-    def _probe_keys(self, fp: int, k: int) -> list[tuple[int, str]]:
-        """``(period, key)`` of every bucket a query at ``k`` reads, in every live period (the
-        layout's probes, with the key strings built per block rather than per probe)."""
-        layout = self.layout
-        values = [(fp >> sh) & m for sh, m in self._blocks]
-        out: list[tuple[int, str]] = []
+    def _probe_plan(self, k: int) -> list[tuple[int, int, int, tuple[int, ...]]]:
+        """``(block, shift, mask, flip masks)`` of every block a query at ``k`` probes."""
+        plan = self._plans.get(k)
+        if plan is None:
+            layout = self.layout
+            plan = [
+                (b, sh, m, tuple(layout.flip_masks(b, r)))
+                for b, ((sh, m), r) in enumerate(zip(self._blocks, layout.radii(k)))
+                if r >= 0
+            ]
+            self._plans[k] = plan
+        return plan
+
+    def _heads(self, q: int) -> list[str]:
+        """The bucket key prefix ``ns:b:<q>:<block>:`` of each block in period ``q``."""
+        heads = self._head_cache.get(q)
+        if heads is None:
+            if len(self._head_cache) > 64:
+                self._head_cache.clear()
+            heads = [f"{self._bucket_prefix}{q}:{b}:" for b in range(self.layout.blocks)]
+            self._head_cache[q] = heads
+        return heads
+
+    def _probe_keys(self, fp: int, k: int) -> Probes:
+        """Every bucket a query at ``k`` reads, in every live period: the layout's probes (the
+        key strings built per block from cached prefixes), with ``(period, count)`` spans."""
+        plan = self._probe_plan(k)
+        keys: list[str] = []
+        spans: list[tuple[int, int]] = []
         for q in self._live_periods():
-            for b, r in enumerate(layout.radii(k)):
-                if r >= 0:
-                    head, v = f"{self._bucket_prefix}{q}:{b}:", values[b]
-                    out += [(q, f"{head}{v ^ m:x}") for m in layout.flip_masks(b, r)]
-        return out
+            heads = self._heads(q)
+            n0 = len(keys)
+            for b, sh, m, masks in plan:
+                head, v = heads[b], (fp >> sh) & m
+                keys += [f"{head}{v ^ x:x}" for x in masks]
+            spans.append((q, len(keys) - n0))
+        return Probes(keys, spans)
 
     def _read(
         self, fp: int, k: int, texts: bool = False, exclude: str | None = None
@@ -287,30 +316,32 @@ class RedisIndex(Closing):
         self,
         fp: int,
         k: int,
-        keys: Sequence[tuple[int, str]],
+        probes: Probes,
         texts: bool = False,
         exclude: str | None = None,
     ) -> list[_Entry]:
-        """Items within ``k`` of ``fp`` in buckets ``(period, key)``: one pipelined round trip
-        per node for the buckets (and the horizon), one for the data of the near records."""
+        """Items within ``k`` of ``fp`` in the ``probes`` buckets: one round trip per node for
+        the buckets (and the horizon), one for the data of the near records."""
         res: list[Any]
         if self.cluster:
             pipe = self.client.pipeline(transaction=False)
             pipe.get(self._k_horizon)
-            for _, key in keys:
+            for key in probes.keys:
                 pipe.get(key)
             res = pipe.execute()
         else:
-            res = self._link.send_all(
-                [("GET", self._k_horizon), *(("GET", key) for _, key in keys)]
-            )
-        horizon = int(res[0]) if res[0] is not None else _NO_HORIZON
-        blob = b"".join(r for (p, _), r in zip(keys, res[1:]) if r and p >= horizon)
+            res = self._link.send_all([("MGET", self._k_horizon, *probes.keys)])[0]
+        blob = probes.live_blob(res[1:], res[0])
         return self._resolve(near_records(blob, fp, k), texts, exclude)
 
     @staticmethod
     def _sorted(entries: Iterable[_Entry]) -> list[_Entry]:
         return sorted(entries, key=_order_key)
+
+    @staticmethod
+    def _matches(entries: Iterable[_Entry]) -> list[tuple[Id, int]]:
+        """``(id, distance)`` of ``entries``, nearest first (then by ticket, then by ref)."""
+        return [(_dec_id(e.idenc), e.distance) for e in sorted(entries, key=_order_key)]
 
     # -- public API --------------------------------------------------------------------------
 
@@ -343,7 +374,7 @@ class RedisIndex(Closing):
         flat: list[bytes | str] = ["i", idenc, "f", f"{fp:016x}", "t", repr(ts), "p", str(p)]
         for name, value in fields.items():
             flat += [name, value]
-        probe_keys = [] if probe_k is None else self._probe_keys(fp, probe_k)
+        probes = None if probe_k is None else self._probe_keys(fp, probe_k)
         ref = new_ref()
         return _Pending(
             idenc=idenc,
@@ -356,7 +387,7 @@ class RedisIndex(Closing):
             datakey=self._datakey(ref),
             fields=flat,
             probe_k=probe_k,
-            probe_keys=probe_keys,
+            probes=probes,
         )
 
     def _reref(self, x: _Pending) -> None:
@@ -387,13 +418,7 @@ class RedisIndex(Closing):
     def _decides_in_script(self, k: int) -> bool:
         """Whether a check-and-add at ``k`` runs whole inside :data:`_CHECK_ADD_LUA`: one server
         and probe radius 0 (the buckets read are exact blocks of 13+ bits: few records)."""
-        return not self.cluster and max(self.layout.radii(k)) <= 0
-
-    def _check_add_in_script(
-        self, items: Sequence[tuple[str, int, float | None]], k: int
-    ) -> list[list[_Entry] | None]:
-        """See :func:`neardup.backends.redis_single.check_add_in_script`."""
-        return check_add_in_script(self, items, k)
+        return k < self._in_script_below
 
     # -- removing ----------------------------------------------------------------------------
 
@@ -477,12 +502,12 @@ class RedisIndex(Closing):
         else the one holding the smallest ticket).
         """
         k = self.k if k is None else _check_k(k)
-        if self._decides_in_script(k):
+        if k < self._in_script_below:
             fp = _check_fp(fingerprint)
-            found = self._check_add_in_script([(_enc_id(id), fp, timestamp)], k)[0]
+            found = check_add_in_script(self, [(_enc_id(id), fp, timestamp)], k)[0]
             if found is None:
                 return True, []
-            return False, [(_dec_id(e.idenc), e.distance) for e in self._sorted(found)]
+            return False, self._matches(found)
         return self.check_and_add_many([id], [fingerprint], [timestamp], k)[0]
 
     def check_and_add_many(
@@ -497,14 +522,10 @@ class RedisIndex(Closing):
         fps, tss = self._batch_args(ids, fingerprints, timestamps)
         k = self.k if k is None else _check_k(k)
         out: list[tuple[bool, list[tuple[Id, int]]]] = []
-        if self._decides_in_script(k):
+        if k < self._in_script_below:
             items = [(_enc_id(i), f, t) for i, f, t in zip(ids, fps, tss)]
-            for found in self._check_add_in_script(items, k):
-                if found is None:
-                    out.append((True, []))
-                else:
-                    matches = [(_dec_id(e.idenc), e.distance) for e in self._sorted(found)]
-                    out.append((False, matches))
+            for found in check_add_in_script(self, items, k):
+                out.append((True, []) if found is None else (False, self._matches(found)))
             return out
         batch = [self._prepare(i, f, t, {}, k) for i, f, t in zip(ids, fps, tss)]
         written = self._write_many(batch)
