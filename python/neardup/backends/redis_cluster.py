@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["earlier", "write_cluster"]
 
 
-def write_cluster(index: RedisIndex, x: _Pending, texts: bool = False) -> _Written:
+def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) -> _Written:
     """Store ``x`` on a cluster (steps 0-3 above); with ``x.probe_k``, the stored items near
     it whose ticket is smaller than its own are its predecessors."""
     while not index._claim_script(keys=[x.datakey], args=[x.expire_at, *x.fields]):
@@ -46,7 +46,7 @@ def write_cluster(index: RedisIndex, x: _Pending, texts: bool = False) -> _Writt
     ticket = int(tk[0])
     if x.probe_k is None or x.probes is None:
         return _Written(ticket, x.ref, p)
-    found = index._read_keys(x.fp, x.probe_k, x.probes, texts, x.idenc)
+    found = index._read_keys(x.fp, x.probe_k, x.probes, payload, x.idenc)
     return _Written(ticket, x.ref, p, earlier(index, found, ticket))
 
 

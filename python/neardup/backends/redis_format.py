@@ -141,7 +141,7 @@ class _Entry:
     period: int
     distance: int
     ticket: int | None
-    text: bytes | None = None
+    text: bytes | None = None  # the data field asked for (the text, or its sketch), if any
 
 
 def _order_key(e: _Entry) -> tuple[int, int, int]:

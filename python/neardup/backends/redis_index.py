@@ -210,10 +210,10 @@ class RedisIndex(Closing):
         return int(math.ceil((p + 1) * self.period + self.retention))
 
     def _live_periods(self, now: float | None = None) -> range:
-        now = time.time() if now is None else now
-        hi = self._period_of(now)
         if self.retention is None:
             return range(1)  # everything lives in period 0
+        now = time.time() if now is None else now
+        hi = self._period_of(now)
         # A period is live until its keys expire: (p + 1) * period + retention > now.
         lo = int(math.floor((now - self.retention) / self.period))
         return range(lo, hi + 1)
@@ -239,14 +239,16 @@ class RedisIndex(Closing):
     def _resolve(
         self,
         near: Mapping[int, tuple[int, int]],
-        texts: bool = False,
+        payload: str | None = None,
         exclude: str | None = None,
     ) -> list[_Entry]:
         """The data of the near records ``{ref: (fp, distance)}``: one pipelined round trip
-        (per node). Refs whose data are gone (removed, retracted, expired) are skipped."""
+        (per node), with the data field ``payload`` (``x`` the text, ``h`` its Jaccard sketch)
+        as :attr:`_Entry.text`. Refs whose data are gone (removed, retracted, expired) are
+        skipped."""
         if not near:
             return []
-        fields = ["i", "p", "q", "x"] if texts else ["i", "p", "q"]
+        fields = ["i", "p", "q", payload] if payload else ["i", "p", "q"]
         refs = list(near)
         rows: list[Any]
         if self.cluster:
@@ -265,7 +267,7 @@ class RedisIndex(Closing):
                 continue
             fp, dist = near[ref]
             q = None if row[2] is None else int(row[2])
-            text = row[3] if texts else None
+            text = row[3] if payload else None
             out.append(_Entry(ref, fp, idenc, int(row[1]), dist, q, text))
         return out
 
@@ -308,16 +310,16 @@ class RedisIndex(Closing):
         return Probes(keys, spans)
 
     def _read(
-        self, fp: int, k: int, texts: bool = False, exclude: str | None = None
+        self, fp: int, k: int, payload: str | None = None, exclude: str | None = None
     ) -> list[_Entry]:
-        return self._read_keys(fp, k, self._probe_keys(fp, k), texts, exclude)
+        return self._read_keys(fp, k, self._probe_keys(fp, k), payload, exclude)
 
     def _read_keys(
         self,
         fp: int,
         k: int,
         probes: Probes,
-        texts: bool = False,
+        payload: str | None = None,
         exclude: str | None = None,
     ) -> list[_Entry]:
         """Items within ``k`` of ``fp`` in the ``probes`` buckets: one round trip per node for
@@ -332,7 +334,7 @@ class RedisIndex(Closing):
         else:
             res = self._link.send_all([("MGET", self._k_horizon, *probes.keys)])[0]
         blob = probes.live_blob(res[1:], res[0])
-        return self._resolve(near_records(blob, fp, k), texts, exclude)
+        return self._resolve(near_records(blob, fp, k), payload, exclude)
 
     @staticmethod
     def _sorted(entries: Iterable[_Entry]) -> list[_Entry]:
@@ -402,18 +404,18 @@ class RedisIndex(Closing):
         timestamp: float | None,
         fields: Mapping[str, bytes | str],
         probe_k: int | None,
-        texts: bool = False,
+        payload: str | None = None,
     ) -> _Written:
         """Store ``id``; with ``probe_k``, also return the stored items within ``probe_k``
         that precede it in ticket order (the ones a check-and-add must consider)."""
-        return self._write_many([self._prepare(id, fp, timestamp, fields, probe_k)], texts)[0]
+        return self._write_many([self._prepare(id, fp, timestamp, fields, probe_k)], payload)[0]
 
-    def _write_many(self, batch: Sequence[_Pending], texts: bool = False) -> list[_Written]:
+    def _write_many(self, batch: Sequence[_Pending], payload: str | None = None) -> list[_Written]:
         """:meth:`_write` for each item, in order (:func:`~neardup.backends.redis_single.write_many`
         on one server, :func:`~neardup.backends.redis_cluster.write_cluster` on a cluster)."""
         if self.cluster:
-            return [write_cluster(self, x, texts) for x in batch]
-        return write_many(self, batch, texts)
+            return [write_cluster(self, x, payload) for x in batch]
+        return write_many(self, batch, payload)
 
     def _decides_in_script(self, k: int) -> bool:
         """Whether a check-and-add at ``k`` runs whole inside :data:`_CHECK_ADD_LUA`: one server

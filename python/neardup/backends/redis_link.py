@@ -31,12 +31,17 @@ __all__ = ["ServerLink"]
 
 _READ_SIZE = 1 << 16
 
+# Bumped in every forked child: a socket opened before the fork belongs to the parent. (A
+# counter, not os.getpid() on every call: a system call costs microseconds in a sandbox.)
+_forks = [0]
+os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
+
 
 class _Socket:
     """One thread's connection: redis-py's (for opening and closing), its socket and a
     hiredis reader of our own (redis-py's parser is never used on it after the handshake)."""
 
-    __slots__ = ("conn", "sock", "reader", "pid")
+    __slots__ = ("conn", "sock", "reader", "fork")
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
@@ -48,7 +53,7 @@ class _Socket:
             protocolError=redis_py.exceptions.InvalidResponse,
             replyError=redis_py.exceptions.ResponseError,
         )
-        self.pid = os.getpid()
+        self.fork = _forks[0]
 
     def roundtrip(self, packed: bytes, n: int) -> list[Any]:
         """Send ``packed`` (``n`` commands) and read ``n`` replies (error replies as
@@ -87,7 +92,7 @@ class ServerLink:
 
     def _socket(self) -> _Socket:
         s: _Socket | None = getattr(self.local, "s", None)
-        if s is None or s.pid != os.getpid():
+        if s is None or s.fork != _forks[0]:
             pool = self.client.connection_pool  # type: ignore[union-attr]
             s = self.local.s = _Socket(pool.get_connection())
         return s
@@ -95,7 +100,7 @@ class ServerLink:
     def _drop(self) -> None:
         s: _Socket | None = getattr(self.local, "s", None)
         self.local.s = None
-        if s is not None and s.pid == os.getpid():
+        if s is not None and s.fork == _forks[0]:
             s.conn.disconnect()
             self.client.connection_pool.release(s.conn)  # type: ignore[union-attr]
 
@@ -133,13 +138,24 @@ class ServerLink:
         lost connection is reopened and the call sent again once (the write scripts are safe
         to repeat: a repeat finds its ref in use and draws another, or replaces the first
         write of its id)."""
-        return self.run_scripts(script, [(keys, args)])[0]
+        if self.wait_replicas:
+            return self.run_scripts(script, [(keys, args)])[0]
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        out = self.roundtrip([command])[0]
+        if _no_script(out):
+            self.client.script_load(script.script)
+            out = self.roundtrip([command])[0]
+        if isinstance(out, Exception):
+            raise out
+        return out
 
     def run_scripts(
         self, script: Any, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
     ) -> list[Any]:
         """One server: ``script`` for each ``(keys, args)``, in order, in one round trip (then
         ``WAIT`` for ``wait_replicas``); the replies. See :meth:`run_scripts_reading`."""
+        if len(calls) == 1 and not self.wait_replicas:
+            return [self.call(script, *calls[0])]
         return [out for out, _ in self.run_scripts_reading(script, calls, None)]
 
     def run_scripts_reading(

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 __all__ = ["check_add_in_script", "write_call", "write_many"]
 
 
-def write_many(index: RedisIndex, batch: Sequence[_Pending], texts: bool = False) -> list[_Written]:
+def write_many(
+    index: RedisIndex, batch: Sequence[_Pending], payload: str | None = None
+) -> list[_Written]:
     """:meth:`RedisIndex._write` for each item, in order: for each item its write script and
     (with ``probe_k``) an ``MGET`` of its probe buckets, all in one round trip, then one round
     trip for the data of the near records found. The predecessors of an item are the near
@@ -75,7 +77,7 @@ def write_many(index: RedisIndex, batch: Sequence[_Pending], texts: bool = False
         per_item.append(found)
         near.update(found)
         written.append(_Written(ticket, x.ref, x.period))
-    entries = {e.ref: e for e in index._resolve(near, texts)}
+    entries = {e.ref: e for e in index._resolve(near, payload)}
     for x, w, found in zip(batch, written, per_item):
         preds = []
         for r, (_, d) in found.items():
