@@ -509,6 +509,67 @@ def test_redis_deduplicator_matches_the_in_process_one(any_url: str) -> None:
     shared.index.clear()
 
 
+@pytest.mark.parametrize("verifier", ["jaccard", "levenshtein", "none"])
+def test_redis_deduplicator_verifiers_one_by_one_and_in_batches(
+    redis_url: str, verifier: str
+) -> None:
+    """Each verifier gives neardup.Deduplicator's answers, one call at a time and in one
+    pipelined batch (the Jaccard one from the sketches stored with the texts)."""
+    rng = random.Random(57)
+    texts = []
+    for _ in range(12):
+        b = _words(rng, 60)
+        w = b.split()
+        w[5] = "qqq"
+        texts += [b, " ".join(w), _words(rng, 25)]
+    rng.shuffle(texts)
+    policy = Policy(verifier=verifier)
+    local = Deduplicator(policy=policy)
+    want = [local.check_and_add(j, t, timestamp=100.0 + j) for j, t in enumerate(texts)]
+    assert 0 < sum(ok for ok, _ in want) < len(texts)
+    for batch in (False, True):
+        shared = RedisDeduplicator.from_url(redis_url, namespace=fresh_ns(), policy=policy)
+        stamps = [100.0 + j for j in range(len(texts))]
+        if batch:
+            got = shared.check_and_add_many(list(range(len(texts))), texts, stamps)
+        else:
+            got = [
+                shared.check_and_add(j, t, timestamp=ts)
+                for j, (t, ts) in enumerate(zip(texts, stamps))
+            ]
+        for j, ((ok, ms), (wok, wms)) in enumerate(zip(got, want)):
+            assert ok == wok, (batch, j)
+            assert [(m.id, m.distance) for m in ms] == [(m.id, m.distance) for m in wms]
+            for ma, mb in zip(ms, wms):
+                assert (ma.similarity is None) == (mb.similarity is None)
+                if mb.similarity is not None:
+                    assert ma.similarity == pytest.approx(mb.similarity)
+        shared.index.clear()
+
+
+def test_stored_sketches_and_versions_without_one(redis_url: str) -> None:
+    """With the Jaccard verifier each stored version keeps its text's sketch (field h: the
+    sorted distinct shingle hashes of the prepared text); a version stored without one (an
+    earlier writer) is verified from its text, with the same scores."""
+    from neardup.verify import normalise, sketch
+
+    rng = random.Random(61)
+    base = _words(rng, 50)
+    near = base.replace(base.split()[2], "zzz", 1)
+    d = RedisDeduplicator.from_url(redis_url, namespace=fresh_ns())
+    assert d.check_and_add("a", base) == (True, [])
+    ref = int.from_bytes(_raw(d.index, d.index._idkey("sa")), "big")
+    stored = d.index.client.hget(d.index._datakey(ref), "h")
+    assert stored == sketch(normalise(base), 5).hashes.astype("<u4").tobytes()
+    want = d.check(near)
+    assert [m.id for m in want] == ["a"] and want[0].similarity is not None
+    d.index.client.hdel(d.index._datakey(ref), "h")
+    assert d.check(near) == want
+    added, matches = d.check_and_add("b", near)
+    assert not added and matches == want
+    d.index.clear()
+
+
 def test_redis_deduplicator_policy_is_stored(redis_url: str) -> None:
     ns = fresh_ns()
     RedisDeduplicator.from_url(redis_url, namespace=ns)
