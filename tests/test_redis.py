@@ -776,16 +776,21 @@ def test_a_ref_in_use_is_never_shared(any_url: str, monkeypatch: pytest.MonkeyPa
     import neardup.backends.redis_index as index_module
     import neardup.backends.redis_single as single_module
 
-    refs = iter([77, 77, 78, 77, 79, 80, 81, 82])
+    refs = iter([77, 77, 78, 77, 90, 90, 91, 92, 93])
     for module in (index_module, single_module):
         monkeypatch.setattr(module, "new_ref", lambda: next(refs))
     idx = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
     idx.add(1, 0xF0F0)
     assert idx.check_and_add(2, 1 << 50) == (True, [])  # 77 in use -> 78
-    assert idx.check_and_add(3, 0xF0F1) == (False, [(1, 1)])  # 77 in use -> 79
+    assert idx.check_and_add(3, 0xF0F1) == (False, [(1, 1)])  # rejected: writes nothing
     assert idx.query(1 << 50, 0) == [(2, 0)] and idx.query(0xF0F0, 0) == [(1, 0)]
     assert len(idx) == 2
     idx.clear()
+    wide = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns(), blocks=2)  # ticketed write
+    wide.add(5, 0xF0F0)
+    assert wide.check_and_add(6, 1 << 50) == (True, [])  # 90 in use -> 91
+    assert wide.query(1 << 50, 0) == [(6, 0)] and wide.query(0xF0F0, 0) == [(5, 0)]
+    wide.clear()
 
 
 def test_probe_keys_are_the_layouts_probes(redis_url: str) -> None:

@@ -67,7 +67,6 @@ local old = redis.call('GET', KEYS[3])
 # {ticket, previous ref of the id or false}.
 _CHECK_ADD_LUA = (
     """
-if redis.call('EXISTS', KEYS[5]) == 1 then return {-1} end
 local nb = tonumber(ARGV[1])
 local k = tonumber(ARGV[2])
 local exp = tonumber(ARGV[5])
@@ -79,9 +78,11 @@ local function pc(x)
   x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
   return band(x + rshift(x, 4), 0x0F0F0F0F) % 255
 end
-local hz = tonumber(redis.call('GET', KEYS[4]) or '"""
+-- Without a retention (no expiry, one period) no period is ever dropped: skip the horizon.
+local hz = """
     + _NO_HORIZON
-    + """')
+    + """
+if exp > 0 or ne > 0 then hz = tonumber(redis.call('GET', KEYS[4]) or hz) end
 local old = redis.call('GET', KEYS[3])
 local qa, qb = struct.unpack('>I4I4', ARGV[3])
 local found = {0}
@@ -115,6 +116,7 @@ for i = 1, ne do
   if tonumber(ARGV[8 + i]) >= hz then scan(KEYS[5 + nb + i]) end
 end
 if #found > 1 then return found end
+if redis.call('EXISTS', KEYS[5]) == 1 then return {-1} end
 local t = redis.call('INCR', KEYS[1])
 """
     + _store_lua(first=6, last="5 + nb", record=3, ref=4, fields="9 + ne")
