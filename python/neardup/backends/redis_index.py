@@ -258,6 +258,18 @@ class RedisIndex(Closing):
             rows = pipe.execute()
         else:
             rows = self._link.send_all([("HMGET", self._datakey(ref), *fields) for ref in refs])
+        return self._entries(near, refs, rows, payload, exclude)
+
+    @staticmethod
+    def _entries(
+        near: Mapping[int, tuple[int, int]],
+        refs: Sequence[int],
+        rows: Sequence[Any],
+        payload: str | None,
+        exclude: str | None,
+    ) -> list[_Entry]:
+        """:class:`_Entry` of each ``refs[j]`` from its data fields ``rows[j]`` (``i``, ``p``,
+        ``q`` and the payload), skipping those whose data are gone or whose id is ``exclude``."""
         out: list[_Entry] = []
         for ref, row in zip(refs, rows):
             if row[0] is None:
