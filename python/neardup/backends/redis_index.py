@@ -306,6 +306,10 @@ class RedisIndex(Closing):
             self._head_cache[q] = heads
         return heads
 
+    def _own_keys(self, p: int, fp: int) -> list[str]:
+        """The buckets of ``fp`` in period ``p``, one per block."""
+        return [f"{h}{(fp >> sh) & m:x}" for h, (sh, m) in zip(self._heads(p), self._blocks)]
+
     def _probe_keys(self, fp: int, k: int) -> Probes:
         """Every bucket a query at ``k`` reads, in every live period: the layout's probes (the
         key strings built per block from cached prefixes), with ``(period, count)`` spans."""
@@ -396,7 +400,7 @@ class RedisIndex(Closing):
             ref=ref,
             period=p,
             expire_at=self._expire_at(p),
-            own=[self._bucket(p, b, v) for b, v in enumerate(self.layout.values(fp))],
+            own=self._own_keys(p, fp),
             idkey=self._idkey(idenc),
             datakey=self._datakey(ref),
             fields=flat,
@@ -456,7 +460,7 @@ class RedisIndex(Closing):
             calls: list[tuple[list[Any], list[Any]]] = []
             for ref, fp, p, idenc in items:
                 keys = [self._idkey(idenc or ""), self._datakey(ref), self._k_count + str(p)]
-                keys += [self._bucket(p, b, v) for b, v in enumerate(self.layout.values(fp))]
+                keys += self._own_keys(p, fp)
                 ref8 = ref.to_bytes(8, "big") if idenc is not None else b""
                 calls.append((keys, [pack_record(fp, ref), ref8]))
             self._link.run_scripts(self._retract_script, calls)

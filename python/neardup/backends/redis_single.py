@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from neardup.backends.redis_format import (
@@ -87,7 +86,8 @@ def write_many(
             if e is None or e.idenc == x.idenc:
                 continue
             if (e.ticket if e.ticket is not None else _NO_TICKET) < w.ticket:
-                preds.append(replace(e, distance=d))  # this item's own distance to it
+                # (with this item's own distance to it)
+                preds.append(_Entry(e.ref, e.fp, e.idenc, e.period, d, e.ticket, e.text))
         w.predecessors = preds
     return written
 
