@@ -44,7 +44,8 @@ local t = redis.call('INCR', KEYS[1])
 local old = redis.call('GET', KEYS[3])
 """
     + _store_lua(first=6, last="#KEYS", record=1, ref=2, fields="4")
-    + """return {t, old or false, redis.call('GET', KEYS[4]) or false}
+    + """-- Without a retention (no expiry, one period) no period is ever dropped: no horizon.
+return {t, old or false, exp > 0 and redis.call('GET', KEYS[4]) or false}
 """
 )
 
