@@ -333,6 +333,32 @@ def test_password_is_passed_through(tmp_path: Path) -> None:
         server.stop()
 
 
+def test_the_hot_path_uses_the_urls_connection_options(tmp_path: Path) -> None:
+    """The one-server link writes to connections redis-py opened from the URL: the password,
+    the db number and a unix socket apply to check-and-add as to everything else."""
+    sock = tmp_path / "redis.sock"
+    server = RedisServer(tmp_path, "--requirepass", "s3cret", "--unixsocket", str(sock))
+    try:
+        urls = [
+            f"redis://:s3cret@127.0.0.1:{server.port}/3?",
+            f"unix://{sock}?db=3&password=s3cret&",
+        ]
+        for url in urls:
+            ns = fresh_ns()
+            idx = RedisIndex.from_url(f"{url}namespace={ns}", k=3)
+            assert idx.check_and_add(1, 0xF0) == (True, [])
+            assert idx.check_and_add(2, 0xF1) == (False, [(1, 1)])
+            text = "a text long enough to have a few shingles of its own"
+            d = RedisDeduplicator.from_url(f"{url}namespace={ns}t")
+            assert d.check_and_add("a", text) == (True, [])
+            assert [m.id for m in d.check_and_add("b", text + "!")[1]] == ["a"]
+            admin = redis.Redis(port=server.port, password="s3cret", db=3)
+            assert admin.exists("{" + ns + "}:config") and admin.get("{" + ns + "}:seq") == b"1"
+            assert not redis.Redis(port=server.port, password="s3cret").exists("{" + ns + "}:seq")
+    finally:
+        server.stop()
+
+
 # -- retention -------------------------------------------------------------------------------
 
 
