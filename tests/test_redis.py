@@ -333,6 +333,32 @@ def test_password_is_passed_through(tmp_path: Path) -> None:
         server.stop()
 
 
+def test_the_hot_path_uses_the_urls_connection_options(tmp_path: Path) -> None:
+    """The one-server link writes to connections redis-py opened from the URL: the password,
+    the db number and a unix socket apply to check-and-add as to everything else."""
+    sock = tmp_path / "redis.sock"
+    server = RedisServer(tmp_path, "--requirepass", "s3cret", "--unixsocket", str(sock))
+    try:
+        urls = [
+            f"redis://:s3cret@127.0.0.1:{server.port}/3?",
+            f"unix://{sock}?db=3&password=s3cret&",
+        ]
+        for url in urls:
+            ns = fresh_ns()
+            idx = RedisIndex.from_url(f"{url}namespace={ns}", k=3)
+            assert idx.check_and_add(1, 0xF0) == (True, [])
+            assert idx.check_and_add(2, 0xF1) == (False, [(1, 1)])
+            text = "a text long enough to have a few shingles of its own"
+            d = RedisDeduplicator.from_url(f"{url}namespace={ns}t")
+            assert d.check_and_add("a", text) == (True, [])
+            assert [m.id for m in d.check_and_add("b", text + "!")[1]] == ["a"]
+            admin = redis.Redis(port=server.port, password="s3cret", db=3)
+            assert admin.exists("{" + ns + "}:config") and admin.get("{" + ns + "}:seq") == b"1"
+            assert not redis.Redis(port=server.port, password="s3cret").exists("{" + ns + "}:seq")
+    finally:
+        server.stop()
+
+
 # -- retention -------------------------------------------------------------------------------
 
 
@@ -509,6 +535,67 @@ def test_redis_deduplicator_matches_the_in_process_one(any_url: str) -> None:
     shared.index.clear()
 
 
+@pytest.mark.parametrize("verifier", ["jaccard", "levenshtein", "none"])
+def test_redis_deduplicator_verifiers_one_by_one_and_in_batches(
+    redis_url: str, verifier: str
+) -> None:
+    """Each verifier gives neardup.Deduplicator's answers, one call at a time and in one
+    pipelined batch (the Jaccard one from the sketches stored with the texts)."""
+    rng = random.Random(57)
+    texts = []
+    for _ in range(12):
+        b = _words(rng, 60)
+        w = b.split()
+        w[5] = "qqq"
+        texts += [b, " ".join(w), _words(rng, 25)]
+    rng.shuffle(texts)
+    policy = Policy(verifier=verifier)
+    local = Deduplicator(policy=policy)
+    want = [local.check_and_add(j, t, timestamp=100.0 + j) for j, t in enumerate(texts)]
+    assert 0 < sum(ok for ok, _ in want) < len(texts)
+    for batch in (False, True):
+        shared = RedisDeduplicator.from_url(redis_url, namespace=fresh_ns(), policy=policy)
+        stamps = [100.0 + j for j in range(len(texts))]
+        if batch:
+            got = shared.check_and_add_many(list(range(len(texts))), texts, stamps)
+        else:
+            got = [
+                shared.check_and_add(j, t, timestamp=ts)
+                for j, (t, ts) in enumerate(zip(texts, stamps))
+            ]
+        for j, ((ok, ms), (wok, wms)) in enumerate(zip(got, want)):
+            assert ok == wok, (batch, j)
+            assert [(m.id, m.distance) for m in ms] == [(m.id, m.distance) for m in wms]
+            for ma, mb in zip(ms, wms):
+                assert (ma.similarity is None) == (mb.similarity is None)
+                if mb.similarity is not None:
+                    assert ma.similarity == pytest.approx(mb.similarity)
+        shared.index.clear()
+
+
+def test_stored_sketches_and_versions_without_one(redis_url: str) -> None:
+    """With the Jaccard verifier each stored version keeps its text's sketch (field h: the
+    sorted distinct shingle hashes of the prepared text); a version stored without one (an
+    earlier writer) is verified from its text, with the same scores."""
+    from neardup.verify import normalise, sketch
+
+    rng = random.Random(61)
+    base = _words(rng, 50)
+    near = base.replace(base.split()[2], "zzz", 1)
+    d = RedisDeduplicator.from_url(redis_url, namespace=fresh_ns())
+    assert d.check_and_add("a", base) == (True, [])
+    ref = int.from_bytes(_raw(d.index, d.index._idkey("sa")), "big")
+    stored = d.index.client.hget(d.index._datakey(ref), "h")
+    assert stored == sketch(normalise(base), 5).hashes.astype("<u4").tobytes()
+    want = d.check(near)
+    assert [m.id for m in want] == ["a"] and want[0].similarity is not None
+    d.index.client.hdel(d.index._datakey(ref), "h")
+    assert d.check(near) == want
+    added, matches = d.check_and_add("b", near)
+    assert not added and matches == want
+    d.index.clear()
+
+
 def test_redis_deduplicator_policy_is_stored(redis_url: str) -> None:
     ns = fresh_ns()
     RedisDeduplicator.from_url(redis_url, namespace=ns)
@@ -588,6 +675,37 @@ def test_survives_a_script_flush(redis_url: str) -> None:
     assert idx.check_and_add(4, 0xF3) == (False, [(1, 2)])
     assert len(idx) == 2
     idx.clear()
+    # the ticketed write (probe radius 1), whose MGET follows the script: sent again in order
+    wide = RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns(), blocks=2)
+    wide.add(1, 0xF0)
+    wide.client.script_flush()
+    assert wide.check_and_add_many([2, 3], [0xF1, 0xF3]) == [(False, [(1, 1)]), (False, [(1, 2)])]
+    assert len(wide) == 1
+    wide.clear()
+
+
+def test_check_and_add_reads_every_live_period_and_not_the_dropped_ones(redis_url: str) -> None:
+    """With a retention, a check-and-add reads the probe buckets of every live period (the
+    one-script path: extra keys; the ticketed path: the MGET's spans), and none of a period
+    that expire() dropped (the horizon, read in the script or with the buckets)."""
+    for blocks in (None, 2):  # probe radius 0 (one script) and 1 (ticketed write)
+        idx = RedisIndex.from_url(
+            redis_url, k=3, namespace=fresh_ns(), retention=3600.0, period=600.0, blocks=blocks
+        )
+        assert idx._decides_in_script(3) == (blocks is None)
+        now = time.time()
+        idx.add("prev", 0xF0F0, timestamp=now - 700)  # a period before the current one
+        assert len(idx._live_periods()) > 2
+        assert idx.check_and_add("a", 0xF0F1) == (False, [("prev", 1)])
+        assert idx.check_and_add_many(["b"], [0xF0F3]) == [(False, [("prev", 2)])]
+        assert idx.expire((idx._period_of(now - 700) + 1) * idx.period) == 1
+        assert idx.check_and_add("c", 0xF0F1) == (True, [])
+        assert idx.check_and_add_many(["d", "e"], [0xF0F0, 1 << 60]) == [
+            (False, [("c", 1)]),
+            (True, []),
+        ]
+        assert sorted(i for i, _ in idx.query(0xF0F0, 3)) == ["c"] and len(idx) == 2
+        idx.clear()
 
 
 def test_check_and_add_at_probe_radius_one(any_url: str) -> None:
@@ -684,16 +802,21 @@ def test_a_ref_in_use_is_never_shared(any_url: str, monkeypatch: pytest.MonkeyPa
     import neardup.backends.redis_index as index_module
     import neardup.backends.redis_single as single_module
 
-    refs = iter([77, 77, 78, 77, 79, 80, 81, 82])
+    refs = iter([77, 77, 78, 77, 90, 90, 91, 92, 93])
     for module in (index_module, single_module):
         monkeypatch.setattr(module, "new_ref", lambda: next(refs))
     idx = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
     idx.add(1, 0xF0F0)
     assert idx.check_and_add(2, 1 << 50) == (True, [])  # 77 in use -> 78
-    assert idx.check_and_add(3, 0xF0F1) == (False, [(1, 1)])  # 77 in use -> 79
+    assert idx.check_and_add(3, 0xF0F1) == (False, [(1, 1)])  # rejected: writes nothing
     assert idx.query(1 << 50, 0) == [(2, 0)] and idx.query(0xF0F0, 0) == [(1, 0)]
     assert len(idx) == 2
     idx.clear()
+    wide = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns(), blocks=2)  # ticketed write
+    wide.add(5, 0xF0F0)
+    assert wide.check_and_add(6, 1 << 50) == (True, [])  # 90 in use -> 91
+    assert wide.query(1 << 50, 0) == [(6, 0)] and wide.query(0xF0F0, 0) == [(5, 0)]
+    wide.clear()
 
 
 def test_probe_keys_are_the_layouts_probes(redis_url: str) -> None:
@@ -709,8 +832,11 @@ def test_probe_keys_are_the_layouts_probes(redis_url: str) -> None:
             for q in idx._live_periods()
             for b, v in idx.layout.probes(fp, k)
         ]
-        got = idx._probe_keys(fp, k)
-        assert got == want and len({key for _, key in got}) == len(got)
+        probes = idx._probe_keys(fp, k)
+        got: list[tuple[int, str]] = []
+        for q, n in probes.spans:
+            got += [(q, key) for key in probes.keys[len(got) : len(got) + n]]
+        assert got == want and len(set(probes.keys)) == len(probes.keys) == len(got)
     idx.clear()
 
 

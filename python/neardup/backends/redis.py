@@ -32,7 +32,8 @@ Atomic check-and-add without a global lock (see docs/scale-out.md for the proofs
 server the bare index at probe radius 0 runs the whole check-and-add in one script (a duplicate
 writes nothing); otherwise every write takes a *ticket* from ``{ns}:seq`` and an item is a
 duplicate when a stored item with a smaller ticket is near it (and passes the verifier): on one
-server one script reads and appends atomically; on a cluster the record is appended first,
+server one script takes the ticket and appends atomically, and an ``MGET`` of the probe buckets
+follows it on the same connection; on a cluster the record is appended first,
 then the ticket is taken, then the buckets are read, so whoever took the later ticket reads the
 other's record. Of near-copies racing from many processes, exactly one is added.
 

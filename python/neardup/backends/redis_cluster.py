@@ -10,18 +10,26 @@ reads (the proof in docs/scale-out.md).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from neardup.backends.redis_format import _Entry, _Pending, _Written, pack_record, ref_hex
+from neardup.backends.redis_format import (
+    _Entry,
+    _Pending,
+    _Written,
+    near_records,
+    pack_record,
+    ref_hex,
+)
 
 if TYPE_CHECKING:
     from neardup.backends.redis_index import RedisIndex
 
-__all__ = ["earlier", "write_cluster"]
+__all__ = ["write_cluster"]
 
 
-def write_cluster(index: RedisIndex, x: _Pending, texts: bool = False) -> _Written:
+def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) -> _Written:
     """Store ``x`` on a cluster (steps 0-3 above); with ``x.probe_k``, the stored items near
     it whose ticket is smaller than its own are its predecessors."""
     while not index._claim_script(keys=[x.datakey], args=[x.expire_at, *x.fields]):
@@ -44,23 +52,40 @@ def write_cluster(index: RedisIndex, x: _Pending, texts: bool = False) -> _Writt
         args=[ref_hex(x.ref), exp],
     )
     ticket = int(tk[0])
-    if x.probe_k is None:
+    if x.probe_k is None or x.probes is None:
         return _Written(ticket, x.ref, p)
-    found = index._read_keys(x.fp, x.probe_k, x.probe_keys, texts, x.idenc)
-    return _Written(ticket, x.ref, p, earlier(index, found, ticket))
-
-
-def earlier(index: RedisIndex, entries: Iterable[_Entry], ticket: int) -> list[_Entry]:
-    """The entries whose ticket (looked up in ``{ns}:tk:<period>``) is smaller than ``ticket``."""
-    entries = list(entries)
+    # (3) the probe buckets (the horizon came with the ticket), then in one pipeline the data
+    # of the near records and their tickets (looked up in every live period's hash: the
+    # period of a record is in its data, which this saves a round trip to wait for).
+    pipe = index.client.pipeline(transaction=False)
+    for key in x.probes.keys:
+        pipe.get(key)
+    blob = x.probes.live_blob(pipe.execute(), tk[1])
+    near = near_records(blob, x.fp, x.probe_k)
+    if not near:
+        return _Written(ticket, x.ref, p)
+    refs = list(near)
+    fields = ["i", "p", "q", payload] if payload else ["i", "p", "q"]
+    periods = list(index._live_periods())
+    pipe = index.client.pipeline(transaction=False)
+    for ref in refs:
+        pipe.hmget(index._datakey(ref), fields)
+    for ref in refs:
+        for q in periods:
+            pipe.hget(index._k_tickets + str(q), ref_hex(ref))
+    res = pipe.execute()
+    found = index._entries(near, refs, res[: len(refs)], payload, x.idenc)
     tickets: dict[int, int] = {}
-    if entries:
-        pipe = index.client.pipeline(transaction=False)
-        for e in entries:
-            pipe.hget(index._k_tickets + str(e.period), ref_hex(e.ref))
-        for e, t in zip(entries, pipe.execute()):
-            if t is not None:
-                tickets[e.ref] = int(t)
+    per_ref = iter(res[len(refs) :])
+    for ref in refs:
+        known = [int(t) for t in itertools.islice(per_ref, len(periods)) if t is not None]
+        if known:
+            tickets[ref] = known[0]
+    return _Written(ticket, x.ref, p, _earlier(found, tickets, ticket))
+
+
+def _earlier(entries: Iterable[_Entry], tickets: dict[int, int], ticket: int) -> list[_Entry]:
+    """The ``entries`` whose ticket (in ``tickets``, by ref) is smaller than ``ticket``."""
     out = []
     for e in entries:
         t = tickets.get(e.ref)

@@ -65,6 +65,8 @@ def connect(url: str, **client_kwargs: Any) -> tuple[Client, dict[str, Any]]:
     cluster = scheme.endswith("+cluster")
     base = scheme.split("+", 1)[0]
     clean = urlunsplit((base, parts.netloc, parts.path, urlencode(passthrough), parts.fragment))
+    if not parts.netloc:  # unix:///path: urlunsplit would drop the "//" that redis-py needs
+        clean = f"{base}://{clean[len(base) + 1 :]}"
     client_kwargs.setdefault("decode_responses", False)
     if cluster:
         return RedisCluster.from_url(clean, **client_kwargs), options

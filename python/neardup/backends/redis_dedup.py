@@ -6,14 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from neardup._closing import Closing
-from neardup._core import Fingerprinter
+from neardup._core import Fingerprinter, sketch_jaccard_pairs
 from neardup.backends.redis_connect import Client, connect, redact
 from neardup.backends.redis_format import _check_k, _dec_id, _Entry, _Written
 from neardup.backends.redis_index import RedisIndex
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
 from neardup.textstore import Id, check_id
-from neardup.verify import cosine, jaccard_sketch, levenshtein, normalise, sketch
+from neardup.verify import cosine, levenshtein, normalise, sketch, sketch_many
 
 __all__ = ["RedisDeduplicator"]
 
@@ -79,6 +82,10 @@ class RedisDeduplicator(Closing):
             wait_timeout=wait_timeout,
         )
         self.url = redact(url) if url else None
+        # The data field read with each candidate: its sketch for the Jaccard verifier, its
+        # text for the others, nothing without a verifier.
+        verifier = self.policy.verifier
+        self._payload = {"jaccard": "h", "none": None}.get(verifier, "x")
         self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
         self._closed = False
 
@@ -120,32 +127,72 @@ class RedisDeduplicator(Closing):
         if self._closed:
             raise ValueError("deduplicator is closed")
 
-    def _verify(self, norm: str, entries: Sequence[_Entry]) -> list[Match]:
-        """Matches among ``entries`` (read with their texts) whose stored text passes the
-        policy's verifier."""
+    def _sketch(self, norm: str) -> npt.NDArray[np.uint32]:
+        return sketch(norm, self.policy.shingle).hashes
+
+    def _fields(self, text: str, hashes: npt.NDArray[np.uint32] | None) -> dict[str, bytes]:
+        """The data fields stored with a text: ``x`` the text, and with the Jaccard verifier
+        ``h`` its sketch (sorted distinct 32-bit hashes of the prepared text's shingles,
+        little-endian), so that a candidate is verified without normalising and hashing its
+        text again."""
+        if hashes is None:
+            return {"x": text.encode()}
+        return {"x": text.encode(), "h": hashes.astype("<u4", copy=False).tobytes()}
+
+    def _verify(
+        self, norm: str, entries: Sequence[_Entry], hashes: npt.NDArray[np.uint32] | None = None
+    ) -> list[Match]:
+        """Matches among ``entries`` (read with their payload: the sketch ``h`` for the
+        Jaccard verifier, else the text) that pass the policy's verifier. ``hashes``: the
+        sketch of ``norm`` when already computed."""
         if not entries:
             return []
         kind, threshold = self.policy.verifier, self.policy.threshold
-        qs = sketch(norm, self.policy.shingle).hashes if kind == "jaccard" else None
-        out: list[Match] = []
-        for e in entries:
-            if e.text is None:  # removed, expired or retracted meanwhile
-                continue
-            other = e.text.decode()
-            sim: float | None
-            if kind == "none":
-                sim = None
-            elif kind == "jaccard":
-                assert qs is not None
-                sim = jaccard_sketch(qs, sketch(self._prepare(other), self.policy.shingle).hashes)
-            elif kind == "levenshtein":
-                sim = levenshtein(norm, self._prepare(other))
-            else:
-                sim = cosine(norm, self._prepare(other))
-            if sim is None or sim >= threshold:
-                out.append(Match(_dec_id(e.idenc), e.distance, sim))
+        sims: list[float | None]
+        if kind == "none":
+            live = list(entries)
+            sims = [None] * len(live)
+        elif kind == "jaccard":
+            live = [e for e in entries if e.text is not None]  # (None: removed meanwhile)
+            if not live:
+                return []
+            q = self._sketch(norm) if hashes is None else hashes
+            rows = [q, *(np.frombuffer(e.text or b"", dtype="<u4") for e in live)]
+            offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+            np.cumsum([r.size for r in rows], out=offsets[1:])
+            pairs = np.arange(1, len(rows), dtype=np.int64)
+            sims = sketch_jaccard_pairs(
+                np.concatenate(rows).astype(np.uint32, copy=False),
+                offsets,
+                np.zeros(len(live), dtype=np.int64),
+                pairs,
+            ).tolist()
+        else:
+            live = [e for e in entries if e.text is not None]
+            measure = levenshtein if kind == "levenshtein" else cosine
+            sims = [measure(norm, self._prepare((e.text or b"").decode())) for e in live]
+        out = [
+            Match(_dec_id(e.idenc), e.distance, sim)
+            for e, sim in zip(live, sims)
+            if sim is None or sim >= threshold
+        ]
         out.sort(key=lambda m: (-(m.similarity if m.similarity is not None else 1.0), m.distance))
         return out
+
+    def _payloads(self, entries: list[_Entry]) -> list[_Entry]:
+        """``entries`` with their Jaccard sketch: a stored version without one (written before
+        sketches were stored) has it computed from its text (one more round trip)."""
+        if self._payload != "h":
+            return entries
+        missing = {e.ref: (e.fp, e.distance) for e in entries if e.text is None}
+        if not missing:
+            return entries
+        texts = {e.ref: e.text for e in self.index._resolve(missing, "x")}
+        for e in entries:
+            if e.text is None and texts.get(e.ref) is not None:
+                raw = texts[e.ref] or b""
+                e.text = self._sketch(self._prepare(raw.decode())).astype("<u4").tobytes()
+        return entries
 
     def _prepare(self, text: str) -> str:
         # What both stages see (HTML main text, normalised), exactly as Deduplicator does.
@@ -163,8 +210,8 @@ class RedisDeduplicator(Closing):
         norm = self._prepare(check_text(text))
         fp = int(self.fingerprinter.fingerprint(norm))
         radius = self._radius(norm, k)
-        entries = self.index._sorted(self.index._read(fp, radius, texts=True))
-        matches = self._verify(norm, entries)
+        entries = self.index._sorted(self.index._read(fp, radius, self._payload))
+        matches = self._verify(norm, self._payloads(entries))
         self._counters["checks"] += 1
         self._counters["candidates"] += len(entries)
         self._counters["matches"] += len(matches)
@@ -192,14 +239,23 @@ class RedisDeduplicator(Closing):
 
     def _prepare_batch(
         self, ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
-    ) -> tuple[Sequence[float | None], list[str], list[int]]:
+    ) -> tuple[Sequence[float | None], list[str], list[int], list[Any]]:
+        """Timestamps, prepared texts, fingerprints and (Jaccard verifier) sketches."""
         self._ensure_open()
         tss = check_batch(ids, texts, timestamps)
         for i in ids:
             check_id(i)
         norms = [self._prepare(check_text(t, "texts[]")) for t in texts]
         fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
-        return tss, norms, [int(f) for f in fps]
+        sketches: list[Any] = [None] * len(norms)
+        if self._payload == "h":
+            if len(norms) == 1:
+                sketches = [self._sketch(norms[0])]
+            elif norms:
+                offsets, hashes = sketch_many(norms, self.policy.shingle)
+                bounds = offsets.tolist()
+                sketches = [hashes[a:b] for a, b in zip(bounds, bounds[1:])]
+        return tss, norms, fps, sketches
 
     def add_many(
         self,
@@ -208,11 +264,11 @@ class RedisDeduplicator(Closing):
         timestamps: Sequence[float | None] | None = None,
     ) -> list[int]:
         """:meth:`add` for each text, in order (pipelined); returns the fingerprints."""
-        tss, _, fps = self._prepare_batch(ids, texts, timestamps)
+        tss, _, fps, sketches = self._prepare_batch(ids, texts, timestamps)
         self.index._write_many(
             [
-                self.index._prepare(i, f, ts, {"x": t.encode()}, None)
-                for i, t, f, ts in zip(ids, texts, fps, tss)
+                self.index._prepare(i, f, ts, self._fields(t, h), None)
+                for i, t, f, ts, h in zip(ids, texts, fps, tss, sketches)
             ]
         )
         self._counters["adds"] += len(fps)
@@ -228,20 +284,20 @@ class RedisDeduplicator(Closing):
         """:meth:`check_and_add` for each text, in order: a text is checked against the stored
         ones and the earlier texts of the batch that were added. Pipelined: on one server a
         batch costs two or three round trips, not two or three per text."""
-        tss, norms, fps = self._prepare_batch(ids, texts, timestamps)
+        tss, norms, fps, sketches = self._prepare_batch(ids, texts, timestamps)
         batch = [
-            self.index._prepare(i, f, ts, {"x": t.encode()}, self._radius(n, None))
-            for i, t, n, f, ts in zip(ids, texts, norms, fps, tss)
+            self.index._prepare(i, f, ts, self._fields(t, h), self._radius(n, None))
+            for i, t, n, f, ts, h in zip(ids, texts, norms, fps, tss, sketches)
         ]
-        written = self.index._write_many(batch, texts=True)
+        written = self.index._write_many(batch, self._payload)
         out: list[tuple[bool, list[Match]]] = []
         losers: list[tuple[str, int, _Written]] = []
         rejected: set[str] = set()
-        for n, x, w in zip(norms, batch, written):
+        for n, x, w, h in zip(norms, batch, written, sketches):
             preds = [e for e in self.index._sorted(w.predecessors) if e.idenc not in rejected]
             self._counters["checks"] += 1
             self._counters["candidates"] += len(preds)
-            matches = self._verify(n, preds)
+            matches = self._verify(n, self._payloads(preds), h)
             if matches:
                 rejected.add(x.idenc)
                 losers.append((x.idenc, x.fp, w))

@@ -18,7 +18,9 @@ import operator
 import os
 import random
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -66,12 +68,15 @@ def _check_k(k: object, name: str = "k") -> int:
     return k
 
 
-def _popcount(a: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-    """Set bits of each element."""
-    if hasattr(np, "bitwise_count"):  # numpy >= 2
-        return np.asarray(np.bitwise_count(a), dtype=np.int64)
+def _popcount(a: npt.NDArray[np.uint64]) -> npt.NDArray[Any]:
+    """Set bits of each element (small unsigned ints)."""
+    if _bitwise_count is not None:  # numpy >= 2
+        return _bitwise_count(a)  # type: ignore[no-any-return]
     bits = np.unpackbits(np.ascontiguousarray(a).view(np.uint8).reshape(-1, 8), axis=1)
     return np.asarray(bits.sum(axis=1), dtype=np.int64)
+
+
+_bitwise_count: Any = getattr(np, "bitwise_count", None)
 
 
 def _s(b: bytes | str) -> str:
@@ -109,12 +114,17 @@ def near_records(blob: bytes, fp: int, k: int) -> dict[int, tuple[int, int]]:
             f"a bucket holds {len(blob)} bytes, not a multiple of {RECORD_BYTES}: "
             "not neardup format 2 data"
         )
-    recs = np.frombuffer(blob, dtype=">u8").reshape(-1, 2)
-    fps = recs[:, 0].astype(np.uint64)
-    dist = _popcount(fps ^ np.uint64(fp))
+    # The records are big-endian; XOR and popcount do not care about byte order, so the raw
+    # words are compared with the query's bytes read the same (native) way: no conversion.
+    words = np.frombuffer(blob, dtype=np.uint64)[0::2]
+    query = np.frombuffer(fp.to_bytes(8, "big"), dtype=np.uint64)
+    dist = _popcount(words ^ query)
     out: dict[int, tuple[int, int]] = {}
     for j in np.flatnonzero(dist <= k).tolist():
-        out.setdefault(int(recs[j, 1]), (int(fps[j]), int(dist[j])))
+        at = j * RECORD_BYTES
+        ref = int.from_bytes(blob[at + 8 : at + 16], "big")
+        if ref not in out:
+            out[ref] = (int.from_bytes(blob[at : at + 8], "big"), int(dist[j]))
     return out
 
 
@@ -131,7 +141,7 @@ class _Entry:
     period: int
     distance: int
     ticket: int | None
-    text: bytes | None = None
+    text: bytes | None = None  # the data field asked for (the text, or its sketch), if any
 
 
 def _order_key(e: _Entry) -> tuple[int, int, int]:
@@ -153,7 +163,33 @@ class _Pending:
     datakey: str
     fields: list[bytes | str]
     probe_k: int | None
-    probe_keys: list[tuple[int, str]]
+    probes: Probes | None
+
+
+class Probes:
+    """The bucket keys a query reads, grouped by period: ``spans`` lists ``(period, count)``
+    for consecutive runs of ``keys``."""
+
+    __slots__ = ("keys", "spans")
+
+    def __init__(self, keys: list[str], spans: list[tuple[int, int]]) -> None:
+        self.keys = keys
+        self.spans = spans
+
+    def live_blob(self, buckets: Sequence[bytes | None], horizon: bytes | str | None) -> bytes:
+        """The ``buckets`` read (one per key, ``None`` for a missing one) of the periods not
+        dropped by ``horizon`` (the ``{ns}:horizon`` value read), concatenated."""
+        if horizon is not None:
+            hz = int(horizon)
+            if any(q < hz for q, _ in self.spans):
+                live: list[bytes | None] = []
+                pos = 0
+                for q, n in self.spans:
+                    if q >= hz:
+                        live += buckets[pos : pos + n]
+                    pos += n
+                buckets = live
+        return b"".join([b for b in buckets if b])
 
 
 @dataclass

@@ -23,6 +23,7 @@ from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, c
 from neardup.backends.redis_format import (
     _NO_RETENTION_PERIOD,
     FORMAT_VERSION,
+    Probes,
     _check_fp,
     _check_k,
     _dec_id,
@@ -51,8 +52,6 @@ from neardup.backends.redis_single import check_add_in_script, write_many
 from neardup.textstore import Id, check_id
 
 __all__ = ["RedisIndex"]
-
-_NO_HORIZON = -(1 << 62)
 
 
 class RedisIndex(Closing):
@@ -127,8 +126,13 @@ class RedisIndex(Closing):
         self._k_tickets = f"{tag}:tk:"
         self._bucket_prefix = f"{namespace}:b:"
         self._data_prefix = f"{namespace}:d:"
+        self._idkey_prefix = f"{namespace}:r:"
         self._blocks = [(s, (1 << w) - 1) for s, w in zip(self.layout.shifts, self.layout.widths)]
+        self._plans: dict[int, list[tuple[int, int, int, tuple[int, ...]]]] = {}
+        self._head_cache: dict[int, list[str]] = {}
         self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
+        # One server decides a check-and-add inside one script at probe radius 0: k < blocks.
+        self._in_script_below = 0 if self.cluster else self.layout.blocks
         reg = client.register_script
         self._write_script = reg(_WRITE_LUA)
         self._check_add_script = reg(_CHECK_ADD_LUA)
@@ -206,10 +210,10 @@ class RedisIndex(Closing):
         return int(math.ceil((p + 1) * self.period + self.retention))
 
     def _live_periods(self, now: float | None = None) -> range:
-        now = time.time() if now is None else now
-        hi = self._period_of(now)
         if self.retention is None:
             return range(1)  # everything lives in period 0
+        now = time.time() if now is None else now
+        hi = self._period_of(now)
         # A period is live until its keys expire: (p + 1) * period + retention > now.
         lo = int(math.floor((now - self.retention) / self.period))
         return range(lo, hi + 1)
@@ -218,7 +222,7 @@ class RedisIndex(Closing):
         return f"{self._bucket_prefix}{p}:{block}:{value:x}"
 
     def _idkey(self, idenc: str) -> str:
-        return f"{self.namespace}:r:{idenc}"
+        return self._idkey_prefix + idenc
 
     def _datakey(self, ref: int) -> str:
         return f"{self._data_prefix}{ref:016x}"
@@ -235,14 +239,16 @@ class RedisIndex(Closing):
     def _resolve(
         self,
         near: Mapping[int, tuple[int, int]],
-        texts: bool = False,
+        payload: str | None = None,
         exclude: str | None = None,
     ) -> list[_Entry]:
         """The data of the near records ``{ref: (fp, distance)}``: one pipelined round trip
-        (per node). Refs whose data are gone (removed, retracted, expired) are skipped."""
+        (per node), with the data field ``payload`` (``x`` the text, ``h`` its Jaccard sketch)
+        as :attr:`_Entry.text`. Refs whose data are gone (removed, retracted, expired) are
+        skipped."""
         if not near:
             return []
-        fields = ["i", "p", "q", "x"] if texts else ["i", "p", "q"]
+        fields = ["i", "p", "q", payload] if payload else ["i", "p", "q"]
         refs = list(near)
         rows: list[Any]
         if self.cluster:
@@ -252,6 +258,18 @@ class RedisIndex(Closing):
             rows = pipe.execute()
         else:
             rows = self._link.send_all([("HMGET", self._datakey(ref), *fields) for ref in refs])
+        return self._entries(near, refs, rows, payload, exclude)
+
+    @staticmethod
+    def _entries(
+        near: Mapping[int, tuple[int, int]],
+        refs: Sequence[int],
+        rows: Sequence[Any],
+        payload: str | None,
+        exclude: str | None,
+    ) -> list[_Entry]:
+        """:class:`_Entry` of each ``refs[j]`` from its data fields ``rows[j]`` (``i``, ``p``,
+        ``q`` and the payload), skipping those whose data are gone or whose id is ``exclude``."""
         out: list[_Entry] = []
         for ref, row in zip(refs, rows):
             if row[0] is None:
@@ -261,56 +279,87 @@ class RedisIndex(Closing):
                 continue
             fp, dist = near[ref]
             q = None if row[2] is None else int(row[2])
-            text = row[3] if texts else None
+            text = row[3] if payload else None
             out.append(_Entry(ref, fp, idenc, int(row[1]), dist, q, text))
         return out
 
-    def _probe_keys(self, fp: int, k: int) -> list[tuple[int, str]]:
-        """``(period, key)`` of every bucket a query at ``k`` reads, in every live period (the
-        layout's probes, with the key strings built per block rather than per probe)."""
-        layout = self.layout
-        values = [(fp >> sh) & m for sh, m in self._blocks]
-        out: list[tuple[int, str]] = []
+    def _probe_plan(self, k: int) -> list[tuple[int, int, int, tuple[int, ...]]]:
+        """``(block, shift, mask, flip masks)`` of every block a query at ``k`` probes."""
+        plan = self._plans.get(k)
+        if plan is None:
+            layout = self.layout
+            plan = [
+                (b, sh, m, tuple(layout.flip_masks(b, r)))
+                for b, ((sh, m), r) in enumerate(zip(self._blocks, layout.radii(k)))
+                if r >= 0
+            ]
+            self._plans[k] = plan
+        return plan
+
+    def _heads(self, q: int) -> list[str]:
+        """The bucket key prefix ``ns:b:<q>:<block>:`` of each block in period ``q``."""
+        heads = self._head_cache.get(q)
+        if heads is None:
+            if len(self._head_cache) > 64:
+                self._head_cache.clear()
+            heads = [f"{self._bucket_prefix}{q}:{b}:" for b in range(self.layout.blocks)]
+            self._head_cache[q] = heads
+        return heads
+
+    def _own_keys(self, p: int, fp: int) -> list[str]:
+        """The buckets of ``fp`` in period ``p``, one per block."""
+        return [f"{h}{(fp >> sh) & m:x}" for h, (sh, m) in zip(self._heads(p), self._blocks)]
+
+    def _probe_keys(self, fp: int, k: int) -> Probes:
+        """Every bucket a query at ``k`` reads, in every live period: the layout's probes (the
+        key strings built per block from cached prefixes), with ``(period, count)`` spans."""
+        plan = self._probe_plan(k)
+        keys: list[str] = []
+        spans: list[tuple[int, int]] = []
         for q in self._live_periods():
-            for b, r in enumerate(layout.radii(k)):
-                if r >= 0:
-                    head, v = f"{self._bucket_prefix}{q}:{b}:", values[b]
-                    out += [(q, f"{head}{v ^ m:x}") for m in layout.flip_masks(b, r)]
-        return out
+            heads = self._heads(q)
+            n0 = len(keys)
+            for b, sh, m, masks in plan:
+                head, v = heads[b], (fp >> sh) & m
+                keys += [f"{head}{v ^ x:x}" for x in masks]
+            spans.append((q, len(keys) - n0))
+        return Probes(keys, spans)
 
     def _read(
-        self, fp: int, k: int, texts: bool = False, exclude: str | None = None
+        self, fp: int, k: int, payload: str | None = None, exclude: str | None = None
     ) -> list[_Entry]:
-        return self._read_keys(fp, k, self._probe_keys(fp, k), texts, exclude)
+        return self._read_keys(fp, k, self._probe_keys(fp, k), payload, exclude)
 
     def _read_keys(
         self,
         fp: int,
         k: int,
-        keys: Sequence[tuple[int, str]],
-        texts: bool = False,
+        probes: Probes,
+        payload: str | None = None,
         exclude: str | None = None,
     ) -> list[_Entry]:
-        """Items within ``k`` of ``fp`` in buckets ``(period, key)``: one pipelined round trip
-        per node for the buckets (and the horizon), one for the data of the near records."""
+        """Items within ``k`` of ``fp`` in the ``probes`` buckets: one round trip per node for
+        the buckets (and the horizon), one for the data of the near records."""
         res: list[Any]
         if self.cluster:
             pipe = self.client.pipeline(transaction=False)
             pipe.get(self._k_horizon)
-            for _, key in keys:
+            for key in probes.keys:
                 pipe.get(key)
             res = pipe.execute()
         else:
-            res = self._link.send_all(
-                [("GET", self._k_horizon), *(("GET", key) for _, key in keys)]
-            )
-        horizon = int(res[0]) if res[0] is not None else _NO_HORIZON
-        blob = b"".join(r for (p, _), r in zip(keys, res[1:]) if r and p >= horizon)
-        return self._resolve(near_records(blob, fp, k), texts, exclude)
+            res = self._link.send_all([("MGET", self._k_horizon, *probes.keys)])[0]
+        blob = probes.live_blob(res[1:], res[0])
+        return self._resolve(near_records(blob, fp, k), payload, exclude)
 
     @staticmethod
     def _sorted(entries: Iterable[_Entry]) -> list[_Entry]:
         return sorted(entries, key=_order_key)
+
+    @staticmethod
+    def _matches(entries: Iterable[_Entry]) -> list[tuple[Id, int]]:
+        """``(id, distance)`` of ``entries``, nearest first (then by ticket, then by ref)."""
+        return [(_dec_id(e.idenc), e.distance) for e in sorted(entries, key=_order_key)]
 
     # -- public API --------------------------------------------------------------------------
 
@@ -343,7 +392,7 @@ class RedisIndex(Closing):
         flat: list[bytes | str] = ["i", idenc, "f", f"{fp:016x}", "t", repr(ts), "p", str(p)]
         for name, value in fields.items():
             flat += [name, value]
-        probe_keys = [] if probe_k is None else self._probe_keys(fp, probe_k)
+        probes = None if probe_k is None else self._probe_keys(fp, probe_k)
         ref = new_ref()
         return _Pending(
             idenc=idenc,
@@ -351,12 +400,12 @@ class RedisIndex(Closing):
             ref=ref,
             period=p,
             expire_at=self._expire_at(p),
-            own=[self._bucket(p, b, v) for b, v in enumerate(self.layout.values(fp))],
+            own=self._own_keys(p, fp),
             idkey=self._idkey(idenc),
             datakey=self._datakey(ref),
             fields=flat,
             probe_k=probe_k,
-            probe_keys=probe_keys,
+            probes=probes,
         )
 
     def _reref(self, x: _Pending) -> None:
@@ -371,29 +420,23 @@ class RedisIndex(Closing):
         timestamp: float | None,
         fields: Mapping[str, bytes | str],
         probe_k: int | None,
-        texts: bool = False,
+        payload: str | None = None,
     ) -> _Written:
         """Store ``id``; with ``probe_k``, also return the stored items within ``probe_k``
         that precede it in ticket order (the ones a check-and-add must consider)."""
-        return self._write_many([self._prepare(id, fp, timestamp, fields, probe_k)], texts)[0]
+        return self._write_many([self._prepare(id, fp, timestamp, fields, probe_k)], payload)[0]
 
-    def _write_many(self, batch: Sequence[_Pending], texts: bool = False) -> list[_Written]:
+    def _write_many(self, batch: Sequence[_Pending], payload: str | None = None) -> list[_Written]:
         """:meth:`_write` for each item, in order (:func:`~neardup.backends.redis_single.write_many`
         on one server, :func:`~neardup.backends.redis_cluster.write_cluster` on a cluster)."""
         if self.cluster:
-            return [write_cluster(self, x, texts) for x in batch]
-        return write_many(self, batch, texts)
+            return [write_cluster(self, x, payload) for x in batch]
+        return write_many(self, batch, payload)
 
     def _decides_in_script(self, k: int) -> bool:
         """Whether a check-and-add at ``k`` runs whole inside :data:`_CHECK_ADD_LUA`: one server
         and probe radius 0 (the buckets read are exact blocks of 13+ bits: few records)."""
-        return not self.cluster and max(self.layout.radii(k)) <= 0
-
-    def _check_add_in_script(
-        self, items: Sequence[tuple[str, int, float | None]], k: int
-    ) -> list[list[_Entry] | None]:
-        """See :func:`neardup.backends.redis_single.check_add_in_script`."""
-        return check_add_in_script(self, items, k)
+        return k < self._in_script_below
 
     # -- removing ----------------------------------------------------------------------------
 
@@ -417,7 +460,7 @@ class RedisIndex(Closing):
             calls: list[tuple[list[Any], list[Any]]] = []
             for ref, fp, p, idenc in items:
                 keys = [self._idkey(idenc or ""), self._datakey(ref), self._k_count + str(p)]
-                keys += [self._bucket(p, b, v) for b, v in enumerate(self.layout.values(fp))]
+                keys += self._own_keys(p, fp)
                 ref8 = ref.to_bytes(8, "big") if idenc is not None else b""
                 calls.append((keys, [pack_record(fp, ref), ref8]))
             self._link.run_scripts(self._retract_script, calls)
@@ -477,12 +520,12 @@ class RedisIndex(Closing):
         else the one holding the smallest ticket).
         """
         k = self.k if k is None else _check_k(k)
-        if self._decides_in_script(k):
+        if k < self._in_script_below:
             fp = _check_fp(fingerprint)
-            found = self._check_add_in_script([(_enc_id(id), fp, timestamp)], k)[0]
+            found = check_add_in_script(self, [(_enc_id(id), fp, timestamp)], k)[0]
             if found is None:
                 return True, []
-            return False, [(_dec_id(e.idenc), e.distance) for e in self._sorted(found)]
+            return False, self._matches(found)
         return self.check_and_add_many([id], [fingerprint], [timestamp], k)[0]
 
     def check_and_add_many(
@@ -497,14 +540,10 @@ class RedisIndex(Closing):
         fps, tss = self._batch_args(ids, fingerprints, timestamps)
         k = self.k if k is None else _check_k(k)
         out: list[tuple[bool, list[tuple[Id, int]]]] = []
-        if self._decides_in_script(k):
+        if k < self._in_script_below:
             items = [(_enc_id(i), f, t) for i, f, t in zip(ids, fps, tss)]
-            for found in self._check_add_in_script(items, k):
-                if found is None:
-                    out.append((True, []))
-                else:
-                    matches = [(_dec_id(e.idenc), e.distance) for e in self._sorted(found)]
-                    out.append((False, matches))
+            for found in check_add_in_script(self, items, k):
+                out.append((True, []) if found is None else (False, self._matches(found)))
             return out
         batch = [self._prepare(i, f, t, {}, k) for i, f, t in zip(ids, fps, tss)]
         written = self._write_many(batch)

@@ -1,10 +1,13 @@
-"""The one-server transport of the Redis backend: a connection per thread, commands packed by
-hiredis, scripts pipelined with ``WAIT`` for replicas.
+"""The one-server transport of the Redis backend: a socket per thread, commands packed by
+hiredis, replies parsed by a hiredis reader, scripts pipelined with ``WAIT`` for replicas.
 
 On the hot path redis-py's ``execute_command``/pipeline bookkeeping (pool checkout, retries,
-hooks, per-argument encoding) costs as much client CPU as the round trip itself, so a
-single-server :class:`~neardup.backends.redis_index.RedisIndex` sends its scripts and reads
-through a :class:`ServerLink`. Redis Cluster goes through redis-py's ``RedisCluster``.
+hooks, per-argument encoding, its parser's layers) costs several times the client CPU of the
+round trip itself, so a single-server :class:`~neardup.backends.redis_index.RedisIndex` sends
+its scripts and reads through a :class:`ServerLink`: redis-py opens the connection (TLS, AUTH,
+SELECT, client name: every option of the URL), then the link writes packed commands to its
+socket and feeds what it reads to its own ``hiredis.Reader``. Redis Cluster goes through
+redis-py's ``RedisCluster``.
 """
 
 from __future__ import annotations
@@ -17,18 +20,69 @@ from typing import Any
 from neardup.backends.redis_connect import Client, redis_py
 
 _pack: Any
+_Reader: Any
 try:
+    from hiredis import Reader as _Reader
     from hiredis import pack_command as _pack
 except ImportError:  # pragma: no cover - hiredis is part of the [redis] extra
-    _pack = None
+    _pack = _Reader = None
 
 __all__ = ["ServerLink"]
+
+_READ_SIZE = 1 << 16
+
+# Bumped in every forked child: a socket opened before the fork belongs to the parent. (A
+# counter, not os.getpid() on every call: a system call costs microseconds in a sandbox.)
+_forks = [0]
+os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
+
+
+class _Socket:
+    """One thread's connection: redis-py's (for opening and closing), its socket and a
+    hiredis reader of our own (redis-py's parser is never used on it after the handshake)."""
+
+    __slots__ = ("conn", "sock", "reader", "fork")
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        conn.connect()
+        self.sock = conn._sock
+        if self.sock is None:  # pragma: no cover - connect() raises instead
+            raise redis_py.exceptions.ConnectionError("the connection did not open")
+        self.reader = _Reader(
+            protocolError=redis_py.exceptions.InvalidResponse,
+            replyError=redis_py.exceptions.ResponseError,
+        )
+        self.fork = _forks[0]
+
+    def roundtrip(self, packed: bytes, n: int) -> list[Any]:
+        """Send ``packed`` (``n`` commands) and read ``n`` replies (error replies as
+        ``ResponseError`` objects, in place)."""
+        sock, reader = self.sock, self.reader
+        sock.sendall(packed)
+        replies: list[Any] = []
+        while len(replies) < n:
+            reply = reader.gets()
+            if reply is False:
+                chunk = sock.recv(_READ_SIZE)
+                if not chunk:
+                    raise redis_py.exceptions.ConnectionError("the server closed the connection")
+                reader.feed(chunk)
+                continue
+            replies.append(reply)
+        return replies
+
+
+def _no_script(reply: Any) -> bool:
+    return isinstance(reply, redis_py.exceptions.ResponseError) and str(reply).startswith(
+        "NOSCRIPT"
+    )
 
 
 class ServerLink:
     """Commands and scripts to one Redis server over the calling thread's own connection
     (taken once from ``client``'s pool: one per thread, so threads never share one; a forked
-    child takes its own)."""
+    child opens its own)."""
 
     def __init__(self, client: Client, wait_replicas: int = 0, wait_timeout: int = 1000) -> None:
         self.client = client
@@ -36,98 +90,125 @@ class ServerLink:
         self.wait_timeout = wait_timeout
         self.local = threading.local()
 
-    def connection(self) -> Any:
-        """This thread's own connection, taken from the client's pool once (one server)."""
-        local = self.local
-        conn = getattr(local, "conn", None)
-        if conn is None or local.pid != os.getpid():
-            conn = self.client.connection_pool.get_connection()  # type: ignore[union-attr]
-            local.conn, local.pid = conn, os.getpid()
-        return conn
+    def _socket(self) -> _Socket:
+        s: _Socket | None = getattr(self.local, "s", None)
+        if s is None or s.fork != _forks[0]:
+            pool = self.client.connection_pool  # type: ignore[union-attr]
+            s = self.local.s = _Socket(pool.get_connection())
+        return s
 
-    def call(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """One server: run ``script`` on this thread's connection. The hot path: redis-py's
-        ``execute_command`` (pool checkout, retries, hooks) costs as much client time as the
-        round trip itself. A lost connection is reopened and the call sent again once (the
-        write scripts are safe to repeat: a repeat finds its ref in use and draws another,
-        or replaces the first write of its id)."""
-        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
-        for attempt in (0, 1, 2):
-            try:
-                return self.send_all([command])[0]
-            except redis_py.exceptions.NoScriptError:
-                if attempt == 2:
-                    raise
-                self.client.script_load(script.script)
-        raise AssertionError("unreachable")  # pragma: no cover
+    def _drop(self) -> None:
+        s: _Socket | None = getattr(self.local, "s", None)
+        self.local.s = None
+        if s is not None and s.fork == _forks[0]:
+            s.conn.disconnect()
+            self.client.connection_pool.release(s.conn)  # type: ignore[union-attr]
 
-    def send_all(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """One server: ``commands`` in one round trip on this thread's connection (a pipeline
-        without redis-py's per-command bookkeeping, packed by hiredis). Every reply is read
-        before the first error reply is raised, so the connection stays in step; a connection
-        that fails (or is interrupted) mid-way is closed, and reopened and sent to once more."""
+    def roundtrip(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """``commands`` in one round trip on this thread's connection; the replies in order,
+        error replies as ``redis.ResponseError`` objects in place (every reply is read, so the
+        connection stays in step). A connection that fails is closed, and reopened and sent to
+        once more; one interrupted mid-way is closed (a reply may be left unread)."""
+        packed = b"".join([_pack(c) for c in commands])
         for attempt in (0, 1):
-            conn = self.connection()
+            s = self._socket()
             try:
-                if _pack is not None:  # hiredis packs the whole command in C
-                    conn.send_packed_command([_pack(c) for c in commands], check_health=False)
-                else:  # pragma: no cover - hiredis is part of the [redis] extra
-                    conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-                replies: list[Any] = []
-                error: Exception | None = None
-                for _ in commands:
-                    try:
-                        replies.append(conn.read_response())
-                    except redis_py.exceptions.ResponseError as e:
-                        replies.append(e)
-                        error = error or e
-                if error is not None:
-                    raise error
-                return replies
-            except (redis_py.exceptions.ConnectionError, redis_py.exceptions.TimeoutError):
-                conn.disconnect()
+                return s.roundtrip(packed, len(commands))
+            except (OSError, redis_py.exceptions.ConnectionError) as e:
+                self._drop()
                 if attempt:
-                    raise
-            except redis_py.exceptions.ResponseError:
-                raise
+                    if isinstance(e, TimeoutError):
+                        raise redis_py.exceptions.TimeoutError(str(e)) from e
+                    raise redis_py.exceptions.ConnectionError(str(e)) from e
             except BaseException:
-                conn.disconnect()  # a reply may be left unread: never reuse this connection
+                self._drop()
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def run_scripts(self, script: Any, calls: Sequence[tuple[list[Any], list[Any]]]) -> list[Any]:
-        """One server: ``script`` for each ``(keys, args)``, in order, in one round trip (then
-        ``WAIT`` for ``wait_replicas``). A single call goes straight to the connection: a
-        redis-py pipeline costs more client time than the round trip it would save."""
-        if len(calls) == 1 and not self.wait_replicas:
-            return [self.call(script, *calls[0])]
-        pipe = self.client.pipeline(transaction=False)
-        for keys, args in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-        if self.wait_replicas:
-            pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout)
-        outs = self.execute(pipe, [(j, script, k, a) for j, (k, a) in enumerate(calls)])
-        if self.wait_replicas:
-            acked = int(outs.pop())
-            if acked < self.wait_replicas:
-                raise TimeoutError(
-                    f"only {acked} of wait_replicas={self.wait_replicas} replicas acknowledged "
-                    f"the write within {self.wait_timeout} ms"
-                )
-        return outs
-
-    def execute(
-        self, pipe: Any, calls: Sequence[tuple[int, Any, list[Any], list[Any]]]
-    ) -> list[Any]:
-        """Run a pipeline whose commands at ``calls[i][0]`` are EVALSHA of ``calls[i][1]``;
-        any that found its script missing (a restarted or flushed server) is run again by the
-        ``Script`` object, which loads it. (Scripts are loaded when the index is opened: a
-        redis-py pipeline with Script objects would ask SCRIPT EXISTS on every execute.)"""
-        results = list(pipe.execute(raise_on_error=False))
-        for pos, script, keys, args in calls:
-            if isinstance(results[pos], redis_py.exceptions.NoScriptError):
-                results[pos] = script(keys=keys, args=args)
-        for r in results:
+    def send_all(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """:meth:`roundtrip`, raising the first error reply (after every reply is read)."""
+        replies = self.roundtrip(commands)
+        for r in replies:
             if isinstance(r, Exception):
                 raise r
+        return replies
+
+    def call(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """One server: run ``script`` (a redis-py ``Script``) on this thread's connection. A
+        lost connection is reopened and the call sent again once (the write scripts are safe
+        to repeat: a repeat finds its ref in use and draws another, or replaces the first
+        write of its id)."""
+        if self.wait_replicas:
+            return self.run_scripts(script, [(keys, args)])[0]
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        out = self.roundtrip([command])[0]
+        if _no_script(out):
+            self.client.script_load(script.script)
+            out = self.roundtrip([command])[0]
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    def run_scripts(
+        self, script: Any, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
+    ) -> list[Any]:
+        """One server: ``script`` for each ``(keys, args)``, in order, in one round trip (then
+        ``WAIT`` for ``wait_replicas``); the replies. See :meth:`run_scripts_reading`."""
+        if len(calls) == 1 and not self.wait_replicas:
+            return [self.call(script, *calls[0])]
+        return [out for out, _ in self.run_scripts_reading(script, calls, None)]
+
+    def run_scripts_reading(
+        self,
+        script: Any,
+        calls: Sequence[tuple[Sequence[Any], Sequence[Any]]],
+        reads: Sequence[Sequence[Any] | None] | None,
+    ) -> list[tuple[Any, Any]]:
+        """One server: for each ``(keys, args)`` of ``calls``, ``script`` then the command
+        ``reads[j]`` (if any) right after it, all in order in one round trip (then ``WAIT``
+        for ``wait_replicas``); ``(script reply, read reply or None)`` for each. Calls that
+        found the script missing (a restarted or flushed server) are sent again with their
+        reads, in order, once it is loaded. An error reply is raised (after every reply is
+        read)."""
+        reads = reads if reads is not None else [None] * len(calls)
+        sha = script.sha
+        groups: list[list[Sequence[Any]]] = []
+        for (k, a), r in zip(calls, reads):
+            group: list[Sequence[Any]] = [("EVALSHA", sha, len(k), *k, *a)]
+            if r is not None:
+                group.append(r)
+            groups.append(group)
+        wait: list[Sequence[Any]] = []
+        if self.wait_replicas:
+            wait.append(("WAIT", self.wait_replicas, self.wait_timeout))
+        results: list[tuple[Any, Any]] = [(None, None)] * len(calls)
+        todo = list(range(len(calls)))
+        for attempt in (0, 1):
+            flat = self.roundtrip([c for j in todo for c in groups[j]] + wait)
+            if wait:
+                acked = flat.pop()
+                if isinstance(acked, Exception):
+                    raise acked
+                if int(acked) < self.wait_replicas:
+                    raise TimeoutError(
+                        f"only {acked} of wait_replicas={self.wait_replicas} replicas "
+                        f"acknowledged the write within {self.wait_timeout} ms"
+                    )
+            missing = []
+            pos = 0
+            for j in todo:
+                out = flat[pos]
+                read = flat[pos + 1] if len(groups[j]) > 1 else None
+                pos += len(groups[j])
+                if _no_script(out) and not attempt:
+                    missing.append(j)
+                    continue
+                for r in (out, read):
+                    if isinstance(r, Exception):
+                        raise r
+                results[j] = (out, read)
+            if not missing:
+                break
+            self.client.script_load(script.script)
+            todo = missing
         return results

@@ -7,16 +7,16 @@ from __future__ import annotations
 _NO_HORIZON = "-4611686018427387904"
 
 
-def _store_lua(record: int, ref: int, fields: int) -> str:
-    """Lua that stores an item once its ticket ``t`` is taken (locals ``np``, ``exp``, ``t``):
-    appends ARGV[record] to its own buckets (KEYS[6 + np]...), writes its data hash (KEYS[5]:
-    the ticket and the fields from ARGV[fields + np] on), the id's ref ARGV[ref] (KEYS[3]) and
-    the count (KEYS[2]), with their expiry."""
-    return f"""for i = 6 + np, #KEYS do
+def _store_lua(first: int, last: str, record: int, ref: int, fields: str) -> str:
+    """Lua that stores an item once its ticket ``t`` is taken (local ``exp``: the expiry):
+    appends ARGV[record] to its own buckets KEYS[first..last], writes its data hash (KEYS[5]:
+    the ticket and the fields from ARGV[fields] on), the id's ref ARGV[ref] (KEYS[3]) and the
+    count (KEYS[2]), with their expiry."""
+    return f"""for i = {first}, {last} do
   redis.call('APPEND', KEYS[i], ARGV[{record}])
   if exp > 0 then redis.call('EXPIREAT', KEYS[i], exp) end
 end
-redis.call('HSET', KEYS[5], 'q', t, unpack(ARGV, {fields} + np))
+redis.call('HSET', KEYS[5], 'q', t, unpack(ARGV, {fields}))
 redis.call('SET', KEYS[3], ARGV[{ref}])
 redis.call('INCR', KEYS[2])
 if exp > 0 then
@@ -27,86 +27,100 @@ end
 """
 
 
-# One Redis server, a write that reads first: refuse a ref already in use ({-1}: draw another);
-# read the probe buckets (those of periods not expired by the horizon), then take a ticket,
-# append the record to the item's own buckets and write its data and the id's ref, all in one
-# atomic step, so every record read was written by an earlier ticket.
-# KEYS: seq, count, idkey, horizon, data, probes (np)..., own buckets...
-# ARGV: np, record (16 bytes), ref (8 bytes), expireat (0: none), probe periods (np)...,
-# data fields...
-# Reply: {ticket, previous ref of the id or false, the probe buckets concatenated}.
+# One Redis server, the ticketed write: refuse a ref already in use ({-1}: draw another); take
+# a ticket, append the record to the item's own buckets, write its data (with the ticket as
+# field q) and the id's ref, all in one atomic step. It reads no bucket: the client sends an
+# MGET of the probe buckets right after it on the same connection, and counts as predecessors
+# the near records whose ticket is smaller than its own (a writer with a smaller ticket ran
+# its whole script before this one, so the MGET sees its records; docs/scale-out.md).
+# KEYS: seq, count, idkey, horizon, data, own buckets...
+# ARGV: record (16 bytes), ref (8 bytes), expireat (0: none), data fields...
+# Reply: {ticket, previous ref of the id or false, horizon or false}.
 _WRITE_LUA = (
     """
 if redis.call('EXISTS', KEYS[5]) == 1 then return {-1} end
-local np = tonumber(ARGV[1])
-local exp = tonumber(ARGV[4])
-local hz = tonumber(redis.call('GET', KEYS[4]) or '"""
-    + _NO_HORIZON
-    + """')
-local parts = {}
-for i = 1, np do
-  if tonumber(ARGV[4 + i]) >= hz then
-    local s = redis.call('GET', KEYS[5 + i])
-    if s then parts[#parts + 1] = s end
-  end
-end
+local exp = tonumber(ARGV[3])
 local t = redis.call('INCR', KEYS[1])
 local old = redis.call('GET', KEYS[3])
 """
-    + _store_lua(record=2, ref=3, fields=5)
-    + """return {t, old or false, table.concat(parts)}
+    + _store_lua(first=6, last="#KEYS", record=1, ref=2, fields="4")
+    + """-- Without a retention (no expiry, one period) no period is ever dropped: no horizon.
+return {t, old or false, exp > 0 and redis.call('GET', KEYS[4]) or false}
 """
 )
 
 # One Redis server, the bare index at probe radius 0 (few, small buckets): the whole
 # check-and-add in one script. It scans the probe buckets' records, measures each one's Hamming
 # distance to the fingerprint (two 32-bit halves, SWAR popcount with Redis's bit library) and,
-# if any record (not the id's own current one) is within k, returns them and writes nothing;
-# else it stores the item as _WRITE_LUA does. Scripts run one at a time, so of near-copies
-# racing from any number of clients the first one run is added and every later one sees it.
-# KEYS: as _WRITE_LUA. ARGV: np, k, record, ref, expireat, probe periods (np)..., data fields...
-# Reply: {-1} (ref in use), {0, ref, distance, ref, distance, ...} (rejected) or
+# if any record (not the id's own current one) is within k, returns them with their ids and
+# tickets and writes nothing; else it stores the item as _WRITE_LUA does. Scripts run one at a
+# time, so of near-copies racing from any number of clients the first one run is added and
+# every later one sees it.
+# The probes at radius 0 are the first `nf` blocks (k < blocks): in the item's own period they
+# are its own buckets, in each other live period one more key each. The ids of the matches are
+# read from their data keys, named from the ref found (ARGV[8] .. hex): keys not passed in
+# KEYS, which one server allows (this script is never sent to a cluster); it saves the round
+# trip that would look them up.
+# KEYS: seq, count, idkey, horizon, data, own buckets (nb), probes of other periods (ne)...
+# ARGV: nb, k, record, ref, expireat, nf, own period, data key prefix, periods of the other
+# probes (ne)..., data fields...
+# Reply: {-1} (ref in use), {0, ref, distance, id, ticket, ...} (rejected) or
 # {ticket, previous ref of the id or false}.
 _CHECK_ADD_LUA = (
     """
-if redis.call('EXISTS', KEYS[5]) == 1 then return {-1} end
-local np = tonumber(ARGV[1])
+local nb = tonumber(ARGV[1])
 local k = tonumber(ARGV[2])
 local exp = tonumber(ARGV[5])
+local nf = tonumber(ARGV[6])
+local ne = #KEYS - 5 - nb
 local band, rshift, bxor = bit.band, bit.rshift, bit.bxor
 local function pc(x)
   x = x - band(rshift(x, 1), 0x55555555)
   x = band(x, 0x33333333) + band(rshift(x, 2), 0x33333333)
   return band(x + rshift(x, 4), 0x0F0F0F0F) % 255
 end
-local hz = tonumber(redis.call('GET', KEYS[4]) or '"""
+-- Without a retention (no expiry, one period) no period is ever dropped: skip the horizon.
+local hz = """
     + _NO_HORIZON
-    + """')
+    + """
+if exp > 0 or ne > 0 then hz = tonumber(redis.call('GET', KEYS[4]) or hz) end
 local old = redis.call('GET', KEYS[3])
 local qa, qb = struct.unpack('>I4I4', ARGV[3])
 local found = {0}
-for i = 1, np do
-  if tonumber(ARGV[5 + i]) >= hz then
-    local s = redis.call('GET', KEYS[5 + i])
-    if s then
-      for off = 1, #s, 16 do
-        local a, b = struct.unpack('>I4I4', s, off)
-        local d = pc(bxor(a, qa)) + pc(bxor(b, qb))
-        if d <= k then
-          local r = string.sub(s, off + 8, off + 15)
-          if r ~= old then
-            found[#found + 1] = r
-            found[#found + 1] = d
-          end
+local seen = {}
+local function scan(key)
+  local s = redis.call('GET', key)
+  if not s then return end
+  for off = 1, #s, 16 do
+    local a, b = struct.unpack('>I4I4', s, off)
+    local d = pc(bxor(a, qa)) + pc(bxor(b, qb))
+    if d <= k then
+      local r = string.sub(s, off + 8, off + 15)
+      if r ~= old and not seen[r] then
+        seen[r] = true
+        local ra, rb = struct.unpack('>I4I4', r)
+        local row = redis.call('HMGET', ARGV[8] .. string.format('%08x%08x', ra, rb), 'i', 'q')
+        if row[1] then
+          found[#found + 1] = r
+          found[#found + 1] = d
+          found[#found + 1] = row[1]
+          found[#found + 1] = row[2] or ''
         end
       end
     end
   end
 end
+if tonumber(ARGV[7]) >= hz then
+  for i = 6, 5 + nf do scan(KEYS[i]) end
+end
+for i = 1, ne do
+  if tonumber(ARGV[8 + i]) >= hz then scan(KEYS[5 + nb + i]) end
+end
 if #found > 1 then return found end
+if redis.call('EXISTS', KEYS[5]) == 1 then return {-1} end
 local t = redis.call('INCR', KEYS[1])
 """
-    + _store_lua(record=3, ref=4, fields=6)
+    + _store_lua(first=6, last="5 + nb", record=3, ref=4, fields="9 + ne")
     + """return {t, old or false}
 """
 )
