@@ -47,10 +47,19 @@ class DedupService:
         self.backend = backend
         self.limits = Limits(max_text_bytes=settings.max_text_bytes, max_batch=settings.max_batch)
         self.metrics = Metrics()
+        # The embedded store can decide a group of single writes before it is on disk and make
+        # it durable on the writer's committer thread (Deduplicator.commit): the next group is
+        # decided while the last one's fsync runs. Other backends answer when durable.
+        commit = getattr(backend, "commit", None)
+        self._defer = callable(commit) and not settings.writer_is_inline
         self.writer = SerializedWriter(
-            {CHECK_AND_ADD: self._check_and_add_group, ADD: self._add_group},
+            {
+                CHECK_AND_ADD: self._check_and_add_singles,
+                ADD: self._add_singles,
+            },
             max_group=settings.writer_max_batch,
             inline=settings.writer_is_inline,
+            commit=commit if self._defer else None,
         )
         self.readers = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="neardup-read")
         self._sweeper: asyncio.Task[None] | None = None
@@ -137,6 +146,37 @@ class DedupService:
                     [it.id for it in chunk],
                     [it.text for it in chunk],
                     timestamps=[it.timestamp for it in chunk],
+                )
+            )
+        return out
+
+    def _check_and_add_singles(self, items: list[AddItem]) -> list[Any]:
+        # A group of single requests: with a committer, decided here and made durable there.
+        if not self._defer:
+            return self._check_and_add_group(items)
+        out: list[Any] = []
+        for chunk in self._chunks(items):
+            out.extend(
+                self.backend.check_and_add_many(
+                    [it.id for it in chunk],
+                    [it.text for it in chunk],
+                    timestamps=[it.timestamp for it in chunk],
+                    durable=False,
+                )
+            )
+        return out
+
+    def _add_singles(self, items: list[AddItem]) -> list[Any]:
+        if not self._defer:
+            return self._add_group(items)
+        out: list[Any] = []
+        for chunk in self._chunks(items):
+            out.extend(
+                self.backend.add_many(
+                    [it.id for it in chunk],
+                    [it.text for it in chunk],
+                    timestamps=[it.timestamp for it in chunk],
+                    durable=False,
                 )
             )
         return out
@@ -323,6 +363,8 @@ class DedupService:
                 "calls": self.writer.calls,
                 "call_items": self.writer.call_items,
                 "busy_seconds": round(self.writer.busy_seconds, 6),
+                "commits": self.writer.commits,
+                "commit_seconds": round(self.writer.commit_seconds, 6),
             },
             "uptime_seconds": round(time.time() - m.started, 3),
             "backend": backend_stats,
