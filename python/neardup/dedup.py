@@ -64,7 +64,7 @@ _logger = logging.getLogger("neardup.dedup")
 
 # Batches up to this many texts find their in-batch near pairs by comparing every pair in the
 # core (microseconds); larger ones through a scratch index.
-_PAIRWISE_MAX = 2048
+_PAIRWISE_MAX = 512
 
 
 @runtime_checkable

@@ -45,6 +45,12 @@ log = logging.getLogger("neardup.service")
 CHECK_AND_ADD = "check_and_add"
 ADD = "add"
 CALL = "call"
+# Batch requests: applied one request at a time (never merged with another), like CALL, but
+# completed like a group (through the committer when there is one). The group function gets a
+# list with one payload, a list of items, and returns a list with one result, a list.
+CHECK_AND_ADD_BATCH = "check_and_add_batch"
+ADD_BATCH = "add_batch"
+_SOLO = frozenset({CHECK_AND_ADD_BATCH, ADD_BATCH})
 
 _STOP = object()
 
@@ -176,7 +182,12 @@ class SerializedWriter:
                 i += 1
                 continue
             j = i + 1
-            while j < len(pending) and j - i < self._max_group and pending[j][0] == kind:
+            while (
+                j < len(pending)
+                and j - i < self._max_group
+                and pending[j][0] == kind
+                and kind not in _SOLO
+            ):
                 j += 1
             _complete(self._apply_group(kind, pending[i:j]))
             i = j
@@ -196,7 +207,7 @@ class SerializedWriter:
                 continue
             # Gather the consecutive writes of the same kind already waiting.
             group = [entry]
-            while len(group) < self._max_group:
+            while len(group) < self._max_group and kind not in _SOLO:
                 try:
                     nxt = self._queue.get_nowait()
                 except queue.Empty:
@@ -311,8 +322,12 @@ class SerializedWriter:
             log.exception("writer: %s of %d item(s) failed", kind, len(group))
             outcomes = [(entry[3], None, e) for entry in group]
         self.busy_seconds += time.perf_counter() - t0
-        self.groups += 1
-        self.grouped_items += len(group)
+        if kind in _SOLO:
+            self.calls += 1
+            self.call_items += len(group[0][1])
+        else:
+            self.groups += 1
+            self.grouped_items += len(group)
         return outcomes
 
 
