@@ -547,10 +547,11 @@ def rate_load(
 
 
 def writer_stats(url: str) -> tuple[float, int, int]:
-    """(seconds the writer spent in the backend, documents it wrote, backend calls it made)."""
+    """(seconds the writer and its committer spent in the backend, documents it wrote, backend
+    calls it made)."""
     w = httpx.get(url + "/v1/stats", timeout=600).json()["writer"]
     return (
-        float(w["busy_seconds"]),
+        float(w["busy_seconds"]) + float(w.get("commit_seconds", 0.0)),
         int(w["grouped_items"]) + int(w["call_items"]),
         int(w["groups"]) + int(w["calls"]),
     )

@@ -25,6 +25,10 @@ __all__ = [
     "main_text_many",
     "visible_text_many",
     "sketch_jaccard_pairs",
+    "_sketch",
+    "_sketch_many",
+    "_sketch_jaccard",
+    "_earlier_within",
 ]
 
 __version__: str
@@ -165,3 +169,11 @@ def sketch_jaccard_pairs(
     b: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.float64]:
     """Jaccard of the sketches of rows a[p] and b[p]; row r owns hashes[offsets[r]:offsets[r+1]]."""
+
+# Small-batch helpers of the online deduplicator (crates/neardup-core/src/batch_dedup.rs)
+def _sketch(norm: str, shingle: int) -> npt.NDArray[np.uint32]: ...
+def _sketch_many(norms: Sequence[str], shingle: int) -> list[npt.NDArray[np.uint32]]: ...
+def _sketch_jaccard(a: npt.NDArray[np.uint32], b: npt.NDArray[np.uint32]) -> float: ...
+def _earlier_within(
+    fingerprints: Sequence[int], radii: Sequence[int]
+) -> list[tuple[int, int, int]]: ...

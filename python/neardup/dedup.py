@@ -6,244 +6,65 @@ fingerprint index is only the candidate stage, with a radius wide enough for hig
 verifier (default: Jaccard of character 5-grams of the normalised text, the usual definition of a
 near-duplicate) keeps the candidates whose similarity is >= the threshold.
 
-- :class:`Policy`: the settings of both stages (length-aware radius, verifier, threshold,
-  fingerprint configuration). ``Policy.default()`` is the winner of ``benches/quality.py``; the
-  Python API, the service and ``neardup dedup`` all use it.
-- :class:`Deduplicator`: online use (check / add / check_and_add, thread-safe, optionally durable
-  with :meth:`Deduplicator.open`).
+- :class:`Policy` (:mod:`neardup.policy`): the settings of both stages. ``Policy.default()`` is
+  the winner of ``benches/quality.py``; the Python API, the service and ``neardup dedup`` use it.
+- :class:`Deduplicator` (here): online use (check / add / check_and_add, thread-safe, optionally
+  durable with :meth:`Deduplicator.open`, whose one-log store is :mod:`neardup.durable`).
+- :class:`DedupBackend`: what the service needs from a deduplicator (this one or Redis's).
 - :class:`neardup.corpus.CorpusDeduper`: the batch engine behind ``neardup dedup``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import logging
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import (
-    Any,
-    Protocol,
-    runtime_checkable,
-)
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-import numpy.typing as npt
 
 from neardup._closing import Closing
-from neardup._core import CorruptIndexError, Fingerprinter, Index
-from neardup.htmltext import looks_like_html, main_text
-from neardup.textstore import Id, MemoryTextStore, SqliteTextStore, TextStore, check_id
-from neardup.verify import (
-    VERIFIERS,
-    cosine,
-    jaccard_sketch,
-    levenshtein,
-    normalise,
-    sketch,
+from neardup._core import (
+    Fingerprinter,
+    Index,
+    _earlier_within,
+    _sketch,
+    _sketch_jaccard,
 )
+from neardup.durable import INDEX_SEQ, SYNCS, DurableLog, load_policy, open_index
+from neardup.policy import (
+    Match,
+    Policy,
+    check_batch,
+    check_k,
+    check_text,
+    check_texts,
+    fingerprinter_config,
+    match_order,
+)
+from neardup.textstore import Id, MemoryTextStore, SqliteTextStore, TextStore, check_id
+from neardup.verify import cosine, levenshtein
 
 __all__ = [
+    "INDEX_SEQ",
     "DedupBackend",
     "Deduplicator",
     "Match",
     "Policy",
+    "check_batch",
+    "check_text",
+    "check_texts",
 ]
-
-
-@dataclass(frozen=True)
-class Match:
-    """A stored text found near the query.
-
-    ``distance`` is the Hamming distance of the 64-bit fingerprints; ``similarity`` the verifier's
-    score in [0, 1] (``None`` when the policy has no verifier).
-    """
-
-    id: Id
-    distance: int
-    similarity: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"id", "distance", "similarity"}`` (JSON-serialisable)."""
-        return {"id": self.id, "distance": self.distance, "similarity": self.similarity}
-
-
-_POLICY_VERIFIERS = (*VERIFIERS, "none")
-
-
-@dataclass(frozen=True)
-class Policy:
-    """Settings of the candidate and verification stages.
-
-    A text is *short* when its normalised length is <= ``short_chars``; its candidates are the
-    stored texts whose fingerprint is within ``k_short`` bits (``k_long`` for long texts). Each
-    candidate is then scored by ``verifier`` and kept when the score is >= ``threshold``.
-    ``verifier="none"`` keeps every candidate (classic SimHash at radius k).
-
-    ``fingerprint`` is the :class:`neardup.Fingerprinter` configuration; ``shingle`` the n-gram
-    width of the Jaccard verifier. ``html``: read texts as HTML pages and keep their main visible
-    text (``"auto"``: when a text starts like an HTML document). Both stages see
-    :meth:`prepare` of each text. Serialise with :meth:`to_dict` / :meth:`from_dict`.
-    """
-
-    # Defaults measured by benches/quality.py (docs/quality.md): with the "default" fingerprint
-    # preset, radius 11 finds >= 99.5 % of the 5-gram-Jaccard >= 0.8 pairs of long texts and
-    # radius 13 >= 99.8 % of those of short (<= 140 chars) Chinese texts, whose few shingles
-    # make the fingerprints noisier; the verifier removes what the wider radius lets in.
-    k_short: int = 13
-    k_long: int = 11
-    short_chars: int = 200
-    verifier: str = "jaccard"
-    threshold: float = 0.8
-    shingle: int = 5
-    fingerprint: Mapping[str, Any] = field(default_factory=lambda: {"preset": "default"})
-    html: bool | str = "auto"
-
-    def __post_init__(self) -> None:
-        for name in ("k_short", "k_long"):
-            k = getattr(self, name)
-            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
-                raise ValueError(f"{name} must be an int in 0..64, got {k!r}")
-        if isinstance(self.short_chars, bool) or not isinstance(self.short_chars, int):
-            raise TypeError(f"short_chars must be int, got {type(self.short_chars).__name__}")
-        if self.short_chars < 0:
-            raise ValueError(f"short_chars must be >= 0, got {self.short_chars}")
-        if self.verifier not in _POLICY_VERIFIERS:
-            raise ValueError(
-                f"verifier must be one of {', '.join(_POLICY_VERIFIERS)}; got {self.verifier!r}"
-            )
-        t = self.threshold
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= t <= 1.0:
-            raise ValueError(f"threshold must be a number in [0, 1], got {t!r}")
-        s = self.shingle
-        if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= 64:
-            raise ValueError(f"shingle must be an int in 1..64, got {s!r}")
-        if not isinstance(self.fingerprint, Mapping):
-            raise TypeError(
-                f"fingerprint must be a dict of Fingerprinter settings, "
-                f"got {type(self.fingerprint).__name__}"
-            )
-        if self.html not in (True, False, "auto"):
-            raise ValueError(f"html must be True, False or 'auto', got {self.html!r}")
-        object.__setattr__(self, "threshold", float(t))
-        object.__setattr__(self, "fingerprint", dict(self.fingerprint))
-
-    @classmethod
-    def default(cls) -> Policy:
-        """The winner of the quality benchmark (docs/quality.md)."""
-        return cls()
-
-    def is_html(self, text: str) -> bool:
-        """Whether ``text`` is read as an HTML page under this policy."""
-        return self.html is True or (self.html == "auto" and looks_like_html(text))
-
-    def prepare(self, text: str) -> str:
-        """The text both stages see: the main visible text of an HTML page (see
-        :func:`neardup.htmltext.main_text`), then :func:`neardup.verify.normalise`."""
-        check_text(text)
-        if self.is_html(text):
-            text = main_text(text)
-        return normalise(text)
-
-    def fingerprint_many(
-        self, fingerprinter: Fingerprinter, texts: Sequence[str]
-    ) -> npt.NDArray[np.uint64]:
-        """Fingerprints of ``texts`` exactly as the deduplicators compute them."""
-        return np.asarray(
-            fingerprinter.fingerprint_many([self.prepare(t) for t in texts]), dtype=np.uint64
-        )
-
-    @property
-    def k_max(self) -> int:
-        """The widest candidate radius of the policy."""
-        return max(self.k_short, self.k_long)
-
-    def radius(self, length: int) -> int:
-        """The candidate radius for a normalised text of ``length`` characters."""
-        return self.k_short if length <= self.short_chars else self.k_long
-
-    def replace(self, **changes: Any) -> Policy:
-        """A copy with some fields changed (validated)."""
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict; :meth:`from_dict` rebuilds the policy."""
-        d = dataclasses.asdict(self)
-        d["fingerprint"] = dict(self.fingerprint)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Policy:
-        """Rebuild a policy from :meth:`to_dict` output; missing keys take the defaults."""
-        if not isinstance(d, Mapping):
-            raise TypeError(f"policy must be a dict, got {type(d).__name__}")
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(
-                f"unknown policy setting(s) {', '.join(map(repr, unknown))}; "
-                f"valid: {', '.join(sorted(names))}"
-            )
-        return cls(**dict(d))
-
-    def make_fingerprinter(self) -> Fingerprinter:
-        """A :class:`neardup.Fingerprinter` built from ``self.fingerprint``."""
-        # Fingerprinter(preset, **options) takes a partial setting (a preset plus overrides) as
-        # well as a full ``Fingerprinter.config`` dict (every field is also an option).
-        return Fingerprinter(**dict(self.fingerprint))
-
-
-def _fingerprinter_config(fp: Fingerprinter) -> dict[str, Any] | None:
-    cfg = getattr(fp, "config", None)
-    return dict(cfg) if isinstance(cfg, Mapping) else None
-
-
-_SYNCS = ("full", "normal", "off")
-INDEX_SEQ = "index_seq"  # meta: the last text-store row the synced index covers
 
 _logger = logging.getLogger("neardup.dedup")
 
-
-def _load_policy(root: str, policy: Policy | None) -> Policy:
-    # Saved in root/policy.json on first open, reused (and compared with ``policy``) after.
-    policy_file = os.path.join(root, "policy.json")
-    if os.path.exists(policy_file):
-        with open(policy_file, encoding="utf-8") as f:
-            saved = Policy.from_dict(json.load(f))
-        if policy is not None and policy != saved:
-            raise ValueError(
-                f"policy differs from the one stored in {policy_file!r}; "
-                "open without policy= or use a new path"
-            )
-        return saved
-    policy = policy if policy is not None else Policy.default()
-    tmp = policy_file + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(policy.to_dict(), f, indent=2, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, policy_file)
-    return policy
-
-
-def _open_index(root: str, policy: Policy) -> Index:
-    path = os.path.join(root, "index")
-    config = json.dumps(policy.fingerprint, sort_keys=True)
-    try:
-        return Index.open(path, k=policy.k_max, sync="never", fingerprint_config=config)
-    except CorruptIndexError as e:
-        # The text store holds every document and its fingerprint: rebuild rather than refuse.
-        aside = f"{path}.corrupt-{int(time.time())}"
-        _logger.warning(
-            "index %s is damaged (%s); moved to %s, rebuilding from the texts", path, e, aside
-        )
-        os.replace(path, aside)
-        return Index.open(path, k=policy.k_max, sync="never", fingerprint_config=config)
+# Batches up to this many texts find their in-batch near pairs by comparing every pair in the
+# core (microseconds); larger ones through a scratch index.
+_PAIRWISE_MAX = 512
 
 
 @runtime_checkable
@@ -311,49 +132,6 @@ class DedupBackend(Protocol):
     def __len__(self) -> int: ...
 
 
-def _match_order(m: Match) -> tuple[float, int]:
-    # Best first: highest similarity, then smallest distance.
-    return (-(m.similarity if m.similarity is not None else 1.0), m.distance)
-
-
-def check_text(text: object, name: str = "text") -> str:
-    """``text`` when it is a ``str``; a :class:`TypeError` naming ``name`` otherwise."""
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be str, got {type(text).__name__}")
-    return text
-
-
-def _check_k(k: int | None) -> int | None:
-    if k is None:
-        return None
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
-        raise ValueError(f"k must be an int in 0..64 or None, got {k!r}")
-    return k
-
-
-def check_texts(texts: object) -> None:
-    """Refuse a single ``str`` where a sequence of texts is expected (it would be taken for one
-    text per character)."""
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of str, not a single str")
-
-
-def check_batch(
-    ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
-) -> Sequence[float | None]:
-    """Check the shapes of a batch call (``add_many``, ``check_and_add_many``): ``texts`` a
-    sequence, as many ids and timestamps as texts. Returns the timestamps (``None`` each when
-    not given). Shared by :class:`Deduplicator`, the Redis backend and :class:`neardup.Client`."""
-    check_texts(texts)
-    if len(ids) != len(texts):
-        raise ValueError(f"ids has {len(ids)} items but texts has {len(texts)}")
-    if timestamps is None:
-        return [None] * len(texts)
-    if len(timestamps) != len(texts):
-        raise ValueError(f"timestamps has {len(timestamps)} items but texts has {len(texts)}")
-    return timestamps
-
-
 class Deduplicator(Closing):
     """Fingerprinter + Index + verifier over stored texts: online near-duplicate detection.
 
@@ -385,7 +163,7 @@ class Deduplicator(Closing):
         if fingerprinter is None:
             fingerprinter = policy.make_fingerprinter()
         else:
-            cfg = _fingerprinter_config(fingerprinter)
+            cfg = fingerprinter_config(fingerprinter)
             if cfg is not None:
                 policy = policy.replace(fingerprint=cfg)
         self.policy = policy
@@ -406,6 +184,8 @@ class Deduplicator(Closing):
         self._last_expire = 0.0
         self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
         self._closed = False
+        # Opened with Deduplicator.open: the text store is the durable log (neardup.durable).
+        self._log: DurableLog | None = None
 
     #: Most sketches of stored texts kept in memory (least recently used ones are dropped).
     sketch_cache: int = 200_000
@@ -413,11 +193,6 @@ class Deduplicator(Closing):
     #: Seconds between syncs of the index log of a directory opened with :meth:`open` (bounds
     #: what a reopen after a power cut replays; each sync holds the index for one fsync).
     index_flush_interval: float = 5.0
-
-    _log = False  # opened with Deduplicator.open: the text store is the durable log
-    _sync = "full"
-    _flushed_seq: int | None = None  # index synced through this text-store row; not recorded
-    _last_flush = 0.0
 
     # -- construction -------------------------------------------------------------------------
 
@@ -443,28 +218,32 @@ class Deduplicator(Closing):
         is saved in ``path/policy.json`` on first open and reused afterwards; passing a different
         one raises ``ValueError``. ``retention`` (seconds): texts older than that are expired
         automatically as new ones arrive.
+
+        Write calls accept ``durable=False``: the result is decided and visible at once and the
+        texts are written by the next :meth:`commit` (one transaction for everything written
+        meanwhile), which the caller runs, possibly on another thread, before it acknowledges
+        them (see :mod:`neardup.durable`).
         """
-        if sync not in _SYNCS:
-            raise ValueError(f"sync must be one of {', '.join(_SYNCS)}; got {sync!r}")
+        if sync not in SYNCS:
+            raise ValueError(f"sync must be one of {', '.join(SYNCS)}; got {sync!r}")
         if retention is not None and (
             isinstance(retention, bool) or not isinstance(retention, (int, float)) or retention <= 0
         ):
             raise ValueError(f"retention must be a positive number of seconds, got {retention!r}")
         root = os.fspath(path)
         os.makedirs(root, exist_ok=True)
-        policy = _load_policy(root, policy)
+        policy = load_policy(root, policy)
         store = SqliteTextStore(
             os.path.join(root, "texts.sqlite"), sync=sync, background_checkpoint=True
         )
         try:
-            index = _open_index(root, policy)
+            index = open_index(root, policy)
         except BaseException:
             store.close()
             raise
         d = cls(policy=policy, index=index, store=store)
         d.path = root
-        d._log = True
-        d._sync = sync
+        d._log = DurableLog(store, sync)
         d._retention = float(retention) if retention is not None else None
         try:
             replayed = d._catch_up()
@@ -475,91 +254,25 @@ class Deduplicator(Closing):
             _logger.info("caught the index up with %d stored text(s)", replayed)
         return d
 
-    # -- the durable log (Deduplicator.open) --------------------------------------------------
-    #
-    # A directory opened with Deduplicator.open makes a write call durable with one fsync: the
-    # text store keeps each document's fingerprint with its text, so it alone can rebuild what
-    # the index holds.
-    #
-    # - each write call stores its texts *and fingerprints* in one SQLite transaction, then adds
-    #   them to the index, whose log is written to the OS but not synced;
-    # - every index_flush_interval seconds the writer syncs the index log (one fsync) and
-    #   records, in the next text-store transaction, the last text-store sequence number the
-    #   synced index covers (meta "index_seq");
-    # - on open, the rows written after that number (the only ones the index may have lost in a
-    #   power cut) are added to the index again with their stored fingerprints: missing ids come
-    #   back, replaced ids get their newer fingerprint;
-    # - removals sync the index at once with sync="full" (a removed id must not come back); an
-    #   expired entry that a power cut brings back is dropped by the next retention sweep, and
-    #   checks skip an index entry whose text is gone.
-    #
-    # Directories written before this scheme (rows without fingerprints, no index_seq, an index
-    # synced on every write) are read as they are: their rows are fingerprinted once on open.
-
-    def _log_store(self) -> SqliteTextStore:
-        store = self.store
-        assert isinstance(store, SqliteTextStore)
-        return store
-
-    def _flush_index(self) -> None:
-        # Called with _lock held (or before the deduplicator is shared): every row written so
-        # far is in the index; after the sync they survive a power cut there too.
-        self.index.flush()
-        self._flushed_seq = self._log_store().last_seq
-        self._last_flush = time.monotonic()
-
     def _catch_up(self) -> int:
-        """Add to the index every row written after the index's last recorded sync (with its
-        stored fingerprint, or a new one for rows written without); returns how many."""
-        store = self._log_store()
-        since = store.get_meta(INDEX_SEQ)
-        legacy = since is None  # written before the text store kept the fingerprints
-        if since is None or len(self.index) == 0:
-            since = 0
-        done = 0
-        for rows in store.changes_since(since):
-            ids = [r[0] for r in rows]
-            fps: list[int | None] = [r[1] for r in rows]
-            missing = [j for j, fp in enumerate(fps) if fp is None]
-            todo = missing
-            if legacy:
-                # Such a store's index was synced on every write: take its fingerprints where
-                # it has the id.
-                todo = []
-                for j in missing:
-                    try:
-                        fps[j] = int(self.index.get(ids[j])[0])
-                    except KeyError:
-                        todo.append(j)
-            if todo:
-                new = self.fingerprinter.fingerprint_many(
-                    [self.policy.prepare(rows[j][3] or "") for j in todo]
-                ).tolist()
-                for j, fp in zip(todo, new):
-                    fps[j] = int(fp)
-            if missing:  # kept in the text store from now on
-                store.set_fingerprints([(ids[j], int(fps[j] or 0)) for j in missing])
-            self.index.add_many(
-                ids,
-                np.asarray(fps, np.uint64),
-                np.asarray([r[2] for r in rows], np.float64),
-            )
-            done += len(rows)
-        self._flush_index()
-        store.set_meta(INDEX_SEQ, store.last_seq)
-        self._flushed_seq = None
-        return done
+        """Add to the index every stored row it may lack (see :meth:`DurableLog.catch_up`)."""
+        assert self._log is not None
+        return self._log.catch_up(self.index, self.fingerprinter, self.policy.prepare)
+
+    def commit(self) -> None:
+        """Make every write so far durable (see :meth:`open`: writes made with
+        ``durable=False`` wait for this; one transaction for all of them). Thread-safe; may run
+        while other threads write. Nothing to do for a deduplicator not opened on a directory."""
+        if self._log is not None:
+            self._log.commit()
 
     def flush(self) -> None:
-        """Sync the index (and, for a directory opened with :meth:`open`, record that it covers
-        every stored text, so a reopen replays nothing)."""
+        """Sync the index (and, for a directory opened with :meth:`open`, commit and record that
+        the index covers every stored text, so a reopen replays nothing)."""
         with self._lock:
             self._ensure_open()
-            if self._log:
-                self._flush_index()
-                store = self._log_store()
-                store.set_meta(INDEX_SEQ, store.last_seq)
-                self._flushed_seq = None
+            if self._log is not None:
+                self._log.mark_index_current(self.index)
             else:
                 self.index.flush()
 
@@ -569,6 +282,15 @@ class Deduplicator(Closing):
         if self._closed:
             raise ValueError("deduplicator is closed")
 
+    def _text_of(self, id: Id) -> str:
+        # A staged text (written, not yet committed) first: the store does not have it yet, and
+        # a commit puts it in the store before taking it out of the staging area.
+        if self._log is not None:
+            text = self._log.pending_text(id)
+            if text is not None:
+                return text
+        return self.store.get(id)
+
     def _sketch_of(self, id: Id) -> Any:
         with self._cache_lock:
             sk = self._sketches.get(id)
@@ -576,7 +298,7 @@ class Deduplicator(Closing):
                 self._sketches.move_to_end(id)
                 return sk
             epoch = self._epoch
-        sk = sketch(self.policy.prepare(self.store.get(id)), self.policy.shingle).hashes
+        sk = _sketch(self.policy.prepare(self._text_of(id)), self.policy.shingle)
         with self._cache_lock:
             # Not cached when a write replaced or removed texts meanwhile (it may be this one's
             # old text: a reader does not hold the writers' lock).
@@ -604,17 +326,19 @@ class Deduplicator(Closing):
         if kind == "none":
             return None
         if kind == "jaccard":
-            return jaccard_sketch(query_sketch, self._sketch_of(id))
-        other = self.policy.prepare(self.store.get(id))
+            return _sketch_jaccard(query_sketch, self._sketch_of(id))
+        other = self.policy.prepare(self._text_of(id))
         return levenshtein(norm, other) if kind == "levenshtein" else cosine(norm, other)
 
     def _verify(
         self, norm: str, cands: Sequence[tuple[Id, int]], gone: list[Id] | None
     ) -> list[Match]:
         """The candidates whose verifier score reaches the threshold (unsorted). A candidate
-        whose text is gone (a crash between the two deletes of a removal) is skipped and, when
-        ``gone`` is a list, appended to it so that a writer can drop it from the index."""
-        qs = sketch(norm, self.policy.shingle).hashes if self.policy.verifier == "jaccard" else None
+        whose text is gone (a crash between the two deletes of a removal, or a write lost before
+        its commit) is skipped and, when ``gone`` is a list, appended to it so that a writer can
+        drop it from the index."""
+        policy = self.policy
+        qs = _sketch(norm, policy.shingle) if policy.verifier == "jaccard" else None
         out: list[Match] = []
         for cid, dist in cands:
             try:
@@ -623,14 +347,14 @@ class Deduplicator(Closing):
                 if gone is not None:
                     gone.append(cid)
                 continue
-            if sim is None or sim >= self.policy.threshold:
+            if sim is None or sim >= policy.threshold:
                 out.append(Match(cid, int(dist), sim))
         return out
 
     def _drop_gone(self, gone: list[Id]) -> None:
         # Called with _lock held: index entries whose text is gone.
         for cid in gone:
-            if cid not in self.store:
+            if cid not in self:
                 try:
                     self.index.remove(cid)
                 except KeyError:
@@ -638,6 +362,8 @@ class Deduplicator(Closing):
 
     def _query_many(self, fps: Sequence[int], radii: Sequence[int]) -> list[list[tuple[Id, int]]]:
         """``index.query(fps[i], radii[i])`` for every i, one core call per distinct radius."""
+        if len(fps) == 1:
+            return [self.index.query(fps[0], radii[0])]
         out: list[list[tuple[Id, int]]] = [[] for _ in fps]
         by_radius: dict[int, list[int]] = {}
         for i, r in enumerate(radii):
@@ -652,7 +378,7 @@ class Deduplicator(Closing):
         radius = self.policy.radius(len(norm)) if k is None else k
         cands = self.index.query(fp, radius)
         out = self._verify(norm, cands, None) if cands else []
-        out.sort(key=_match_order)
+        out.sort(key=match_order)
         self._count(1, len(cands), len(out))
         return out
 
@@ -663,7 +389,7 @@ class Deduplicator(Closing):
         writes: it sees the store as of some moment during the call.
         """
         norm = self.policy.prepare(check_text(text))
-        k = _check_k(k)
+        k = check_k(k)
         fp = self.fingerprinter.fingerprint(norm)
         self._ensure_open()
         return self._check_norm(norm, fp, k)
@@ -679,7 +405,7 @@ class Deduplicator(Closing):
         fp = int(fingerprint)
         if not 0 <= fp < 2**64:
             raise ValueError(f"fingerprint must be an unsigned 64-bit int, got {fp}")
-        k = _check_k(k)
+        k = check_k(k)
         self._ensure_open()
         cands = self.index.query(fp, self.policy.k_max if k is None else k)
         self._count(1, len(cands), len(cands))
@@ -694,29 +420,36 @@ class Deduplicator(Closing):
             self._last_expire = now
             self.expire(now - self._retention)
 
-    def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
-        """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint."""
-        return self.add_many([id], [text], None if timestamp is None else [timestamp])[0]
+    def add(
+        self, id: Id, text: str, timestamp: float | None = None, *, durable: bool = True
+    ) -> int:
+        """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint.
+        ``durable=False``: see :meth:`open` and :meth:`commit`."""
+        ts = None if timestamp is None else [timestamp]
+        return self.add_many([id], [text], ts, durable=durable)[0]
 
     def check_and_add(
-        self, id: Id, text: str, timestamp: float | None = None
+        self, id: Id, text: str, timestamp: float | None = None, *, durable: bool = True
     ) -> tuple[bool, list[Match]]:
         """Add ``text`` unless it has stored near-duplicates, atomically.
 
         Returns ``(added, matches)``: ``added`` is True when there were no matches. The check and
         the add happen under one lock, so of near-copies sent concurrently exactly one is added.
+        ``durable=False``: see :meth:`open` and :meth:`commit`.
         """
-        return self.check_and_add_many([id], [text], None if timestamp is None else [timestamp])[0]
+        ts = None if timestamp is None else [timestamp]
+        return self.check_and_add_many([id], [text], ts, durable=durable)[0]
 
     def _prepare(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
         check_texts(texts)
-        norms = [self.policy.prepare(check_text(t, "texts[]")) for t in texts]
+        prepare = self.policy.prepare
+        norms = [prepare(check_text(t, "texts[]")) for t in texts]
         fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
         return norms, fps
 
     def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
         """:meth:`check` for each text (fingerprints and index queries in one batch each)."""
-        k = _check_k(k)
+        k = check_k(k)
         norms, fps = self._prepare(texts)
         self._ensure_open()
         radii = [self.policy.radius(len(n)) if k is None else k for n in norms]
@@ -724,7 +457,7 @@ class Deduplicator(Closing):
         out: list[list[Match]] = []
         for n, cands in zip(norms, found):
             ms = self._verify(n, cands, None) if cands else []
-            ms.sort(key=_match_order)
+            ms.sort(key=match_order)
             out.append(ms)
         self._count(len(norms), sum(map(len, found)), sum(map(len, out)))
         return out
@@ -734,6 +467,8 @@ class Deduplicator(Closing):
         ids: Sequence[Id],
         texts: Sequence[str],
         timestamps: Sequence[float | None] | None = None,
+        *,
+        durable: bool = True,
     ) -> list[int]:
         """:meth:`add` for each text, in order; returns the fingerprints."""
         tss = check_batch(ids, texts, timestamps)
@@ -742,7 +477,7 @@ class Deduplicator(Closing):
         norms, fps = self._prepare(texts)
         with self._lock:
             self._ensure_open()
-            self._add_batch(list(ids), list(texts), fps, tss)
+            self._add_batch(list(ids), list(texts), fps, tss, durable)
             self._counters["adds"] += len(fps)
         return fps
 
@@ -752,22 +487,20 @@ class Deduplicator(Closing):
         texts: list[str],
         fps: list[int],
         tss: Sequence[float | None],
+        durable: bool,
     ) -> None:
-        """Store a batch (with _lock held): texts first in one store transaction (one fsync),
-        then one index call (one write-ahead-log record). Sketches are made when a later check
-        needs them, not here."""
+        """Store a batch (with _lock held). Opened on a directory: staged, then indexed (one
+        index call), then, when ``durable``, committed (one store transaction, one fsync).
+        Otherwise: texts first, then the index. Sketches are made when a later check needs
+        them, not here."""
         if not ids:
             return
         now = time.time()
         stamps = [now if ts is None else float(ts) for ts in tss]
         rows = list(zip(ids, texts, stamps))
-        if self._log:
-            # The fingerprints go with the texts (the log the index is caught up from), with the
-            # index's last sync point when there is a new one to record.
-            meta = None if self._flushed_seq is None else {INDEX_SEQ: self._flushed_seq}
-            self._log_store().put_many(rows, fps, meta=meta)
-            if meta is not None:
-                self._flushed_seq = None
+        log = self._log
+        if log is not None:
+            log.stage(rows, fps)
         else:
             put_many = getattr(self.store, "put_many", None)
             if put_many is not None:
@@ -778,8 +511,10 @@ class Deduplicator(Closing):
         self._forget_sketches(ids)
         self.index.add_many(ids, np.asarray(fps, np.uint64), np.asarray(stamps, np.float64))
         self._counters["added"] += len(ids)
-        if self._log and time.monotonic() - self._last_flush >= self.index_flush_interval:
-            self._flush_index()
+        if log is not None:
+            if durable:
+                log.commit()
+            log.maybe_flush_index(self.index, self.index_flush_interval)
         self._maybe_expire()
 
     def _batch_pairs(self, fps: list[int], radii: list[int]) -> dict[int, list[tuple[int, int]]]:
@@ -787,12 +522,16 @@ class Deduplicator(Closing):
         out: dict[int, list[tuple[int, int]]] = {}
         if len(fps) < 2:
             return out
+        if len(fps) <= _PAIRWISE_MAX:
+            for i, j, d in _earlier_within(fps, radii):
+                out.setdefault(i, []).append((j, d))
+            return out
         k = max(radii)
         scratch = Index(k=k)
         scratch.add_many(np.arange(len(fps), dtype=np.int64), np.asarray(fps, np.uint64))
         a, b, dist = (np.asarray(x, np.int64) for x in scratch.near_pairs(k))
         lo, hi = np.minimum(a, b), np.maximum(a, b)
-        for j, i, d in zip(lo.tolist(), hi.tolist(), dist.tolist()):
+        for j, i, d in sorted(zip(lo.tolist(), hi.tolist(), dist.tolist())):
             if d <= radii[i]:
                 out.setdefault(i, []).append((j, d))
         return out
@@ -802,6 +541,8 @@ class Deduplicator(Closing):
         ids: Sequence[Id],
         texts: Sequence[str],
         timestamps: Sequence[float | None] | None = None,
+        *,
+        durable: bool = True,
     ) -> list[tuple[bool, list[Match]]]:
         """:meth:`check_and_add` for each text, in order: a text is checked against the stored
         ones and the earlier texts of the batch that were added."""
@@ -809,16 +550,18 @@ class Deduplicator(Closing):
         for i in ids:
             check_id(i)
         norms, fps = self._prepare(texts)
-        radii = [self.policy.radius(len(n)) for n in norms]
+        policy = self.policy
+        radii = [policy.radius(len(n)) for n in norms]
         # In-batch candidate pairs depend only on the batch: found before taking the lock.
         earlier = self._batch_pairs(fps, radii)
-        jaccard = self.policy.verifier == "jaccard"
+        jaccard = policy.verifier == "jaccard"
+        threshold = policy.threshold
         sketches: dict[int, Any] = {}
 
         def sketch_of_row(r: int) -> Any:
             sk = sketches.get(r)
             if sk is None:
-                sk = sketches[r] = sketch(norms[r], self.policy.shingle).hashes
+                sk = sketches[r] = _sketch(norms[r], policy.shingle)
             return sk
 
         out: list[tuple[bool, list[Match]]] = []
@@ -838,13 +581,13 @@ class Deduplicator(Closing):
                     if not added[j]:
                         continue
                     if jaccard:
-                        sim: float | None = jaccard_sketch(sketch_of_row(r), sketch_of_row(j))
+                        sim: float | None = _sketch_jaccard(sketch_of_row(r), sketch_of_row(j))
                     else:
-                        sim = self._score_pair(n, None, norms[j], None)
-                    if sim is None or sim >= self.policy.threshold:
+                        sim = self._score_pair(n, norms[j])
+                    if sim is None or sim >= threshold:
                         matches.append(Match(ids[j], dist, sim))
                 if matches:
-                    matches.sort(key=_match_order)
+                    matches.sort(key=match_order)
                     n_matches += len(matches)
                     out.append((False, matches))
                     continue
@@ -853,28 +596,36 @@ class Deduplicator(Closing):
             if gone:
                 self._drop_gone(gone)
             rows = [r for r in range(len(norms)) if added[r]]
-            self._add_batch(
-                [ids[r] for r in rows],
-                [texts[r] for r in rows],
-                [fps[r] for r in rows],
-                [tss[r] for r in rows],
-            )
+            if len(rows) == len(norms):
+                self._add_batch(list(ids), list(texts), fps, tss, durable)
+            else:
+                self._add_batch(
+                    [ids[r] for r in rows],
+                    [texts[r] for r in rows],
+                    [fps[r] for r in rows],
+                    [tss[r] for r in rows],
+                    durable,
+                )
+            if durable and not rows and self._log is not None:
+                # Nothing added here, but the answers may name texts of earlier writes made
+                # with durable=False: they must be durable before these answers are.
+                self._log.commit()
             self._counters["adds"] += len(rows)
             self._count(len(norms), n_cands, n_matches)
         return out
 
-    def _score_pair(self, norm: str, qs: Any, other_norm: str, other_sketch: Any) -> float | None:
+    def _score_pair(self, norm: str, other_norm: str) -> float | None:
         kind = self.policy.verifier
         if kind == "none":
             return None
-        if kind == "jaccard":
-            return jaccard_sketch(qs, other_sketch)
         return levenshtein(norm, other_norm) if kind == "levenshtein" else cosine(norm, other_norm)
 
     def remove(self, id: Id) -> None:
         """Forget ``id``; ``KeyError`` if unknown."""
         with self._lock:
             self._ensure_open()
+            if self._log is not None:
+                self._log.commit()  # the store must hold what is to be deleted
             # Text first: an index entry without text is ignored by check (dropped by the next
             # check_and_add that finds it).
             self.store.delete(id)
@@ -883,13 +634,13 @@ class Deduplicator(Closing):
                 self.index.remove(id)
             except KeyError:
                 pass
-            if self._log and self._sync == "full":
+            if self._log is not None and self._log.sync == "full":
                 self.index.flush()  # a removed id must not come back after a power cut
 
     def get(self, id: Id) -> str:
         """The stored text of ``id``; ``KeyError`` if unknown."""
         self._ensure_open()
-        return self.store.get(id)
+        return self._text_of(id)
 
     def expire(self, before: float) -> int:
         """Forget every text added with a timestamp < ``before``; return how many."""
@@ -897,6 +648,8 @@ class Deduplicator(Closing):
             raise TypeError(f"before must be float seconds, got {type(before).__name__}")
         with self._lock:
             self._ensure_open()
+            if self._log is not None:
+                self._log.commit()
             gone = self.store.expire(float(before))
             self._forget_sketches(gone)
             self.index.expire(float(before))
@@ -909,7 +662,7 @@ class Deduplicator(Closing):
         """Counters since construction, the number of stored texts and the policy. For a
         directory opened with :meth:`open` the count is read from a snapshot of the text store
         without taking the writers' lock (polling stats does not stall writes)."""
-        with contextlib.nullcontext() if self._log else self._lock:
+        with contextlib.nullcontext() if self._log is not None else self._lock:
             self._ensure_open()
             with self._cache_lock:
                 counters = dict(self._counters)
@@ -923,17 +676,15 @@ class Deduplicator(Closing):
             }
 
     def close(self) -> None:
-        """Flush and close the index and the text store (idempotent)."""
+        """Commit, flush and close the index and the text store (idempotent)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            if self._log:
-                # A snapshot of everything, synced; then record that it covers every row.
-                self.index.close()
-                store = self._log_store()
-                store.set_meta(INDEX_SEQ, store.last_seq)
-                store.close()
+            if self._log is not None:
+                # Everything staged, then a snapshot of the index, synced; then record that it
+                # covers every row.
+                self._log.close(self.index)
                 return
             for obj in (self.index, self.store):
                 closer = getattr(obj, "close", None)
@@ -941,6 +692,12 @@ class Deduplicator(Closing):
                     closer()
 
     def __contains__(self, id: object) -> bool:
+        if self._log is not None:
+            try:
+                if self._log.pending_text(id) is not None:  # type: ignore[arg-type]
+                    return True
+            except TypeError:  # unhashable
+                return False
         return id in self.store
 
     def __len__(self) -> int:

@@ -312,10 +312,11 @@ class SqliteTextStore:
         if fingerprints is not None and len(fingerprints) != len(rows):
             raise ValueError(f"fingerprints has {len(fingerprints)} items but rows has {len(rows)}")
         now = time.time()
-        prepared: list[tuple[str, str, str, float, int | None]] = []
-        append = prepared.append
+        # The statement's parameters, six per row (kind, key, text, ts, fp, seq; seq filled in
+        # under the lock), built in one pass: this runs for every document the service writes.
+        params: list[Any] = []
+        extend = params.extend
         for j, (id, text, timestamp) in enumerate(rows):
-            # The common cases inline (this runs for every document the service writes).
             if type(id) is str:
                 kind, key = "s", id
             elif type(id) is int and _I64_MIN <= id <= _I64_MAX:
@@ -331,7 +332,8 @@ class SqliteTextStore:
             else:
                 ts = _now(timestamp)
             fp = None if fingerprints is None else _signed(fingerprints[j])
-            append((kind, key, text, ts, fp))
+            extend((kind, key, text, ts, fp, 0))
+        count = len(rows)
         meta_rows = []
         for name, value in (meta or {}).items():
             if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, int):
@@ -340,21 +342,18 @@ class SqliteTextStore:
         with self._lock:
             db = self._conn()
             first = self._seq + 1
-            params: list[Any] = []
-            for j, row in enumerate(prepared):
-                params.extend(row)
-                params.append(first + j)
+            params[5::6] = range(first, first + count)
             # Rows go in multi-row INSERTs (one statement per _ROWS_PER_INSERT rows): SQLite
             # runs a statement with the GIL released, and each release is a chance for the
             # event loop's thread to take the GIL and keep it for a switch interval; executemany
             # releases it once per row. One statement alone is atomic: no BEGIN/COMMIT needed.
-            chunks = range(0, len(prepared), _ROWS_PER_INSERT)
+            chunks = range(0, count, _ROWS_PER_INSERT)
             explicit = len(chunks) > 1 or bool(meta_rows)
             if explicit:
                 db.execute("BEGIN IMMEDIATE")
             try:
                 for start in chunks:
-                    n = min(_ROWS_PER_INSERT, len(prepared) - start)
+                    n = min(_ROWS_PER_INSERT, count - start)
                     db.execute(_insert_sql(n), params[6 * start : 6 * (start + n)])
                 if meta_rows:
                     db.executemany(
@@ -366,7 +365,7 @@ class SqliteTextStore:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
-            self._seq += len(prepared)
+            self._seq += count
 
     def set_meta(self, name: str, value: int) -> None:
         """Set the integer ``name`` of the ``meta`` table (durable when this returns)."""

@@ -4,6 +4,7 @@
 //! Fingerprints are unsigned 64-bit integers. `Index::query(fp, k)` returns every stored
 //! item at Hamming distance <= k (inclusive) from `fp`, and never one farther.
 
+pub mod batch_dedup;
 pub mod error;
 pub mod fingerprint;
 pub mod hamming;

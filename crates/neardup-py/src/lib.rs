@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod batch_dedup;
 mod errors;
 mod fingerprint;
 mod html;
@@ -12,6 +13,7 @@ mod verify;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    batch_dedup::register(m)?;
     errors::register(m)?;
     fingerprint::register(m)?;
     html::register(m)?;

@@ -30,7 +30,13 @@ from neardup.service.schemas import (
     parse_json,
 )
 from neardup.service.settings import Settings
-from neardup.service.writer import ADD, CHECK_AND_ADD, SerializedWriter
+from neardup.service.writer import (
+    ADD,
+    ADD_BATCH,
+    CHECK_AND_ADD,
+    CHECK_AND_ADD_BATCH,
+    SerializedWriter,
+)
 
 __all__ = ["DedupService"]
 
@@ -47,10 +53,23 @@ class DedupService:
         self.backend = backend
         self.limits = Limits(max_text_bytes=settings.max_text_bytes, max_batch=settings.max_batch)
         self.metrics = Metrics()
+        # The embedded store can decide a group of single writes before it is on disk and make
+        # it durable on the writer's committer thread (Deduplicator.commit): the next group is
+        # decided while the last one's fsync runs. Other backends answer when durable.
+        commit = getattr(backend, "commit", None)
+        self._defer = callable(commit) and not settings.writer_is_inline
         self.writer = SerializedWriter(
-            {CHECK_AND_ADD: self._check_and_add_group, ADD: self._add_group},
+            {
+                CHECK_AND_ADD: self._check_and_add_group,
+                ADD: self._add_group,
+                CHECK_AND_ADD_BATCH: lambda batches: [
+                    self._check_and_add_group(b) for b in batches
+                ],
+                ADD_BATCH: lambda batches: [self._add_group(b) for b in batches],
+            },
             max_group=settings.writer_max_batch,
             inline=settings.writer_is_inline,
+            commit=commit if self._defer else None,
         )
         self.readers = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="neardup-read")
         self._sweeper: asyncio.Task[None] | None = None
@@ -124,37 +143,33 @@ class DedupService:
         size = self.settings.writer_max_batch
         return [items[i : i + size] for i in range(0, len(items), size)]
 
-    def _check_and_add_group(self, items: list[AddItem]) -> list[Any]:
-        # Consecutive calls on this one thread: a later chunk sees the adds of earlier ones, so
-        # the answers are those of one call; the cap bounds how long other writes wait.
-        if len(items) == 1:
+    def _write_many(self, many: str, one: str, items: list[AddItem]) -> list[Any]:
+        """``backend.<many>`` over ``items`` in chunks (``backend.<one>`` for a single item of
+        a backend without a committer). Consecutive calls on the writer thread: a later chunk
+        sees the writes of earlier ones, so the answers are those of one call; the cap bounds
+        how long other writes wait. With a committer the writes are made durable there."""
+        if len(items) == 1 and not self._defer:
             it = items[0]
-            return [self.backend.check_and_add(it.id, it.text, timestamp=it.timestamp)]
+            return [getattr(self.backend, one)(it.id, it.text, timestamp=it.timestamp)]
+        method = getattr(self.backend, many)
+        extra = {"durable": False} if self._defer else {}
         out: list[Any] = []
         for chunk in self._chunks(items):
             out.extend(
-                self.backend.check_and_add_many(
+                method(
                     [it.id for it in chunk],
                     [it.text for it in chunk],
                     timestamps=[it.timestamp for it in chunk],
+                    **extra,
                 )
             )
         return out
 
+    def _check_and_add_group(self, items: list[AddItem]) -> list[Any]:
+        return self._write_many("check_and_add_many", "check_and_add", items)
+
     def _add_group(self, items: list[AddItem]) -> list[Any]:
-        if len(items) == 1:
-            it = items[0]
-            return [self.backend.add(it.id, it.text, timestamp=it.timestamp)]
-        out: list[Any] = []
-        for chunk in self._chunks(items):
-            out.extend(
-                self.backend.add_many(
-                    [it.id for it in chunk],
-                    [it.text for it in chunk],
-                    timestamps=[it.timestamp for it in chunk],
-                )
-            )
-        return out
+        return self._write_many("add_many", "add", items)
 
     # -- handlers -----------------------------------------------------------------------------
 
@@ -214,7 +229,7 @@ class DedupService:
         """POST /v1/add/batch."""
         now = time.time()
         items = [self._stamp(it, now) for it in await self._parse(parse_add_batch, body)]
-        fps = await self.writer.call(lambda: self._add_group(items), len(items)) if items else []
+        fps = await self.writer.submit(ADD_BATCH, items) if items else []
         self.metrics.count_documents(checked=len(items), added=len(items))
         return orjson.dumps({"results": [self._stored(it, fp) for it, fp in zip(items, fps)]})
 
@@ -229,13 +244,9 @@ class DedupService:
 
     async def check_and_add_batch(self, body: bytes) -> bytes:
         """POST /v1/check-and-add/batch."""
-        now = time.time()
-        items = [self._stamp(it, now) for it in await self._parse(parse_add_batch, body)]
-        outcomes = (
-            await self.writer.call(lambda: self._check_and_add_group(items), len(items))
-            if items
-            else []
-        )
+        # Items without a timestamp are stamped by the backend as it adds them.
+        items = await self._parse(parse_add_batch, body)
+        outcomes = await self.writer.submit(CHECK_AND_ADD_BATCH, items) if items else []
         added = sum(1 for a, _ in outcomes if a)
         self.metrics.count_documents(checked=len(items), added=added, duplicate=len(items) - added)
         return orjson.dumps(
@@ -323,6 +334,8 @@ class DedupService:
                 "calls": self.writer.calls,
                 "call_items": self.writer.call_items,
                 "busy_seconds": round(self.writer.busy_seconds, 6),
+                "commits": self.writer.commits,
+                "commit_seconds": round(self.writer.commit_seconds, 6),
             },
             "uptime_seconds": round(time.time() - m.started, 3),
             "backend": backend_stats,

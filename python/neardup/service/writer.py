@@ -9,6 +9,14 @@ backend's batch call (group commit): one write-ahead-log sync acknowledges the w
 queue order, with the same result as applying them one by one. A future is completed only after
 the backend call returned, i.e. after the write is durable.
 
+With a ``commit`` function (the embedded store: ``Deduplicator.commit``), the groups are
+applied without waiting for the disk (``durable=False``) and a second thread, the committer,
+makes them durable: it takes every group applied so far, calls ``commit()`` once (one fsync for
+all of them) and only then completes their futures. So the writer decides the next group while
+the last one's fsync runs, and a group always sees the groups before it (the check-and-add stays
+atomic), while no answer leaves before its write is durable. If a commit fails, every group it
+covered gets the error (their writes stay staged and the next commit retries them).
+
 ``inline=True`` applies the queue on the event loop's own thread instead (the writes that the
 requests handled in one turn of the loop queued, as one group, in a callback scheduled after
 them): the same order, groups and answers, without handing each group to another thread and the
@@ -37,6 +45,12 @@ log = logging.getLogger("neardup.service")
 CHECK_AND_ADD = "check_and_add"
 ADD = "add"
 CALL = "call"
+# Batch requests: applied one request at a time (never merged with another), like CALL, but
+# completed like a group (through the committer when there is one). The group function gets a
+# list with one payload, a list of items, and returns a list with one result, a list.
+CHECK_AND_ADD_BATCH = "check_and_add_batch"
+ADD_BATCH = "add_batch"
+_SOLO = frozenset({CHECK_AND_ADD_BATCH, ADD_BATCH})
 
 _STOP = object()
 
@@ -53,9 +67,19 @@ class SerializedWriter:
     """
 
     def __init__(
-        self, group_fns: dict[str, GroupFn], max_group: int = 4096, inline: bool = False
+        self,
+        group_fns: dict[str, GroupFn],
+        max_group: int = 4096,
+        inline: bool = False,
+        commit: Callable[[], None] | None = None,
     ) -> None:
         self._group_fns = group_fns
+        self._commit = None if inline else commit
+        """Makes the applied groups durable (see the module docstring); None: they already are."""
+        self._acks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._committer = threading.Thread(
+            target=self._commit_forever, name="neardup-committer", daemon=True
+        )
         self._max_group = max_group
         self.inline = inline
         """Apply the writes on the event loop's thread (see the module docstring)."""
@@ -75,11 +99,17 @@ class SerializedWriter:
         """Documents written by those calls."""
         self.busy_seconds = 0.0
         """Time spent in the backend on this thread."""
+        self.commits = 0
+        """Commits made by the committer thread."""
+        self.commit_seconds = 0.0
+        """Time the committer spent committing."""
 
     def start(self) -> None:
         """Start the writer thread (nothing to start when inline)."""
         if not self.inline:
             self._thread.start()
+            if self._commit is not None:
+                self._committer.start()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Apply what is queued, then stop. Later submissions fail with 503 ``unavailable``."""
@@ -91,6 +121,9 @@ class SerializedWriter:
                 return  # the callback already scheduled applies what is pending
             self._queue.put(_STOP)
         self._thread.join(timeout)
+        if self._commit is not None and self._committer.is_alive():
+            self._acks.put(_STOP)  # after every group the writer handed over
+            self._committer.join(timeout)
 
     def drain_inline(self) -> None:
         """Inline mode, on the loop's thread after :meth:`stop`: apply what is still pending
@@ -101,7 +134,10 @@ class SerializedWriter:
     @property
     def is_alive(self) -> bool:
         """True while the writer accepts writes."""
-        return (self.inline or self._thread.is_alive()) and not self._closed
+        threads_up = self.inline or (
+            self._thread.is_alive() and (self._commit is None or self._committer.is_alive())
+        )
+        return threads_up and not self._closed
 
     @property
     def queue_depth(self) -> int:
@@ -146,7 +182,12 @@ class SerializedWriter:
                 i += 1
                 continue
             j = i + 1
-            while j < len(pending) and j - i < self._max_group and pending[j][0] == kind:
+            while (
+                j < len(pending)
+                and j - i < self._max_group
+                and pending[j][0] == kind
+                and kind not in _SOLO
+            ):
                 j += 1
             _complete(self._apply_group(kind, pending[i:j]))
             i = j
@@ -166,7 +207,7 @@ class SerializedWriter:
                 continue
             # Gather the consecutive writes of the same kind already waiting.
             group = [entry]
-            while len(group) < self._max_group:
+            while len(group) < self._max_group and kind not in _SOLO:
                 try:
                     nxt = self._queue.get_nowait()
                 except queue.Empty:
@@ -175,7 +216,7 @@ class SerializedWriter:
                     pending = nxt
                     break
                 group.append(nxt)
-            self._deliver_all(group, self._apply_group(kind, group))
+            self._finish(group, self._apply_group(kind, group))
             if pending is _STOP:
                 # Apply whatever was queued before the stop (nothing can be queued after it).
                 self._drain_after_stop()
@@ -192,7 +233,50 @@ class SerializedWriter:
             if entry[0] == CALL:
                 self._deliver_all([entry], [self._apply_call(entry)])
             else:
-                self._deliver_all([entry], self._apply_group(entry[0], [entry]))
+                self._finish([entry], self._apply_group(entry[0], [entry]))
+
+    def _finish(self, group: list[Entry], outcomes: list[Outcome]) -> None:
+        """Complete an applied group: at once, or after the committer's next commit."""
+        if self._commit is None:
+            self._deliver_all(group, outcomes)
+        else:
+            self._acks.put((group, outcomes))
+
+    # -- the committer thread -------------------------------------------------------------------
+
+    def _commit_forever(self) -> None:
+        assert self._commit is not None
+        while True:
+            item = self._acks.get()
+            if item is _STOP:
+                return
+            # Every group applied so far: one commit covers them all.
+            batch = [item]
+            stop = False
+            while True:
+                try:
+                    nxt = self._acks.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is _STOP:
+                    stop = True
+                    break
+                batch.append(nxt)
+            t0 = time.perf_counter()
+            error: BaseException | None = None
+            try:
+                self._commit()
+            except BaseException as e:  # nothing these groups wrote is acknowledged
+                log.exception("committer: commit of %d group(s) failed", len(batch))
+                error = e
+            self.commit_seconds += time.perf_counter() - t0
+            self.commits += 1
+            for group, outcomes in batch:
+                if error is not None:
+                    outcomes = [(fut, None, err or error) for fut, _, err in outcomes]
+                self._deliver_all(group, outcomes)
+            if stop:
+                return
 
     @staticmethod
     def _deliver_all(entries: list[Entry], outcomes: list[Outcome]) -> None:
@@ -238,8 +322,12 @@ class SerializedWriter:
             log.exception("writer: %s of %d item(s) failed", kind, len(group))
             outcomes = [(entry[3], None, e) for entry in group]
         self.busy_seconds += time.perf_counter() - t0
-        self.groups += 1
-        self.grouped_items += len(group)
+        if kind in _SOLO:
+            self.calls += 1
+            self.call_items += len(group[0][1])
+        else:
+            self.groups += 1
+            self.grouped_items += len(group)
         return outcomes
 
 

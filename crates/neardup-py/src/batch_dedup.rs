@@ -1,0 +1,92 @@
+//! Binding of `neardup_core::batch_dedup`: the small-batch helpers of the online
+//! deduplicator (sketches, Jaccard of two sketches, near pairs inside a batch).
+
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::errors::to_py;
+
+fn shingle_width(n: i64) -> PyResult<usize> {
+    usize::try_from(n).map_err(|_| {
+        to_py(neardup_core::Error::InvalidArgument(format!(
+            "shingle must be an int in 1..{}, got {n}",
+            neardup_core::batch_dedup::MAX_SHINGLE
+        )))
+    })
+}
+
+/// The Jaccard sketch of a normalised text: sorted distinct 32-bit hashes of its character
+/// n-grams, equal to `neardup.verify.sketch(norm, shingle).hashes`.
+#[pyfunction]
+fn _sketch<'py>(py: Python<'py>, norm: &str, shingle: i64) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let n = shingle_width(shingle)?;
+    let out = neardup_core::batch_dedup::sketch(norm, n).map_err(to_py)?;
+    Ok(out.into_pyarray(py))
+}
+
+/// `_sketch` of each text (GIL released while hashing).
+#[pyfunction]
+fn _sketch_many<'py>(
+    py: Python<'py>,
+    norms: Vec<String>,
+    shingle: i64,
+) -> PyResult<Bound<'py, PyList>> {
+    let n = shingle_width(shingle)?;
+    let sketches = py
+        .detach(|| {
+            norms
+                .iter()
+                .map(|t| neardup_core::batch_dedup::sketch(t, n))
+                .collect::<neardup_core::Result<Vec<_>>>()
+        })
+        .map_err(to_py)?;
+    PyList::new(py, sketches.into_iter().map(|s| s.into_pyarray(py)))
+}
+
+fn sketch_arg<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1<'py, u32>> {
+    obj.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{name} must be a 1-D numpy uint32 array (a sketch)"
+        ))
+    })
+}
+
+/// Jaccard similarity of two sketches (sorted distinct uint32 arrays; two empty ones: 1.0).
+#[pyfunction]
+fn _sketch_jaccard(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<f64> {
+    let (a, b) = (sketch_arg(a, "a")?, sketch_arg(b, "b")?);
+    let x: Vec<u32>;
+    let y: Vec<u32>;
+    let sa = match a.as_slice() {
+        Ok(s) => s,
+        Err(_) => {
+            x = a.as_array().iter().copied().collect();
+            &x
+        }
+    };
+    let sb = match b.as_slice() {
+        Ok(s) => s,
+        Err(_) => {
+            y = b.as_array().iter().copied().collect();
+            &y
+        }
+    };
+    Ok(neardup_core::batch_dedup::jaccard(sa, sb))
+}
+
+/// For each row `i`, every earlier row `j < i` within `radii[i]` bits: a list of
+/// `(i, j, distance)`, in order of `i` then `j`.
+#[pyfunction]
+fn _earlier_within(fingerprints: Vec<u64>, radii: Vec<u32>) -> PyResult<Vec<(usize, usize, u32)>> {
+    neardup_core::batch_dedup::earlier_within(&fingerprints, &radii).map_err(to_py)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_sketch, m)?)?;
+    m.add_function(wrap_pyfunction!(_sketch_many, m)?)?;
+    m.add_function(wrap_pyfunction!(_sketch_jaccard, m)?)?;
+    m.add_function(wrap_pyfunction!(_earlier_within, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,218 @@
+"""The one durable log of a deduplicator opened on a directory (``Deduplicator.open``).
+
+A write is made durable with one fsync: the text store (``path/texts.sqlite``) keeps each
+document's fingerprint with its text, so it alone can rebuild what the index holds.
+
+- written documents are *staged* (in memory, visible to the deduplicator at once: the index has
+  them and their texts are served from the staging area) and then *committed*: every row staged
+  so far goes to the text store in one SQLite transaction (``sync="full"``: one fsync). A write
+  call of the deduplicator commits before it returns, unless it is asked not to
+  (``durable=False``); then :meth:`DurableLog.commit`, from any thread, makes it durable while
+  the next writes are being decided (the service's group commit);
+- the index log is written to the OS but synced only every few seconds (the deduplicator's
+  ``index_flush_interval``); the next commit records, with its rows, the last text-store
+  sequence number the synced index covers (meta ``index_seq``);
+- on open, the rows written after that number (the only ones the index may have lost in a power
+  cut) are added to the index again with their stored fingerprints;
+- an index entry whose text never reached the store (a staged write lost in a crash) is skipped
+  by checks and dropped by the next check-and-add that finds it.
+
+Directories written before this scheme (rows without fingerprints, no ``index_seq``, an index
+synced on every write) are read as they are: their rows are fingerprinted once on open.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from neardup._core import CorruptIndexError, Fingerprinter, Index
+from neardup.policy import Policy
+from neardup.textstore import Id, SqliteTextStore
+
+__all__ = ["INDEX_SEQ", "SYNCS", "DurableLog", "load_policy", "open_index"]
+
+SYNCS = ("full", "normal", "off")
+INDEX_SEQ = "index_seq"  # meta: the last text-store row the synced index covers
+
+_logger = logging.getLogger("neardup.dedup")
+
+Row = tuple[Id, str, float]
+
+
+def load_policy(root: str, policy: Policy | None) -> Policy:
+    """The policy of directory ``root``: saved in ``root/policy.json`` on first open, reused
+    (and compared with ``policy``, which must then be None or equal) afterwards."""
+    policy_file = os.path.join(root, "policy.json")
+    if os.path.exists(policy_file):
+        with open(policy_file, encoding="utf-8") as f:
+            saved = Policy.from_dict(json.load(f))
+        if policy is not None and policy != saved:
+            raise ValueError(
+                f"policy differs from the one stored in {policy_file!r}; "
+                "open without policy= or use a new path"
+            )
+        return saved
+    policy = policy if policy is not None else Policy.default()
+    tmp = policy_file + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(policy.to_dict(), f, indent=2, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, policy_file)
+    return policy
+
+
+def open_index(root: str, policy: Policy) -> Index:
+    """The index under ``root/index`` (log synced by the caller); a damaged one is moved aside
+    and a new empty one opened (the caller rebuilds it from the texts)."""
+    path = os.path.join(root, "index")
+    config = json.dumps(policy.fingerprint, sort_keys=True)
+    try:
+        return Index.open(path, k=policy.k_max, sync="never", fingerprint_config=config)
+    except CorruptIndexError as e:
+        # The text store holds every document and its fingerprint: rebuild rather than refuse.
+        aside = f"{path}.corrupt-{int(time.time())}"
+        _logger.warning(
+            "index %s is damaged (%s); moved to %s, rebuilding from the texts", path, e, aside
+        )
+        os.replace(path, aside)
+        return Index.open(path, k=policy.k_max, sync="never", fingerprint_config=config)
+
+
+class DurableLog:
+    """The text store as the durable log of an index: staging, group commits, index syncs and
+    the catch-up on open (see the module docstring). Thread-safe: staging is done by the
+    deduplicator's writers (under their lock), :meth:`commit` may run on another thread."""
+
+    def __init__(self, store: SqliteTextStore, sync: str) -> None:
+        self.store = store
+        self.sync = sync
+        # Staged rows in write order, and the newest staged text of each id (what readers see
+        # until the row is committed).
+        self._staged: list[tuple[Id, str, float, int]] = []
+        self._staged_text: dict[Id, str] = {}
+        self._staged_lock = threading.Lock()
+        self._commit_lock = threading.Lock()  # one commit at a time, in staging order
+        self._flushed_seq: int | None = None  # index synced through this row; not recorded yet
+        self._last_flush = 0.0
+
+    # -- staging and committing ---------------------------------------------------------------
+
+    def stage(self, rows: Sequence[Row], fps: Sequence[int]) -> None:
+        """Stage written ``(id, text, timestamp)`` rows with their fingerprints."""
+        with self._staged_lock:
+            for (i, text, ts), fp in zip(rows, fps):
+                self._staged.append((i, text, ts, fp))
+                self._staged_text[i] = text
+
+    def pending_text(self, id: Id) -> str | None:
+        """The staged (not yet committed) text of ``id``, or None."""
+        return self._staged_text.get(id)
+
+    @property
+    def pending(self) -> int:
+        """Rows staged and not yet committed."""
+        return len(self._staged)
+
+    def commit(self) -> None:
+        """Write every staged row to the text store in one transaction (one fsync with
+        ``sync="full"``), with the index's last sync point when there is a new one to record.
+        Rows staged while this runs wait for the next commit. On failure the rows stay staged
+        (the next commit writes them) and the error propagates."""
+        with self._commit_lock:
+            with self._staged_lock:
+                if not self._staged:
+                    return
+                todo = list(self._staged)
+                flushed = self._flushed_seq
+            meta = None if flushed is None else {INDEX_SEQ: flushed}
+            self.store.put_many(
+                [(i, t, ts) for i, t, ts, _ in todo], [r[3] for r in todo], meta=meta
+            )
+            with self._staged_lock:
+                del self._staged[: len(todo)]
+                if flushed is not None and self._flushed_seq == flushed:
+                    self._flushed_seq = None
+                for i, text, _, _ in todo:
+                    # A newer staged text of the same id stays until its own commit.
+                    if self._staged_text.get(i) is text:
+                        del self._staged_text[i]
+
+    # -- the index's sync points ----------------------------------------------------------------
+
+    def flush_index(self, index: Index) -> None:
+        """Sync the index log; the next commit records that it covers every committed row.
+        Called with the deduplicator's writers' lock held (every staged row is in the index)."""
+        index.flush()
+        with self._staged_lock:
+            self._flushed_seq = self.store.last_seq
+        self._last_flush = time.monotonic()
+
+    def maybe_flush_index(self, index: Index, interval: float) -> None:
+        """:meth:`flush_index` when ``interval`` seconds have passed since the last."""
+        if time.monotonic() - self._last_flush >= interval:
+            self.flush_index(index)
+
+    def mark_index_current(self, index: Index) -> None:
+        """Commit, sync the index and record at once that it covers every stored row (a reopen
+        then replays nothing)."""
+        self.commit()
+        self.flush_index(index)
+        self.store.set_meta(INDEX_SEQ, self.store.last_seq)
+        with self._staged_lock:
+            self._flushed_seq = None
+
+    def catch_up(
+        self, index: Index, fingerprinter: Fingerprinter, prepare: Callable[[str], str]
+    ) -> int:
+        """Add to ``index`` every row written after the index's last recorded sync (with its
+        stored fingerprint, or a new one for rows written without); returns how many."""
+        store = self.store
+        since = store.get_meta(INDEX_SEQ)
+        legacy = since is None  # written before the text store kept the fingerprints
+        if since is None or len(index) == 0:
+            since = 0
+        done = 0
+        for rows in store.changes_since(since):
+            ids = [r[0] for r in rows]
+            fps: list[int | None] = [r[1] for r in rows]
+            missing = [j for j, fp in enumerate(fps) if fp is None]
+            todo = missing
+            if legacy:
+                # Such a store's index was synced on every write: take its fingerprints where
+                # it has the id.
+                todo = []
+                for j in missing:
+                    try:
+                        fps[j] = int(index.get(ids[j])[0])
+                    except KeyError:
+                        todo.append(j)
+            if todo:
+                new = fingerprinter.fingerprint_many([prepare(rows[j][3] or "") for j in todo])
+                for j, fp in zip(todo, new.tolist()):
+                    fps[j] = int(fp)
+            if missing:  # kept in the text store from now on
+                store.set_fingerprints([(ids[j], int(fps[j] or 0)) for j in missing])
+            index.add_many(
+                ids,
+                np.asarray(fps, np.uint64),
+                np.asarray([r[2] for r in rows], np.float64),
+            )
+            done += len(rows)
+        self.mark_index_current(index)
+        return done
+
+    def close(self, index: Index) -> None:
+        """Commit, close the index (a synced snapshot), record that it covers every row, close
+        the store."""
+        self.commit()
+        index.close()
+        self.store.set_meta(INDEX_SEQ, self.store.last_seq)
+        self.store.close()
