@@ -8,7 +8,8 @@ numpy brute-force scan. Data: random 64-bit fingerprints with planted neighbours
 copies of another with 1..k bits flipped); half the queries are stored fingerprints with 0..k
 bits flipped, half random.
 
-Reports per engine: build time, memory per item (RSS growth; neardup also its own count), single
+Reports per engine: build time, memory per item (RSS growth; neardup also its own count, and
+for four id/timestamp workloads, see ``workload``), single
 query p50/p99 from Python, batch queries/s, near_pairs time, and agreement of the result sets
 with brute force. Run: ``python benches/index.py --quick`` (1 M) or ``python benches/index.py``
 (1 M and 10 M). Install the peers with ``pip install faiss-cpu gaoya simhash``.
@@ -124,6 +125,61 @@ def build_measured(fps: U64, k: int, args: argparse.Namespace, row: Row) -> Inde
     row.extra["own_bytes_per_item"] = stats["bytes_per_item"]
     row.note = f"layout={idx.layout} blocks; own count {stats['bytes_per_item']:.1f} B/item"
     return idx
+
+
+DAY0 = 1_767_225_600  # 2026-01-01 00:00 UTC, a whole day: one day segment holds the data
+
+
+def workload(n: int, kind: str, seed: int = 11) -> tuple[npt.NDArray[np.int64], Any]:
+    """Ids and timestamps of a memory workload: ``seq-shared`` (ids 0..n, one timestamp for the
+    batch), ``seq-ms`` (ids 0..n, per-item timestamps in whole milliseconds over one day, in
+    arrival order), ``rand-ms`` (random 64-bit ids, the same timestamps), ``rand-float``
+    (random ids, ``time.time()``-like float timestamps over one day: no common unit)."""
+    rng = np.random.default_rng(seed)
+    if kind.startswith("seq"):
+        ids = np.arange(n, dtype=np.int64)
+    else:
+        ids = rng.integers(-(2**63), 2**63 - 1, size=n, dtype=np.int64, endpoint=True)
+    if kind.endswith("shared"):
+        return ids, float(DAY0)
+    if kind.endswith("ms"):
+        ms = np.sort(rng.integers(0, 86_400_000, size=n, dtype=np.int64))
+        return ids, (DAY0 * 1000 + ms) / 1000.0
+    return ids, DAY0 + np.sort(rng.random(n)) * 86_399.0
+
+
+MEMORY_KINDS = ["seq-shared", "seq-ms", "rand-ms", "rand-float"]
+
+
+def bench_memory(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> list[Row]:
+    """Memory per item (own count and RSS growth) of one ``add_many`` under each id/timestamp
+    workload, with p50 and agreement with brute force (ids mapped back to positions)."""
+    rows = []
+    n = len(fps)
+    for kind in args.memory:
+        ids, ts = workload(n, kind)
+        row = Row(f"neardup memory: {kind}", n)
+        gc.collect()
+        before = rss_bytes()
+        t = time.perf_counter()
+        idx = Index(k=k, capacity=n, layout=args.layout)
+        idx.add_many(ids, fps, ts)
+        row.build_s = time.perf_counter() - t
+        row.bytes_per_item = (rss_bytes() - before) / n
+        own = idx.stats()["bytes_per_item"]
+        row.extra["own_bytes_per_item"] = own
+        row.note = f"own count {own:.2f} B/item"
+        ql = [int(q) for q in queries[:2000]]
+        row.p50_us, row.p99_us = latencies(idx.query, ql)
+        pos = {int(i): j for j, i in enumerate(ids.tolist())}
+
+        def found(q: int, idx: Index = idx, pos: dict[int, int] = pos) -> set[int]:
+            return {pos[int(i)] for i, _ in idx.query(q)}
+
+        row.agreement = agreement(found, fps, ql[: min(args.check, 50)], k)
+        del idx, pos
+        rows.append(row)
+    return rows
 
 
 def bench_neardup(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> Row:
@@ -407,6 +463,13 @@ def main() -> None:
     ap.add_argument(
         "--extra-k", type=int, nargs="*", default=[], help="also time an Index built for these k"
     )
+    ap.add_argument(
+        "--memory",
+        nargs="*",
+        default=MEMORY_KINDS,
+        choices=MEMORY_KINDS,
+        help="id/timestamp workloads whose memory per item is measured (none: skip)",
+    )
     ap.add_argument("--no-persist", dest="persist", action="store_false", help="skip reopen")
     ap.add_argument("--skip", nargs="*", default=[], choices=["faiss", "gaoya", "simhash", "numpy"])
     args = ap.parse_args()
@@ -418,6 +481,7 @@ def main() -> None:
         rows = [bench_neardup(fps, queries, args.k, args)]
         for kx in args.extra_k:
             rows.append(bench_large_k(fps, queries, kx, args))
+        rows += bench_memory(fps, queries, args.k, args)
         if "numpy" not in args.skip:
             rows += bench_numpy(fps, queries, args.k, args)
         if "faiss" not in args.skip:

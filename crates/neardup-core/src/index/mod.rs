@@ -6,11 +6,13 @@
 //! first, then insertion order).
 //!
 //! Module map: `layout` (blocks and probe radii), `table` (sorted per-block tables), `segment`
-//! (a time partition: rows, runs of tables, tail), `ids` (id column and id map), `store`
+//! (a time partition: runs of tables with their rows' ids and times, tail), `packed`
+//! (bit-packed ranks, timestamps in time order), `ids` (id column and id map), `store`
 //! (files: meta, snapshot, WAL), `pairs` (all pairs within k, clusters).
 
 pub mod ids;
 pub mod layout;
+pub mod packed;
 mod pairs;
 pub mod segment;
 mod store;
@@ -245,8 +247,8 @@ impl Index {
         for op in wal.ops {
             idx.apply(op)?;
         }
-        for seg in idx.segs.iter_mut().flatten() {
-            seg.freeze(&idx.layout, true);
+        for slot in 0..idx.segs.len() as u32 {
+            idx.freeze_slot(slot, true);
         }
         idx.store = Some(store);
         Ok(idx)
@@ -300,19 +302,31 @@ impl Index {
     /// The id stored at a location.
     pub fn id_at(&self, l: u64) -> IdRef<'_> {
         let (slot, row) = split(l);
-        self.seg(slot).ids.get(row)
+        self.seg(slot).id(row)
     }
 
-    fn ts_at(&self, l: Loc) -> f64 {
+    /// (timestamp, place among the segment's items of that timestamp) of a location: items
+    /// with equal timestamps share a segment, so this orders by time, then insertion order.
+    fn time_key(&self, l: Loc) -> (f64, u32) {
         let (slot, row) = split(l);
-        self.seg(slot).ts.get(row)
+        self.seg(slot).time_key(row)
+    }
+
+    /// Orders hits `(query, distance, location)` as `query` returns them: by query, nearest
+    /// first, then older timestamp, then insertion order.
+    fn hit_order(&self, a: &(u32, u32, Loc), b: &(u32, u32, Loc)) -> std::cmp::Ordering {
+        a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then_with(|| {
+            let (ta, sa) = self.time_key(a.2);
+            let (tb, sb) = self.time_key(b.2);
+            ta.total_cmp(&tb).then(sa.cmp(&sb))
+        })
     }
 
     fn find(&self, id: IdRef<'_>) -> Option<usize> {
         let segs = &self.segs;
         self.map.find(id.hash(), |l| {
             let (slot, row) = split(l);
-            matches!(&segs[slot as usize], Some(s) if s.ids.get(row) == id)
+            matches!(&segs[slot as usize], Some(s) if s.id(row) == id)
         })
     }
 
@@ -325,12 +339,12 @@ impl Index {
         let l = self.map.at(self.find(id)?);
         let (slot, row) = split(l);
         let s = self.seg(slot);
-        Some((s.fps[row as usize], s.ts.get(row)))
+        Some((s.fp(row), s.ts(row)))
     }
 
     /// True when every stored id is an int (batch results can then be int arrays).
     pub fn all_int_ids(&self) -> bool {
-        self.segs.iter().flatten().all(|s| !s.ids.has_str())
+        self.segs.iter().flatten().all(|s| !s.has_str())
     }
 
     fn slot_for(&mut self, ts: f64) -> u32 {
@@ -377,7 +391,7 @@ impl Index {
                 let segs = &self.segs;
                 self.map.reserve(1, |l| {
                     let (s, r) = split(l);
-                    segs[s as usize].as_ref().map_or(0, |s| s.ids.get(r).hash())
+                    segs[s as usize].as_ref().map_or(0, |s| s.id(r).hash())
                 });
                 self.map.insert_new(id.hash(), loc(slot, row));
             }
@@ -391,7 +405,7 @@ impl Index {
         let segs = &self.segs;
         self.map.reserve(extra, |l| {
             let (s, r) = split(l);
-            segs[s as usize].as_ref().map_or(0, |s| s.ids.get(r).hash())
+            segs[s as usize].as_ref().map_or(0, |s| s.id(r).hash())
         });
     }
 
@@ -414,9 +428,7 @@ impl Index {
         })?;
         self.put(id, fp, ts);
         let slot = self.slot_for(ts);
-        if let Some(seg) = self.segs[slot as usize].as_mut() {
-            seg.freeze(&self.layout, false);
-        }
+        self.freeze_slot(slot, false);
         self.auto_expire()?;
         self.maybe_checkpoint()
     }
@@ -473,9 +485,43 @@ impl Index {
             }
         }
         for slot in touched {
-            if let Some(seg) = self.segs[slot as usize].as_mut() {
-                seg.freeze(&self.layout, false);
+            self.freeze_slot(slot, false);
+        }
+    }
+
+    /// Builds the tail of segment `slot` into a run when due ([`Segment::freeze`]) and moves
+    /// the id map entries of the rows that moved.
+    fn freeze_slot(&mut self, slot: u32, force: bool) {
+        let Some(seg) = self.segs[slot as usize].as_mut() else {
+            return;
+        };
+        if let Some((start, olds)) = seg.freeze(&self.layout, force) {
+            self.relocate(slot, start, &olds);
+        }
+    }
+
+    /// Rows `start + i` of segment `slot` were rows `olds[i]`: points their map entries there.
+    fn relocate(&mut self, slot: u32, start: u32, olds: &[u32]) {
+        let seg = self.seg(slot);
+        let map = &self.map;
+        // Find every entry first (each old location is in the map once), then move them.
+        let find = |(i, &old): (usize, &u32)| -> Option<(usize, Loc)> {
+            let new = start + i as u32;
+            if new == old {
+                return None;
             }
+            let at = map.find(seg.id(new).hash(), |l| l == loc(slot, old));
+            at.map(|pos| (pos, loc(slot, new)))
+        };
+        let moves: Vec<(usize, Loc)> = parallel::install(olds.len() >= 1 << 16, |par| {
+            if par {
+                olds.par_iter().enumerate().filter_map(find).collect()
+            } else {
+                olds.iter().enumerate().filter_map(find).collect()
+            }
+        });
+        for (pos, l) in moves {
+            self.map.set(pos, l);
         }
     }
 
@@ -505,19 +551,26 @@ impl Index {
                     s
                 }
             };
-            let id = ids.get(i);
             let seg = match self.segs[slot as usize].as_mut() {
                 Some(s) => s,
                 None => unreachable_segment(),
             };
-            let row = seg.push(id, fps[i], ts[i]);
-            self.map.insert_new(id.hash(), loc(slot, row));
+            seg.push(ids.get(i), fps[i], ts[i]);
         }
-        let layout = &self.layout;
-        let mut segs: Vec<&mut Segment> = self.segs.iter_mut().flatten().collect();
-        for seg in segs.iter_mut() {
-            seg.rebuild(layout);
+        // Each segment becomes one run; then the map gets every row where it ended up.
+        for slot in 0..self.segs.len() as u32 {
+            let Some(seg) = self.segs[slot as usize].as_mut() else {
+                continue;
+            };
+            let (start, olds) = seg.rebuild(&self.layout);
             seg.shrink_to_fit();
+            let seg = self.seg(slot);
+            let hashes: Vec<u64> = (0..olds.len() as u32)
+                .map(|i| seg.id(start + i).hash())
+                .collect();
+            for (i, h) in hashes.into_iter().enumerate() {
+                self.map.insert_new(h, loc(slot, start + i as u32));
+            }
         }
         Ok(())
     }
@@ -552,7 +605,7 @@ impl Index {
         if let Some(seg) = self.segs[slot as usize].take() {
             for row in 0..seg.rows() {
                 if seg.is_live(row) {
-                    let id = seg.ids.get(row);
+                    let id = seg.id(row);
                     if let Some(pos) = self.map.find(id.hash(), |l| l == loc(slot, row)) {
                         self.map.remove_at(pos);
                     }
@@ -595,8 +648,8 @@ impl Index {
             let old: Vec<(u32, Id)> = {
                 let seg = self.seg(slot);
                 (0..seg.rows())
-                    .filter(|&r| seg.is_live(r) && seg.ts.get(r) < before)
-                    .map(|r| (r, seg.ids.get(r).to_owned()))
+                    .filter(|&r| seg.is_live(r) && seg.ts(r) < before)
+                    .map(|r| (r, seg.id(r).to_owned()))
                     .collect()
             };
             n += old.len();
@@ -671,12 +724,7 @@ impl Index {
             out.extend(buf.iter().map(|&(qi, d, row)| (qi, d, loc(slot, row))));
         }
         if out.len() > 1 {
-            out.sort_unstable_by(|a, b| {
-                a.0.cmp(&b.0)
-                    .then(a.1.cmp(&b.1))
-                    .then_with(|| self.ts_at(a.2).total_cmp(&self.ts_at(b.2)))
-                    .then(a.2.cmp(&b.2))
-            });
+            out.sort_unstable_by(|a, b| self.hit_order(a, b));
         }
     }
 
@@ -810,12 +858,7 @@ impl Index {
             };
             hits.extend(found.into_iter().flatten());
         }
-        let cmp = |a: &(u32, u32, Loc), b: &(u32, u32, Loc)| {
-            a.0.cmp(&b.0)
-                .then(a.1.cmp(&b.1))
-                .then_with(|| self.ts_at(a.2).total_cmp(&self.ts_at(b.2)))
-                .then(a.2.cmp(&b.2))
-        };
+        let cmp = |a: &(u32, u32, Loc), b: &(u32, u32, Loc)| self.hit_order(a, b);
         if par {
             hits.par_sort_unstable_by(cmp);
         } else {
@@ -919,13 +962,14 @@ impl Index {
         Ok(())
     }
 
-    /// Live items in time order: (location, fingerprint, timestamp).
+    /// Live items in time order (segments in time order; in each, by timestamp, then
+    /// insertion order): (location, fingerprint, timestamp).
     fn live_items(&self) -> impl Iterator<Item = (Loc, u64, f64)> + '_ {
         self.by_key.values().flat_map(move |&slot| {
-            let seg = self.seg(slot);
-            (0..seg.rows())
-                .filter(move |&r| seg.is_live(r))
-                .map(move |r| (loc(slot, r), seg.fps[r as usize], seg.ts.get(r)))
+            self.seg(slot)
+                .live_in_time_order()
+                .into_iter()
+                .map(move |(r, fp, ts)| (loc(slot, r), fp, ts))
         })
     }
 }
