@@ -531,67 +531,6 @@ fn bad_arguments_are_rejected() {
     ));
 }
 
-/// Timing of the big operations (run by hand: cargo test --release -- --ignored --nocapture).
-#[test]
-#[ignore]
-fn timing_10m() {
-    let n: usize = std::env::var("N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000_000);
-    let mut rng = Rng(77);
-    let fps: Vec<u64> = (0..n).map(|_| rng.next()).collect();
-    let ids: Vec<i64> = (0..n as i64).collect();
-    let t = std::time::Instant::now();
-    let mut idx = Index::new(Options {
-        k: 3,
-        capacity: Some(n),
-        ..Options::default()
-    })
-    .unwrap();
-    idx.add_many(Ids::Int(&ids), &fps, &vec![1.0; n]).unwrap();
-    println!("build {:?} {:?}", t.elapsed(), idx.stats());
-    let t = std::time::Instant::now();
-    let mut hits = 0;
-    for &fp in fps.iter().take(200_000) {
-        hits += idx.query(fp ^ 0b1011, Some(3)).unwrap().len();
-    }
-    println!("query {:?} per query, hits {hits}", t.elapsed() / 200_000);
-    let qs: Vec<u64> = (0..400_000)
-        .map(|i| {
-            if i % 2 == 0 {
-                rng.flip(fps[i], 3)
-            } else {
-                rng.next()
-            }
-        })
-        .collect();
-    // CPU seconds of the whole process: under load, wall time says little.
-    let cpu = || {
-        let mut t = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes the timespec it is given.
-        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-        t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-    };
-    for _ in 0..3 {
-        let (t, c) = (std::time::Instant::now(), cpu());
-        let r = idx.query_many(&qs, Some(3)).unwrap();
-        let (s, c) = (t.elapsed().as_secs_f64(), cpu() - c);
-        let found: usize = r.iter().map(Vec::len).sum();
-        println!(
-            "query_many {:.0} q/s, {:.0} q per CPU second, found {found}",
-            qs.len() as f64 / s,
-            qs.len() as f64 / c
-        );
-    }
-    let t = std::time::Instant::now();
-    let p = idx.near_pairs_locs(Some(3)).unwrap();
-    println!("near_pairs {:?} pairs {}", t.elapsed(), p.len());
-}
-
 #[test]
 fn timestamps_come_back_exactly_and_stay_compact_when_they_can() {
     use super::packed::{Codec, RunTs};
