@@ -363,6 +363,9 @@ impl IdMap {
     /// Converts every slot to `to` words (in place, back to front).
     fn widen(&mut self, to: usize) {
         let (n, from) = (self.n_slots, self.width);
+        // Exactly the new size (a plain resize would double the capacity).
+        self.words
+            .reserve_exact((n * to).saturating_sub(self.words.len()));
         self.words.resize(n * to, 0);
         for i in (0..n).rev() {
             self.width = from;

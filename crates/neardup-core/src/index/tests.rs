@@ -711,6 +711,13 @@ fn id_map_widens_past_65535_segments() {
     let fps = data(&mut rng, n, true);
     for (i, &fp) in fps.iter().enumerate() {
         assert_eq!(idx.map.is_wide(), idx.segs.len() > 0xFFFF, "{i}");
+        // 4-byte slots while every segment slot is below 255, then 6, then 8.
+        let want = match idx.segs.len() {
+            0..=255 => 4,
+            256..=0xFFFF => 6,
+            _ => 8,
+        };
+        assert_eq!(idx.map.slot_bytes(), want, "{i}");
         idx.add(IdRef::Int(i as i64), fp, i as f64).unwrap();
         model.0.insert(Id::Int(i as i64), (fp, i as f64));
         if i % 97 == 3 {
@@ -898,4 +905,39 @@ fn ties_follow_timestamp_then_insertion_order() {
     for (&id, &(fp, ts, _)) in &model {
         assert_eq!(idx.get(IdRef::Int(id)), Some((fp, ts)), "{id}");
     }
+}
+
+#[test]
+fn id_map_slots_widen_in_place_and_keep_every_location() {
+    use super::ids::IdMap;
+    let mut map = IdMap::default();
+    let hash = |l: u64| l.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    map.reserve(1000, hash);
+    let cap = map.memory_bytes();
+    let mut locs: Vec<u64> = (0..600u64)
+        .map(|i| loc(i as u32 % 7, i as u32 * 3))
+        .collect();
+    for &l in &locs {
+        map.insert_new(hash(l), l);
+    }
+    assert_eq!(map.slot_bytes(), 4);
+    let gone = locs.remove(10);
+    let pos = map.find(hash(gone), |l| l == gone).unwrap();
+    map.remove_at(pos);
+    // A row past 2^24, then a segment slot past 254: 6 bytes a slot, exactly that much memory.
+    for l in [loc(3, 1 << 24), loc(300, 5)] {
+        map.insert_new(hash(l), l);
+        locs.push(l);
+    }
+    assert_eq!(map.slot_bytes(), 6);
+    assert_eq!(map.memory_bytes(), cap / 4 * 6);
+    map.insert_new(hash(loc(70_000, 1)), loc(70_000, 1));
+    locs.push(loc(70_000, 1));
+    assert!(map.is_wide() && map.memory_bytes() == cap / 4 * 8);
+    for &l in &locs {
+        let pos = map.find(hash(l), |x| x == l);
+        assert_eq!(pos.map(|p| map.at(p)), Some(l), "{l:#x}");
+    }
+    assert!(map.find(hash(gone), |l| l == gone).is_none());
+    assert_eq!(map.len(), locs.len());
 }
