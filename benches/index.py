@@ -110,14 +110,17 @@ def agreement(got: Callable[[int], set[int]], fps: U64, queries: Sequence[int], 
     return f"{same}/{len(queries)}"
 
 
-def build_measured(fps: U64, k: int, args: argparse.Namespace, row: Row) -> Index:
+def build_measured(
+    fps: U64, k: int, args: argparse.Namespace, row: Row, layout: int | None = None
+) -> Index:
     """Build an Index for ``k`` over ``fps`` (ids 0..n, one timestamp), recording the build
-    time, the RSS growth per item and the index's own count in ``row``."""
+    time, the RSS growth per item and the index's own count in ``row``. ``layout``: blocks
+    (None: ``--layout``, else automatic)."""
     n = len(fps)
     gc.collect()
     before = rss_bytes()
     t = time.perf_counter()
-    idx = Index(k=k, capacity=n, layout=args.layout)
+    idx = Index(k=k, capacity=n, layout=layout or args.layout)
     idx.add_many(np.arange(n, dtype=np.int64), fps, 1.0)
     row.build_s = time.perf_counter() - t
     row.bytes_per_item = (rss_bytes() - before) / n
@@ -232,12 +235,15 @@ def bench_neardup(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> R
     return row
 
 
-def bench_large_k(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> Row:
+def bench_large_k(fps: U64, queries: U64, spec: str, args: argparse.Namespace) -> Row:
     """An index built for a larger k (short texts use k = 13): its tables keep whole
-    fingerprints, so the many candidates of a large-k query are checked where they lie."""
+    fingerprints, so the many candidates of a large-k query are checked where they lie.
+    ``spec``: ``K`` or ``K:BLOCKS`` (a layout instead of the automatic one)."""
     n = len(fps)
-    row = Row(f"neardup k={k} (own index)", n)
-    idx = build_measured(fps, k, args, row)
+    k_text, _, blocks = spec.partition(":")
+    k = int(k_text)
+    row = Row(f"neardup k={k}" + (f" layout={blocks}" if blocks else "") + " (own index)", n)
+    idx = build_measured(fps, k, args, row, int(blocks) if blocks else None)
     ql = [int(q) for q in queries[: min(args.queries, 2000)]]
     idx.query(ql[0])
     row.p50_us, row.p99_us = latencies(idx.query, ql)
@@ -465,7 +471,10 @@ def main() -> None:
     ap.add_argument("--gaoya-max", type=int, default=1_000_000)
     ap.add_argument("--numpy-pairs-max", type=int, default=2_000_000)
     ap.add_argument(
-        "--extra-k", type=int, nargs="*", default=[], help="also time an Index built for these k"
+        "--extra-k",
+        nargs="*",
+        default=[],
+        help="also time an Index built for these k (K, or K:BLOCKS for a given layout)",
     )
     ap.add_argument(
         "--memory",
