@@ -1,7 +1,8 @@
-//! Item ids (int or str), stored column-wise per segment, and the id -> location map.
+//! Item ids (int or str), stored column-wise per run of a segment (and per tail), and the
+//! id -> location map.
 //!
 //! The map is an open-addressing table of 4-byte locations only (6 once there are 255 segments
-//! or a segment has 2^24 rows, 8 beyond 65535 segments): the id itself stays in its segment's
+//! or a segment has 2^24 rows, 8 beyond 65535 segments): the id itself stays in its run's
 //! column, so an int id costs 8 bytes there (4 while a run's int ids stay within +-2^31 of its
 //! first) plus about 5 bytes of map (80% load after a bulk load).
 
@@ -158,8 +159,9 @@ impl Vals {
     }
 }
 
-/// Ids of the rows of one segment: an i64 per row (4 bytes while they stay near the first, see
-/// [`Vals`]); a str id keeps (offset << 20 | length) into an arena there, flagged in a bitset.
+/// Ids of the rows of one run (or tail): an i64 per row (4 bytes while they stay near the
+/// first, see [`Vals`]); a str id keeps (offset << 20 | length) into an arena there, flagged
+/// in a bitset.
 #[derive(Default)]
 pub struct IdColumn {
     pub vals: Vals,
