@@ -8,7 +8,8 @@ numpy brute-force scan. Data: random 64-bit fingerprints with planted neighbours
 copies of another with 1..k bits flipped); half the queries are stored fingerprints with 0..k
 bits flipped, half random.
 
-Reports per engine: build time, memory per item (RSS growth; neardup also its own count), single
+Reports per engine: build time, memory per item (RSS growth; neardup also its own count, and
+for four id/timestamp workloads, see ``workload``), single
 query p50/p99 from Python, batch queries/s, near_pairs time, and agreement of the result sets
 with brute force. Run: ``python benches/index.py --quick`` (1 M) or ``python benches/index.py``
 (1 M and 10 M). Install the peers with ``pip install faiss-cpu gaoya simhash``.
@@ -109,14 +110,17 @@ def agreement(got: Callable[[int], set[int]], fps: U64, queries: Sequence[int], 
     return f"{same}/{len(queries)}"
 
 
-def build_measured(fps: U64, k: int, args: argparse.Namespace, row: Row) -> Index:
+def build_measured(
+    fps: U64, k: int, args: argparse.Namespace, row: Row, layout: int | None = None
+) -> Index:
     """Build an Index for ``k`` over ``fps`` (ids 0..n, one timestamp), recording the build
-    time, the RSS growth per item and the index's own count in ``row``."""
+    time, the RSS growth per item and the index's own count in ``row``. ``layout``: blocks
+    (None: ``--layout``, else automatic)."""
     n = len(fps)
     gc.collect()
     before = rss_bytes()
     t = time.perf_counter()
-    idx = Index(k=k, capacity=n, layout=args.layout)
+    idx = Index(k=k, capacity=n, layout=layout or args.layout)
     idx.add_many(np.arange(n, dtype=np.int64), fps, 1.0)
     row.build_s = time.perf_counter() - t
     row.bytes_per_item = (rss_bytes() - before) / n
@@ -124,6 +128,61 @@ def build_measured(fps: U64, k: int, args: argparse.Namespace, row: Row) -> Inde
     row.extra["own_bytes_per_item"] = stats["bytes_per_item"]
     row.note = f"layout={idx.layout} blocks; own count {stats['bytes_per_item']:.1f} B/item"
     return idx
+
+
+DAY0 = 1_767_225_600  # 2026-01-01 00:00 UTC, a whole day: one day segment holds the data
+
+
+def workload(n: int, kind: str, seed: int = 11) -> tuple[npt.NDArray[np.int64], Any]:
+    """Ids and timestamps of a memory workload: ``seq-shared`` (ids 0..n, one timestamp for the
+    batch), ``seq-ms`` (ids 0..n, per-item timestamps in whole milliseconds over one day, in
+    arrival order), ``rand-ms`` (random 64-bit ids, the same timestamps), ``rand-float``
+    (random ids, ``time.time()``-like float timestamps over one day: no common unit)."""
+    rng = np.random.default_rng(seed)
+    if kind.startswith("seq"):
+        ids = np.arange(n, dtype=np.int64)
+    else:
+        ids = rng.integers(-(2**63), 2**63 - 1, size=n, dtype=np.int64, endpoint=True)
+    if kind.endswith("shared"):
+        return ids, float(DAY0)
+    if kind.endswith("ms"):
+        ms = np.sort(rng.integers(0, 86_400_000, size=n, dtype=np.int64))
+        return ids, (DAY0 * 1000 + ms) / 1000.0
+    return ids, DAY0 + np.sort(rng.random(n)) * 86_399.0
+
+
+MEMORY_KINDS = ["seq-shared", "seq-ms", "rand-ms", "rand-float"]
+
+
+def bench_memory(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> list[Row]:
+    """Memory per item (own count and RSS growth) of one ``add_many`` under each id/timestamp
+    workload, with p50 and agreement with brute force (ids mapped back to positions)."""
+    rows = []
+    n = len(fps)
+    for kind in args.memory:
+        ids, ts = workload(n, kind)
+        row = Row(f"neardup memory: {kind}", n)
+        gc.collect()
+        before = rss_bytes()
+        t = time.perf_counter()
+        idx = Index(k=k, capacity=n, layout=args.layout)
+        idx.add_many(ids, fps, ts)
+        row.build_s = time.perf_counter() - t
+        row.bytes_per_item = (rss_bytes() - before) / n
+        own = idx.stats()["bytes_per_item"]
+        row.extra["own_bytes_per_item"] = own
+        row.note = f"own count {own:.2f} B/item"
+        ql = [int(q) for q in queries[:2000]]
+        row.p50_us, row.p99_us = latencies(idx.query, ql)
+        pos = {int(i): j for j, i in enumerate(ids.tolist())}
+
+        def found(q: int, idx: Index = idx, pos: dict[int, int] = pos) -> set[int]:
+            return {pos[int(i)] for i, _ in idx.query(q)}
+
+        row.agreement = agreement(found, fps, ql[: min(args.check, 50)], k)
+        del idx, pos
+        rows.append(row)
+    return rows
 
 
 def bench_neardup(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> Row:
@@ -134,18 +193,22 @@ def bench_neardup(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> R
     idx.query(ql[0])
     row.p50_us, row.p99_us = latencies(idx.query, ql)
     batch = np.concatenate([queries] * max(1, args.batch // len(queries)))
-    best = 0.0
+    best = best_cpu = 0.0
     for _ in range(3):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         idx.query_many(batch)
         best = max(best, len(batch) / (time.perf_counter() - t))
+        best_cpu = max(best_cpu, len(batch) / max(time.process_time() - c, 1e-9))
     row.batch_qps = best
+    # Queries per CPU second of the process: what the batch costs when the cores are shared.
+    row.extra["batch_per_cpu_s"] = best_cpu
     t = time.perf_counter()
     a, _b, _d = idx.near_pairs(k)
     row.pairs_s = time.perf_counter() - t
     row.extra["pairs"] = len(a)
     sample = ql[: args.check]
     row.agreement = agreement(lambda q: {int(i) for i, _ in idx.query(q)}, fps, sample, k)
+    row.note += f"; batch {best_cpu:,.0f} q per CPU s"
     if args.persist:
         # Durable index: one add_many (one WAL record, one fsync), checkpoint, reopen.
         import shutil
@@ -172,12 +235,15 @@ def bench_neardup(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> R
     return row
 
 
-def bench_large_k(fps: U64, queries: U64, k: int, args: argparse.Namespace) -> Row:
+def bench_large_k(fps: U64, queries: U64, spec: str, args: argparse.Namespace) -> Row:
     """An index built for a larger k (short texts use k = 13): its tables keep whole
-    fingerprints, so the many candidates of a large-k query are checked where they lie."""
+    fingerprints, so the many candidates of a large-k query are checked where they lie.
+    ``spec``: ``K`` or ``K:BLOCKS`` (a layout instead of the automatic one)."""
     n = len(fps)
-    row = Row(f"neardup k={k} (own index)", n)
-    idx = build_measured(fps, k, args, row)
+    k_text, _, blocks = spec.partition(":")
+    k = int(k_text)
+    row = Row(f"neardup k={k}" + (f" layout={blocks}" if blocks else "") + " (own index)", n)
+    idx = build_measured(fps, k, args, row, int(blocks) if blocks else None)
     ql = [int(q) for q in queries[: min(args.queries, 2000)]]
     idx.query(ql[0])
     row.p50_us, row.p99_us = latencies(idx.query, ql)
@@ -405,7 +471,17 @@ def main() -> None:
     ap.add_argument("--gaoya-max", type=int, default=1_000_000)
     ap.add_argument("--numpy-pairs-max", type=int, default=2_000_000)
     ap.add_argument(
-        "--extra-k", type=int, nargs="*", default=[], help="also time an Index built for these k"
+        "--extra-k",
+        nargs="*",
+        default=[],
+        help="also time an Index built for these k (K, or K:BLOCKS for a given layout)",
+    )
+    ap.add_argument(
+        "--memory",
+        nargs="*",
+        default=MEMORY_KINDS,
+        choices=MEMORY_KINDS,
+        help="id/timestamp workloads whose memory per item is measured (none: skip)",
     )
     ap.add_argument("--no-persist", dest="persist", action="store_false", help="skip reopen")
     ap.add_argument("--skip", nargs="*", default=[], choices=["faiss", "gaoya", "simhash", "numpy"])
@@ -418,6 +494,7 @@ def main() -> None:
         rows = [bench_neardup(fps, queries, args.k, args)]
         for kx in args.extra_k:
             rows.append(bench_large_k(fps, queries, kx, args))
+        rows += bench_memory(fps, queries, args.k, args)
         if "numpy" not in args.skip:
             rows += bench_numpy(fps, queries, args.k, args)
         if "faiss" not in args.skip:

@@ -1,9 +1,10 @@
-//! Item ids (int or str), stored column-wise per segment, and the id -> location map.
+//! Item ids (int or str), stored column-wise per run of a segment (and per tail), and the
+//! id -> location map.
 //!
-//! The map is an open-addressing table of 6-byte locations only (8 beyond 65535 segments): the
-//! id itself stays in its segment's column, so an int id costs 8 bytes there (4 while the
-//! segment's int ids stay within +-2^31 of its first) plus about 7.5 bytes of map (80% load
-//! after a bulk load).
+//! The map is an open-addressing table of 4-byte locations only (6 once there are 255 segments
+//! or a segment has 2^24 rows, 8 beyond 65535 segments): the id itself stays in its run's
+//! column, so an int id costs 8 bytes there (4 while a run's int ids stay within +-2^31 of its
+//! first) plus about 5 bytes of map (80% load after a bulk load).
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -158,8 +159,9 @@ impl Vals {
     }
 }
 
-/// Ids of the rows of one segment: an i64 per row (4 bytes while they stay near the first, see
-/// [`Vals`]); a str id keeps (offset << 20 | length) into an arena there, flagged in a bitset.
+/// Ids of the rows of one run (or tail): an i64 per row (4 bytes while they stay near the
+/// first, see [`Vals`]); a str id keeps (offset << 20 | length) into an arena there, flagged
+/// in a bitset.
 #[derive(Default)]
 pub struct IdColumn {
     pub vals: Vals,
@@ -221,19 +223,86 @@ impl IdColumn {
 
 const EMPTY: u64 = u64::MAX;
 const GONE: u64 = u64::MAX - 1;
-/// Locations whose segment slot is below this fit a narrow (6-byte) map slot.
+/// Locations whose segment slot is below this fit a 6-byte map slot.
 const NARROW_SLOTS: u64 = 0xFFFF;
+/// Locations whose segment slot is below this and row below [`SMALL_ROWS`] fit 4 bytes.
+const SMALL_SLOTS: u64 = 0xFF;
+const SMALL_ROWS: u64 = 1 << 24;
 
 /// Open-addressing (linear probing) table of locations keyed by the id stored at them. A slot
-/// takes 3 u16 words (48 bits: segment slot < 0xFFFF, row) until a location with a larger
-/// segment slot arrives; the map then widens to 4 words per slot (same positions, no rehash).
-#[derive(Default)]
+/// takes 2 u16 words (segment slot < 255 in 8 bits, row < 2^24 in 24) until a location that
+/// does not fit arrives, then 3 words (48 bits: segment slot < 0xFFFF, row), then 4; the map
+/// widens in place (same positions, no rehash).
 pub struct IdMap {
     words: Vec<u16>,
-    wide: bool,
+    /// u16 words per slot: 2, 3 or 4.
+    width: usize,
     n_slots: usize,
     len: usize,
     gone: usize,
+}
+
+impl Default for IdMap {
+    fn default() -> IdMap {
+        IdMap {
+            words: Vec::new(),
+            width: 2,
+            n_slots: 0,
+            len: 0,
+            gone: 0,
+        }
+    }
+}
+
+/// Words a location needs (EMPTY and GONE fit any width).
+#[inline]
+fn width_for(v: u64) -> usize {
+    if v == EMPTY || v == GONE || (v >> 32 < SMALL_SLOTS && v & 0xFFFF_FFFF < SMALL_ROWS) {
+        2
+    } else if v >> 32 < NARROW_SLOTS {
+        3
+    } else {
+        4
+    }
+}
+
+/// A location (or EMPTY / GONE) from its `width`-word form `v`.
+#[inline]
+fn decode(v: u64, width: usize) -> u64 {
+    match width {
+        2 => {
+            if v >> 24 == SMALL_SLOTS {
+                // Only EMPTY and GONE have the all-ones segment field.
+                v | 0xFFFF_FFFF_0000_0000
+            } else {
+                ((v >> 24) << 32) | (v & 0xFF_FFFF)
+            }
+        }
+        3 => {
+            if v >> 32 == NARROW_SLOTS {
+                v | 0xFFFF << 48
+            } else {
+                v
+            }
+        }
+        _ => v,
+    }
+}
+
+/// The `width`-word form of a location that fits it.
+#[inline]
+fn encode(v: u64, width: usize) -> u64 {
+    match width {
+        2 => {
+            if v == EMPTY || v == GONE {
+                v & 0xFFFF_FFFF
+            } else {
+                ((v >> 32) << 24) | (v & 0xFF_FFFF)
+            }
+        }
+        3 => v & 0xFFFF_FFFF_FFFF,
+        _ => v,
+    }
 }
 
 impl IdMap {
@@ -251,66 +320,64 @@ impl IdMap {
 
     /// True once a location needed the 8-byte slots.
     pub fn is_wide(&self) -> bool {
-        self.wide
+        self.width == 4
+    }
+
+    /// Bytes per slot (4, 6 or 8).
+    pub fn slot_bytes(&self) -> usize {
+        self.width * 2
     }
 
     #[inline]
     fn width(&self) -> usize {
-        if self.wide {
-            4
-        } else {
-            3
-        }
+        self.width
+    }
+
+    /// The raw `width`-word value of slot `i`.
+    #[inline]
+    fn raw(&self, i: usize) -> u64 {
+        let w = self.width;
+        self.words[i * w..i * w + w]
+            .iter()
+            .enumerate()
+            .fold(0u64, |v, (j, &x)| v | u64::from(x) << (16 * j))
     }
 
     /// The location (or EMPTY / GONE) in slot `i`.
     #[inline]
     fn slot(&self, i: usize) -> u64 {
-        if self.wide {
-            let w = &self.words[i * 4..i * 4 + 4];
-            u64::from(w[0]) | u64::from(w[1]) << 16 | u64::from(w[2]) << 32 | u64::from(w[3]) << 48
-        } else {
-            let w = &self.words[i * 3..i * 3 + 3];
-            let v = u64::from(w[0]) | u64::from(w[1]) << 16 | u64::from(w[2]) << 32;
-            if v >> 32 == NARROW_SLOTS {
-                // Only EMPTY and GONE have the all-ones segment field.
-                v | 0xFFFF << 48
-            } else {
-                v
-            }
-        }
+        decode(self.raw(i), self.width)
     }
 
     #[inline]
     fn put_slot(&mut self, i: usize, v: u64) {
-        if !self.wide && v >> 32 >= NARROW_SLOTS && v != EMPTY && v != GONE {
-            self.widen();
+        let need = width_for(v);
+        if need > self.width {
+            self.widen(need);
         }
-        let w = self.width();
+        let w = self.width;
+        let e = encode(v, w);
         for (j, word) in self.words[i * w..i * w + w].iter_mut().enumerate() {
-            *word = (v >> (16 * j)) as u16;
+            *word = (e >> (16 * j)) as u16;
         }
     }
 
-    /// Converts every slot to 4 words (in place, back to front).
-    fn widen(&mut self) {
-        let n = self.n_slots;
-        self.words.resize(n * 4, 0);
+    /// Converts every slot to `to` words (in place, back to front).
+    fn widen(&mut self, to: usize) {
+        let (n, from) = (self.n_slots, self.width);
+        // Exactly the new size (a plain resize would double the capacity).
+        self.words
+            .reserve_exact((n * to).saturating_sub(self.words.len()));
+        self.words.resize(n * to, 0);
         for i in (0..n).rev() {
-            let p = i * 3;
-            let v = u64::from(self.words[p])
-                | u64::from(self.words[p + 1]) << 16
-                | u64::from(self.words[p + 2]) << 32;
-            let v = if v >> 32 == NARROW_SLOTS {
-                v | 0xFFFF << 48
-            } else {
-                v
-            };
-            for j in 0..4 {
-                self.words[i * 4 + j] = (v >> (16 * j)) as u16;
+            self.width = from;
+            let v = self.slot(i);
+            let e = encode(v, to);
+            for j in 0..to {
+                self.words[i * to + j] = (e >> (16 * j)) as u16;
             }
         }
-        self.wide = true;
+        self.width = to;
     }
 
     /// Position of the location whose id `is(loc)` says matches, for an id hashing to `h`.
@@ -386,7 +453,7 @@ impl IdMap {
         self.gone = 0;
         let old_map = IdMap {
             words: old,
-            wide: self.wide,
+            width: self.width,
             n_slots: old_n,
             len: 0,
             gone: 0,
@@ -420,7 +487,7 @@ impl IdMap {
 
     pub fn clear(&mut self) {
         self.words = Vec::new();
-        self.wide = false;
+        self.width = 2;
         self.n_slots = 0;
         self.len = 0;
         self.gone = 0;

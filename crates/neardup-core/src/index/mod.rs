@@ -6,12 +6,15 @@
 //! first, then insertion order).
 //!
 //! Module map: `layout` (blocks and probe radii), `table` (sorted per-block tables), `segment`
-//! (a time partition: rows, runs of tables, tail), `ids` (id column and id map), `store`
+//! (a time partition: runs of tables with their rows' ids and times, tail), `packed`
+//! (bit-packed ranks, timestamps in time order), `ids` (id column and id map), `store`
 //! (files: meta, snapshot, WAL), `pairs` (all pairs within k, clusters).
 
 pub mod ids;
 pub mod layout;
+pub mod packed;
 mod pairs;
+mod query;
 pub mod segment;
 mod store;
 pub mod table;
@@ -25,11 +28,12 @@ use rayon::prelude::*;
 
 pub use ids::{Id, IdRef};
 pub use layout::{Layout, MAX_K};
+pub use query::SORTED_MIN;
 pub use store::SyncPolicy;
 
 use ids::IdMap;
 use layout::check_k;
-use segment::{Part, Segment};
+use segment::Segment;
 use store::{Store, WalOp};
 
 use crate::parallel;
@@ -37,13 +41,6 @@ use crate::{Error, Result};
 
 /// Batches at least this large run on the crate's pool ([`crate::parallel`]) when it is free.
 pub const PAR_MIN: usize = 256;
-/// Bucket searches a group of batch queries aims at, and the most queries in a group.
-const GROUP_PROBES: f64 = 256.0;
-const MAX_GROUP: usize = 32;
-/// Batches at least this large go through each table in its key order (see
-/// [`Index::query_many_sorted`]).
-pub const SORTED_MIN: usize = 4096;
-
 /// Allows or forbids the crate's pool in batch calls ([`crate::parallel::set_enabled`]); an
 /// explicit off switch, not needed after `fork()` (the pool is rebuilt in a forked child).
 pub fn set_parallel(enabled: bool) {
@@ -113,14 +110,6 @@ pub struct Stats {
 
 /// What a query returns: (id, distance), nearest first.
 pub type Found = Vec<(Id, u32)>;
-
-/// Reusable buffers of a group of queries: hits in one segment as (query, distance, row), and
-/// all hits as (query, distance, location).
-#[derive(Default)]
-struct GroupBufs {
-    rows: Vec<(u32, u32, u32)>,
-    locs: Vec<(u32, u32, Loc)>,
-}
 
 /// Location of a row: segment slot in the high 32 bits, row in the low 32.
 type Loc = u64;
@@ -245,8 +234,8 @@ impl Index {
         for op in wal.ops {
             idx.apply(op)?;
         }
-        for seg in idx.segs.iter_mut().flatten() {
-            seg.freeze(&idx.layout, true);
+        for slot in 0..idx.segs.len() as u32 {
+            idx.freeze_slot(slot, true);
         }
         idx.store = Some(store);
         Ok(idx)
@@ -300,19 +289,21 @@ impl Index {
     /// The id stored at a location.
     pub fn id_at(&self, l: u64) -> IdRef<'_> {
         let (slot, row) = split(l);
-        self.seg(slot).ids.get(row)
+        self.seg(slot).id(row)
     }
 
-    fn ts_at(&self, l: Loc) -> f64 {
+    /// (timestamp, place among the segment's items of that timestamp) of a location: items
+    /// with equal timestamps share a segment, so this orders by time, then insertion order.
+    fn time_key(&self, l: Loc) -> (f64, u32) {
         let (slot, row) = split(l);
-        self.seg(slot).ts.get(row)
+        self.seg(slot).time_key(row)
     }
 
     fn find(&self, id: IdRef<'_>) -> Option<usize> {
         let segs = &self.segs;
         self.map.find(id.hash(), |l| {
             let (slot, row) = split(l);
-            matches!(&segs[slot as usize], Some(s) if s.ids.get(row) == id)
+            matches!(&segs[slot as usize], Some(s) if s.id(row) == id)
         })
     }
 
@@ -325,12 +316,12 @@ impl Index {
         let l = self.map.at(self.find(id)?);
         let (slot, row) = split(l);
         let s = self.seg(slot);
-        Some((s.fps[row as usize], s.ts.get(row)))
+        Some((s.fp(row), s.ts(row)))
     }
 
     /// True when every stored id is an int (batch results can then be int arrays).
     pub fn all_int_ids(&self) -> bool {
-        self.segs.iter().flatten().all(|s| !s.ids.has_str())
+        self.segs.iter().flatten().all(|s| !s.has_str())
     }
 
     fn slot_for(&mut self, ts: f64) -> u32 {
@@ -377,7 +368,7 @@ impl Index {
                 let segs = &self.segs;
                 self.map.reserve(1, |l| {
                     let (s, r) = split(l);
-                    segs[s as usize].as_ref().map_or(0, |s| s.ids.get(r).hash())
+                    segs[s as usize].as_ref().map_or(0, |s| s.id(r).hash())
                 });
                 self.map.insert_new(id.hash(), loc(slot, row));
             }
@@ -391,7 +382,7 @@ impl Index {
         let segs = &self.segs;
         self.map.reserve(extra, |l| {
             let (s, r) = split(l);
-            segs[s as usize].as_ref().map_or(0, |s| s.ids.get(r).hash())
+            segs[s as usize].as_ref().map_or(0, |s| s.id(r).hash())
         });
     }
 
@@ -414,9 +405,7 @@ impl Index {
         })?;
         self.put(id, fp, ts);
         let slot = self.slot_for(ts);
-        if let Some(seg) = self.segs[slot as usize].as_mut() {
-            seg.freeze(&self.layout, false);
-        }
+        self.freeze_slot(slot, false);
         self.auto_expire()?;
         self.maybe_checkpoint()
     }
@@ -473,9 +462,43 @@ impl Index {
             }
         }
         for slot in touched {
-            if let Some(seg) = self.segs[slot as usize].as_mut() {
-                seg.freeze(&self.layout, false);
+            self.freeze_slot(slot, false);
+        }
+    }
+
+    /// Builds the tail of segment `slot` into a run when due ([`Segment::freeze`]) and moves
+    /// the id map entries of the rows that moved.
+    fn freeze_slot(&mut self, slot: u32, force: bool) {
+        let Some(seg) = self.segs[slot as usize].as_mut() else {
+            return;
+        };
+        if let Some((start, olds)) = seg.freeze(&self.layout, force) {
+            self.relocate(slot, start, &olds);
+        }
+    }
+
+    /// Rows `start + i` of segment `slot` were rows `olds[i]`: points their map entries there.
+    fn relocate(&mut self, slot: u32, start: u32, olds: &[u32]) {
+        let seg = self.seg(slot);
+        let map = &self.map;
+        // Find every entry first (each old location is in the map once), then move them.
+        let find = |(i, &old): (usize, &u32)| -> Option<(usize, Loc)> {
+            let new = start + i as u32;
+            if new == old {
+                return None;
             }
+            let at = map.find(seg.id(new).hash(), |l| l == loc(slot, old));
+            at.map(|pos| (pos, loc(slot, new)))
+        };
+        let moves: Vec<(usize, Loc)> = parallel::install(olds.len() >= 1 << 16, |par| {
+            if par {
+                olds.par_iter().enumerate().filter_map(find).collect()
+            } else {
+                olds.iter().enumerate().filter_map(find).collect()
+            }
+        });
+        for (pos, l) in moves {
+            self.map.set(pos, l);
         }
     }
 
@@ -505,19 +528,26 @@ impl Index {
                     s
                 }
             };
-            let id = ids.get(i);
             let seg = match self.segs[slot as usize].as_mut() {
                 Some(s) => s,
                 None => unreachable_segment(),
             };
-            let row = seg.push(id, fps[i], ts[i]);
-            self.map.insert_new(id.hash(), loc(slot, row));
+            seg.push(ids.get(i), fps[i], ts[i]);
         }
-        let layout = &self.layout;
-        let mut segs: Vec<&mut Segment> = self.segs.iter_mut().flatten().collect();
-        for seg in segs.iter_mut() {
-            seg.rebuild(layout);
+        // Each segment becomes one run; then the map gets every row where it ended up.
+        for slot in 0..self.segs.len() as u32 {
+            let Some(seg) = self.segs[slot as usize].as_mut() else {
+                continue;
+            };
+            let (start, olds) = seg.rebuild(&self.layout);
             seg.shrink_to_fit();
+            let seg = self.seg(slot);
+            let hashes: Vec<u64> = (0..olds.len() as u32)
+                .map(|i| seg.id(start + i).hash())
+                .collect();
+            for (i, h) in hashes.into_iter().enumerate() {
+                self.map.insert_new(h, loc(slot, start + i as u32));
+            }
         }
         Ok(())
     }
@@ -552,7 +582,7 @@ impl Index {
         if let Some(seg) = self.segs[slot as usize].take() {
             for row in 0..seg.rows() {
                 if seg.is_live(row) {
-                    let id = seg.ids.get(row);
+                    let id = seg.id(row);
                     if let Some(pos) = self.map.find(id.hash(), |l| l == loc(slot, row)) {
                         self.map.remove_at(pos);
                     }
@@ -595,8 +625,8 @@ impl Index {
             let old: Vec<(u32, Id)> = {
                 let seg = self.seg(slot);
                 (0..seg.rows())
-                    .filter(|&r| seg.is_live(r) && seg.ts.get(r) < before)
-                    .map(|r| (r, seg.ids.get(r).to_owned()))
+                    .filter(|&r| seg.is_live(r) && seg.ts(r) < before)
+                    .map(|r| (r, seg.id(r).to_owned()))
                     .collect()
             };
             n += old.len();
@@ -653,180 +683,6 @@ impl Index {
             }
         }
         Ok(())
-    }
-
-    /// `(query, distance, location)` of every live item within `k` of each query `qs[query]`,
-    /// sorted by query, then nearest first (ties: older timestamp, then insertion order).
-    /// Left in `bufs.locs`.
-    fn query_group_locs(&self, qs: &[u64], k: u32, radii: &[Option<u32>], bufs: &mut GroupBufs) {
-        let GroupBufs {
-            rows: buf,
-            locs: out,
-        } = bufs;
-        out.clear();
-        for &slot in self.by_key.values() {
-            buf.clear();
-            self.seg(slot)
-                .query_group(&self.layout, radii, qs, k, Part::All, buf);
-            out.extend(buf.iter().map(|&(qi, d, row)| (qi, d, loc(slot, row))));
-        }
-        if out.len() > 1 {
-            out.sort_unstable_by(|a, b| {
-                a.0.cmp(&b.0)
-                    .then(a.1.cmp(&b.1))
-                    .then_with(|| self.ts_at(a.2).total_cmp(&self.ts_at(b.2)))
-                    .then(a.2.cmp(&b.2))
-            });
-        }
-    }
-
-    /// Queries answered together by [`Index::query_many`]: enough bucket searches in flight to
-    /// overlap their memory accesses, few enough that they stay in cache.
-    fn group_size(&self, k: u32) -> usize {
-        let runs: usize = self
-            .segs
-            .iter()
-            .flatten()
-            .map(|s| s.runs.len().max(1))
-            .sum();
-        let per_query = self.layout.probes(k) * runs.max(1) as f64;
-        ((GROUP_PROBES / per_query) as usize).clamp(1, MAX_GROUP)
-    }
-
-    fn resolve_k(&self, k: Option<u32>) -> Result<u32> {
-        let k = k.unwrap_or(self.k);
-        check_k(k)?;
-        Ok(k)
-    }
-
-    /// Every stored item whose Hamming distance to `fp` is <= k (inclusive), never one farther,
-    /// with its distance, nearest first. `k` None: the index's k.
-    pub fn query(&self, fp: u64, k: Option<u32>) -> Result<Vec<(Id, u32)>> {
-        let k = self.resolve_k(k)?;
-        let radii = self.layout.radii(k);
-        let mut bufs = GroupBufs::default();
-        self.query_group_locs(&[fp], k, &radii, &mut bufs);
-        Ok(bufs
-            .locs
-            .iter()
-            .map(|&(_, d, l)| (self.id_at(l).to_owned(), d))
-            .collect())
-    }
-
-    /// `query` for each fingerprint (one list per query, in order). Queries are answered in
-    /// groups that share each step of the search, the groups in parallel above [`PAR_MIN`]
-    /// queries.
-    pub fn query_many(&self, fps: &[u64], k: Option<u32>) -> Result<Vec<Found>> {
-        let k = self.resolve_k(k)?;
-        let radii = self.layout.radii(k);
-        if fps.len() >= SORTED_MIN && !self.layout.full && radii.iter().all(|r| r.unwrap_or(0) == 0)
-        {
-            return Ok(self.query_many_sorted(fps, k, &radii));
-        }
-        let group = self.group_size(k);
-        let mut res: Vec<Found> = Vec::with_capacity(fps.len());
-        res.resize_with(fps.len(), Vec::new);
-        let work = |bufs: &mut GroupBufs, (qs, rs): (&[u64], &mut [Found])| {
-            self.query_group_locs(qs, k, &radii, bufs);
-            for &(qi, d, l) in bufs.locs.iter() {
-                rs[qi as usize].push((self.id_at(l).to_owned(), d));
-            }
-        };
-        parallel::install(fps.len() >= PAR_MIN, |par| {
-            if par {
-                fps.par_chunks(group)
-                    .zip(res.par_chunks_mut(group))
-                    .for_each_init(GroupBufs::default, work);
-            } else {
-                let mut bufs = GroupBufs::default();
-                for pair in fps.chunks(group).zip(res.chunks_mut(group)) {
-                    work(&mut bufs, pair);
-                }
-            }
-        });
-        Ok(res)
-    }
-
-    /// `query_many` of a big batch when every probed table is probed with one value (k below
-    /// the number of blocks): for each table, the queries go through it in the table's own
-    /// order, so neighbouring queries read neighbouring buckets (a sweep, not a random read
-    /// each); then the unindexed tails. The hits of all passes are sorted as `query` sorts.
-    fn query_many_sorted(&self, fps: &[u64], k: u32, radii: &[Option<u32>]) -> Vec<Found> {
-        parallel::install(true, |par| self.query_many_sorted_with(fps, k, radii, par))
-    }
-
-    /// [`Index::query_many_sorted`]; `par`: running inside the crate's pool.
-    fn query_many_sorted_with(
-        &self,
-        fps: &[u64],
-        k: u32,
-        radii: &[Option<u32>],
-        par: bool,
-    ) -> Vec<Found> {
-        let n = fps.len();
-        let mut parts: Vec<Part> = (0..radii.len())
-            .filter(|&t| radii[t].is_some())
-            .map(Part::Table)
-            .collect();
-        parts.push(Part::Rest);
-        let mut hits: Vec<(u32, u32, Loc)> = Vec::new();
-        for part in parts {
-            // Queries in the table's key order (`order[i]`: the batch position of the i-th).
-            let order: Vec<u32> = match part {
-                Part::Table(t) => {
-                    let b = self.layout.blocks[t];
-                    let mut keyed: Vec<u64> = fps
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &q)| (u64::from(b.key(q)) << 32) | i as u64)
-                        .collect();
-                    if par {
-                        keyed.par_sort_unstable();
-                    } else {
-                        keyed.sort_unstable();
-                    }
-                    keyed.into_iter().map(|e| e as u32).collect()
-                }
-                _ => (0..n as u32).collect(),
-            };
-            let qs: Vec<u64> = order.iter().map(|&i| fps[i as usize]).collect();
-            let chunk = |(ci, group): (usize, &[u64])| -> Vec<(u32, u32, Loc)> {
-                let mut buf = Vec::new();
-                let mut acc = Vec::new();
-                for &slot in self.by_key.values() {
-                    buf.clear();
-                    self.seg(slot)
-                        .query_group(&self.layout, radii, group, k, part, &mut buf);
-                    acc.extend(buf.iter().map(|&(qi, d, row)| {
-                        (order[ci * MAX_GROUP + qi as usize], d, loc(slot, row))
-                    }));
-                }
-                acc
-            };
-            let found: Vec<Vec<(u32, u32, Loc)>> = if par {
-                qs.par_chunks(MAX_GROUP).enumerate().map(chunk).collect()
-            } else {
-                qs.chunks(MAX_GROUP).enumerate().map(chunk).collect()
-            };
-            hits.extend(found.into_iter().flatten());
-        }
-        let cmp = |a: &(u32, u32, Loc), b: &(u32, u32, Loc)| {
-            a.0.cmp(&b.0)
-                .then(a.1.cmp(&b.1))
-                .then_with(|| self.ts_at(a.2).total_cmp(&self.ts_at(b.2)))
-                .then(a.2.cmp(&b.2))
-        };
-        if par {
-            hits.par_sort_unstable_by(cmp);
-        } else {
-            hits.sort_unstable_by(cmp);
-        }
-        let mut res: Vec<Found> = Vec::with_capacity(n);
-        res.resize_with(n, Vec::new);
-        for &(qi, d, l) in &hits {
-            res[qi as usize].push((self.id_at(l).to_owned(), d));
-        }
-        res
     }
 
     /// Adds `id` only when no stored item is within `k` of `fp`; returns what was found
@@ -919,13 +775,14 @@ impl Index {
         Ok(())
     }
 
-    /// Live items in time order: (location, fingerprint, timestamp).
+    /// Live items in time order (segments in time order; in each, by timestamp, then
+    /// insertion order): (location, fingerprint, timestamp).
     fn live_items(&self) -> impl Iterator<Item = (Loc, u64, f64)> + '_ {
         self.by_key.values().flat_map(move |&slot| {
-            let seg = self.seg(slot);
-            (0..seg.rows())
-                .filter(move |&r| seg.is_live(r))
-                .map(move |r| (loc(slot, r), seg.fps[r as usize], seg.ts.get(r)))
+            self.seg(slot)
+                .live_in_time_order()
+                .into_iter()
+                .map(move |(r, fp, ts)| (loc(slot, r), fp, ts))
         })
     }
 }

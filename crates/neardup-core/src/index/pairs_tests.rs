@@ -206,8 +206,8 @@ fn index_near_pairs_after_removes_and_expiry() {
     let mut live: Vec<usize> = (0..n)
         .filter(|i| i % 5 != 0 && ts[*i] >= 600.0 * 60.0)
         .collect();
-    // Time order: by segment (one day by default), rows in insertion order within one.
-    live.sort_by_key(|&i| ((ts[i] / 86_400.0).floor() as i64, i));
+    // Time order: by timestamp, then insertion order.
+    live.sort_by(|&i, &j| ts[i].total_cmp(&ts[j]).then(i.cmp(&j)));
     let live_fps: Vec<u64> = live.iter().map(|&i| fps[i]).collect();
     for k in [0u32, 3, 8, 11, 13, 20] {
         let got: Vec<(i64, i64, u32)> = idx

@@ -3,11 +3,9 @@
 //! (the top bits of the key are implied by the bucket directory) and the row, relative to the
 //! first row of the run, in 3 bytes (runs of up to 2^24 rows) or 4.
 
-use rayon::prelude::*;
-
 use crate::parallel;
 
-use super::layout::{ball, for_each_within, Block, Layout};
+use super::layout::{ball, for_each_within, Block};
 
 /// Bucket directory width for a table of `n` entries: about 8 entries per bucket, at most 16 bits.
 fn dir_bits_for(n: usize) -> u32 {
@@ -73,6 +71,11 @@ enum Keys {
     /// The whole fingerprint rotated so the key is its top 32 bits (sorted): candidates are
     /// checked exactly where they lie.
     Full(Vec<u64>),
+    /// The run's own fingerprints, sorted (the first block starts at bit 0, so the key order is
+    /// the fingerprint order): entry `i` is the run's row `i`, so there are no rows to keep,
+    /// and the top `dir_bits` bits of each are its bucket: only the low `8 * bytes` bits are
+    /// kept (6 bytes once the directory has 16 bits).
+    Implicit { low: Vec<u8>, bytes: usize },
 }
 
 pub struct Table {
@@ -159,6 +162,99 @@ impl Table {
         }
     }
 
+    /// The implicit table of a run (see [`Keys::Implicit`]) over its fingerprints `sorted`
+    /// (ascending); entry `i` stands for the run's row `i`.
+    pub fn implicit(sorted: &[u64]) -> Table {
+        let n = sorted.len();
+        let d = dir_bits_for(n);
+        let bytes = (64 - d as usize).div_ceil(8);
+        let mut dir = Vec::with_capacity((1usize << d) + 1);
+        let mut low: Vec<u8> = Vec::with_capacity(n * bytes + 8);
+        advise_huge(&low);
+        for (i, &fp) in sorted.iter().enumerate() {
+            let bucket = if d == 0 { 0 } else { (fp >> (64 - d)) as usize };
+            while dir.len() <= bucket {
+                dir.push(i as u32);
+            }
+            low.extend_from_slice(&fp.to_le_bytes()[..bytes]);
+        }
+        low.extend_from_slice(&[0; 8]);
+        while dir.len() <= (1usize << d) {
+            dir.push(n as u32);
+        }
+        Table {
+            dir_bits: d,
+            dir,
+            keys: Keys::Implicit { low, bytes },
+            rows: Vec::new(),
+            width: 0,
+            base: 0,
+            len: n,
+        }
+    }
+
+    /// Whether this is a run's implicit table ([`Table::implicit`]).
+    pub fn is_implicit(&self) -> bool {
+        matches!(self.keys, Keys::Implicit { .. })
+    }
+
+    /// The kept low bits of entry `i` of an implicit table (higher bits: any).
+    #[inline(always)]
+    fn low(&self, i: usize) -> u64 {
+        match &self.keys {
+            Keys::Implicit { low, bytes } => {
+                let p = i * bytes;
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&low[p..p + 8]);
+                u64::from_le_bytes(b)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Fingerprint of entry `i` of an implicit table whose bucket is `bucket`.
+    #[inline(always)]
+    fn fp_in(&self, bucket: usize, i: usize) -> u64 {
+        let d = self.dir_bits;
+        if d == 0 {
+            self.low(i)
+        } else {
+            ((bucket as u64) << (64 - d)) | (self.low(i) & (u64::MAX >> d))
+        }
+    }
+
+    /// Fingerprint of entry `i` of an implicit table (its bucket found in the directory).
+    #[inline]
+    pub fn fp(&self, i: usize) -> u64 {
+        // The bucket: the last j with dir[j] <= i.
+        let j = partition(1, self.dir.len(), |j| self.dir[j] as usize <= i);
+        self.fp_in(j, i)
+    }
+
+    /// Whether entry `i` of an implicit table may be within `k` of `q`: its kept bits are
+    /// (the bucket's bits are not looked at; [`Table::fp`] gives the whole fingerprint).
+    #[inline(always)]
+    pub fn low_within(&self, i: usize, q: u64, k: u32) -> bool {
+        ((self.low(i) ^ q) & (u64::MAX >> self.dir_bits)).count_ones() <= k
+    }
+
+    /// Fingerprints of an implicit table in entry order.
+    pub fn fps(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.dir.len() - 1)
+            .flat_map(move |j| {
+                (self.dir[j] as usize..self.dir[j + 1] as usize).map(move |i| (j, i))
+            })
+            .map(move |(j, i)| self.fp_in(j, i))
+    }
+
+    /// Asks the CPU to start loading entry `i` of an implicit table.
+    #[inline(always)]
+    pub fn prefetch_low(&self, i: usize) {
+        if let Keys::Implicit { low, bytes } = &self.keys {
+            prefetch(low.as_ptr().wrapping_add(i * bytes));
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -175,6 +271,10 @@ impl Table {
     /// Segment row of entry `i`.
     #[inline(always)]
     pub fn row(&self, i: usize) -> u32 {
+        if self.width == 0 {
+            // An implicit table: entry i is the run's row i.
+            return i as u32;
+        }
         let p = i * self.width;
         let mut b = [0u8; 4];
         b.copy_from_slice(&self.rows[p..p + 4]);
@@ -196,6 +296,7 @@ impl Table {
         let keys = match &self.keys {
             Keys::Slice(m) => m.capacity() * 2,
             Keys::Full(f) => f.capacity() * 8,
+            Keys::Implicit { low, .. } => low.capacity(),
         };
         self.dir.capacity() * 4 + keys + self.rows.capacity()
     }
@@ -206,6 +307,7 @@ impl Table {
         match &self.keys {
             Keys::Slice(m) => m[i],
             Keys::Full(f) => ((f[i] << self.dir_bits) >> 48) as u16,
+            Keys::Implicit { .. } => ((self.low(i) << self.dir_bits) >> 48) as u16,
         }
     }
 
@@ -250,6 +352,7 @@ impl Table {
         match &self.keys {
             Keys::Slice(m) => prefetch(m.as_ptr().wrapping_add(lo)),
             Keys::Full(f) => prefetch(f.as_ptr().wrapping_add(lo)),
+            Keys::Implicit { low, bytes } => prefetch(low.as_ptr().wrapping_add(lo * bytes)),
         }
     }
 
@@ -290,6 +393,58 @@ impl Table {
         self.ranges(s, (qrot >> 32) as u32, k, |lo, hi| {
             scan_full(&keys[lo..hi], qrot, k, &mut |i, e| f(self.row(lo + i), e));
         });
+    }
+
+    /// Calls `f(entry, fingerprint)` for every entry found by search `s` within `k` of `q` in
+    /// an implicit table (the entry is the run's row). May pass entries whose block only
+    /// starts with the probed value: callers check.
+    #[inline]
+    pub fn run_search_implicit(&self, s: &Search, q: u64, k: u32, f: &mut impl FnMut(usize, u64)) {
+        if !self.is_implicit() {
+            return;
+        }
+        let j = s.bucket as usize;
+        self.ranges(s, (q >> 32) as u32, k, |lo, hi| {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("popcnt") {
+                // SAFETY: the CPU has popcnt (checked just above).
+                unsafe { self.scan_implicit_popcnt(j, lo, hi, q, k, f) };
+                return;
+            }
+            self.scan_implicit(j, lo, hi, q, k, f);
+        });
+    }
+
+    #[inline(always)]
+    fn scan_implicit(
+        &self,
+        j: usize,
+        lo: usize,
+        hi: usize,
+        q: u64,
+        k: u32,
+        f: &mut impl FnMut(usize, u64),
+    ) {
+        for i in lo..hi {
+            let fp = self.fp_in(j, i);
+            if (fp ^ q).count_ones() <= k {
+                f(i, fp);
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    unsafe fn scan_implicit_popcnt(
+        &self,
+        j: usize,
+        lo: usize,
+        hi: usize,
+        q: u64,
+        k: u32,
+        f: &mut impl FnMut(usize, u64),
+    ) {
+        self.scan_implicit(j, lo, hi, q, k, f);
     }
 
     /// The entry ranges of search `s` to check: the bucket (narrowed to the searched prefix),
@@ -447,40 +602,4 @@ fn partition(lo: usize, hi: usize, pred: impl Fn(usize) -> bool) -> usize {
         }
     }
     a - lo
-}
-
-/// The tables of a contiguous range of rows of one segment, built at once (immutable).
-pub struct Run {
-    pub start: u32,
-    pub end: u32,
-    pub tables: Vec<Table>,
-}
-
-impl Run {
-    pub fn build(layout: &Layout, fps: &[u64], live_rows: &[u32], start: u32, end: u32) -> Run {
-        let tables = parallel::install(live_rows.len() >= 1 << 16, |par| {
-            if par {
-                layout
-                    .blocks
-                    .par_iter()
-                    .map(|&b| Table::build(b, fps, live_rows, start, end - start, layout.full))
-                    .collect()
-            } else {
-                layout
-                    .blocks
-                    .iter()
-                    .map(|&b| Table::build(b, fps, live_rows, start, end - start, layout.full))
-                    .collect()
-            }
-        });
-        Run { start, end, tables }
-    }
-
-    pub fn span(&self) -> u32 {
-        self.end - self.start
-    }
-
-    pub fn memory_bytes(&self) -> usize {
-        self.tables.iter().map(Table::memory_bytes).sum()
-    }
 }

@@ -531,116 +531,59 @@ fn bad_arguments_are_rejected() {
     ));
 }
 
-/// Timing of the big operations (run by hand: cargo test --release -- --ignored --nocapture).
-#[test]
-#[ignore]
-fn timing_10m() {
-    let n: usize = std::env::var("N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000_000);
-    let mut rng = Rng(77);
-    let fps: Vec<u64> = (0..n).map(|_| rng.next()).collect();
-    let ids: Vec<i64> = (0..n as i64).collect();
-    let t = std::time::Instant::now();
-    let mut idx = Index::new(Options {
-        k: 3,
-        capacity: Some(n),
-        ..Options::default()
-    })
-    .unwrap();
-    idx.add_many(Ids::Int(&ids), &fps, &vec![1.0; n]).unwrap();
-    println!("build {:?} {:?}", t.elapsed(), idx.stats());
-    let t = std::time::Instant::now();
-    let mut hits = 0;
-    for &fp in fps.iter().take(200_000) {
-        hits += idx.query(fp ^ 0b1011, Some(3)).unwrap().len();
-    }
-    println!("query {:?} per query, hits {hits}", t.elapsed() / 200_000);
-    let qs: Vec<u64> = (0..400_000)
-        .map(|i| {
-            if i % 2 == 0 {
-                rng.flip(fps[i], 3)
-            } else {
-                rng.next()
-            }
-        })
-        .collect();
-    // CPU seconds of the whole process: under load, wall time says little.
-    let cpu = || {
-        let mut t = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes the timespec it is given.
-        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-        t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-    };
-    for _ in 0..3 {
-        let (t, c) = (std::time::Instant::now(), cpu());
-        let r = idx.query_many(&qs, Some(3)).unwrap();
-        let (s, c) = (t.elapsed().as_secs_f64(), cpu() - c);
-        let found: usize = r.iter().map(Vec::len).sum();
-        println!(
-            "query_many {:.0} q/s, {:.0} q per CPU second, found {found}",
-            qs.len() as f64 / s,
-            qs.len() as f64 / c
-        );
-    }
-    let t = std::time::Instant::now();
-    let p = idx.near_pairs_locs(Some(3)).unwrap();
-    println!("near_pairs {:?} pairs {}", t.elapsed(), p.len());
-}
-
 #[test]
 fn timestamps_come_back_exactly_and_stay_compact_when_they_can() {
-    use super::segment::TsColumn;
+    use super::packed::{Codec, RunTs};
+    let round = |vals: &[f64]| {
+        let mut v = vals.to_vec();
+        v.sort_by(f64::total_cmp);
+        let col = RunTs::new(&v);
+        for (i, &t) in v.iter().enumerate() {
+            assert_eq!(col.get(i).to_bits(), t.to_bits(), "{i}: {t}");
+        }
+        col
+    };
     // One timestamp for every row: nothing per row.
-    let mut col = TsColumn::default();
-    for _ in 0..1000 {
-        col.push(1_700_000_000.0);
-    }
-    assert!(matches!(col, TsColumn::Same { rows: 1000, .. }));
+    let col = round(&[1_700_000_000.0; 1000]);
+    assert!(matches!(col, RunTs::Same(_)));
     assert_eq!(col.memory_bytes(), 0);
-    assert_eq!(col.get(999), 1_700_000_000.0);
-    // -0.0 stays -0.0 when a second value arrives.
-    let mut neg = TsColumn::default();
-    neg.push(-0.0);
-    neg.push(-0.0);
-    neg.push(5.0);
-    assert_eq!(
-        (neg.get(0).to_bits(), neg.get(1).to_bits(), neg.get(2)),
-        ((-0.0f64).to_bits(), (-0.0f64).to_bits(), 5.0)
-    );
-    // Whole seconds, one repeated batch time, whole milliseconds: 4 bytes each.
-    let mut col = TsColumn::default();
-    let compact = [
+    // Whole seconds, whole milliseconds, microseconds: counted in the coarsest exact unit.
+    let secs: Vec<f64> = (0..1000)
+        .map(|i| 1_700_000_000.0 + (i * 37 % 86_400) as f64)
+        .collect();
+    assert_eq!(round(&secs).codec(), Some(Codec::Units(1)));
+    let ms: Vec<f64> = (0..1000i64)
+        .map(|i| (1_700_000_000_000 + i * 86) as f64 / 1000.0)
+        .collect();
+    let col = round(&ms);
+    assert_eq!(col.codec(), Some(Codec::Units(1000)));
+    // Sorted, 86 ms apart (10 M a day): 14 bits each plus the block headers, not 8 bytes.
+    assert!(col.memory_bytes() < 1000 * 2, "{}", col.memory_bytes());
+    let us: Vec<f64> = (0..1000i64)
+        .map(|i| (1_700_000_000_000_000 + i * 12_345) as f64 / 1e6)
+        .collect();
+    assert_eq!(round(&us).codec(), Some(Codec::Units(1_000_000)));
+    // Anything else keeps the float's bits: -0.0 and 0.0, extremes, fractions, negatives.
+    let odd = [
+        1_700_000_000.123_456_7,
+        -0.0,
+        0.0,
+        1e15,
+        -1e15,
+        0.1,
+        -2.5,
+        5e-324,
         1_700_000_000.0,
-        1_700_000_000.0,
-        1_700_003_600.0,
-        1_699_999_999.5,
-        1_700_000_000.25,
     ];
-    for &t in &compact {
-        col.push(t);
+    assert_eq!(round(&odd).codec(), Some(Codec::Bits));
+    // Many values with repeats, across block edges, in every codec.
+    let mut rng = Rng(5);
+    for scale in [1.0, 1000.0, 1e6, 7.0] {
+        let v: Vec<f64> = (0..3000)
+            .map(|_| (rng.below(50_000) as f64 + 1_600_000_000.0 * scale) / scale)
+            .collect();
+        round(&v);
     }
-    assert!(matches!(col, TsColumn::Ms { .. }));
-    assert_eq!(col.memory_bytes(), col_capacity_bytes(&col));
-    // A value that is not a whole millisecond away (and -0.0) widens the column, losslessly.
-    let rest = [1_700_000_000.123_456_7, -0.0, 1e15, -1e15, 0.1];
-    for &t in &rest {
-        col.push(t);
-    }
-    assert!(matches!(col, TsColumn::Float(_)));
-    for (row, &t) in compact.iter().chain(&rest).enumerate() {
-        assert_eq!(col.get(row as u32).to_bits(), t.to_bits(), "row {row}");
-    }
-    // Offsets beyond +-24 days from the first value also widen.
-    let mut far = TsColumn::default();
-    far.push(0.0);
-    far.push(30.0 * 86_400.0);
-    assert!(matches!(far, TsColumn::Float(_)));
-    assert_eq!(far.get(1), 30.0 * 86_400.0);
 
     // Through the index: random float timestamps and whole seconds in the same segments, with
     // expiry at a float cutoff and a reopen, against the model.
@@ -670,14 +613,6 @@ fn timestamps_come_back_exactly_and_stay_compact_when_they_can() {
         assert_eq!((gfp, gt.to_bits()), (fp, t.to_bits()), "{id}");
     }
     check_against(&idx, &model, &mut rng, &fps, &[0, 3, 5]);
-}
-
-fn col_capacity_bytes(col: &super::segment::TsColumn) -> usize {
-    match col {
-        super::segment::TsColumn::Same { .. } => 0,
-        super::segment::TsColumn::Ms { offs, .. } => offs.capacity() * 4,
-        super::segment::TsColumn::Float(v) => v.capacity() * 8,
-    }
 }
 
 #[test]
@@ -776,6 +711,13 @@ fn id_map_widens_past_65535_segments() {
     let fps = data(&mut rng, n, true);
     for (i, &fp) in fps.iter().enumerate() {
         assert_eq!(idx.map.is_wide(), idx.segs.len() > 0xFFFF, "{i}");
+        // 4-byte slots while every segment slot is below 255, then 6, then 8.
+        let want = match idx.segs.len() {
+            0..=255 => 4,
+            256..=0xFFFF => 6,
+            _ => 8,
+        };
+        assert_eq!(idx.map.slot_bytes(), want, "{i}");
         idx.add(IdRef::Int(i as i64), fp, i as f64).unwrap();
         model.0.insert(Id::Int(i as i64), (fp, i as f64));
         if i % 97 == 3 {
@@ -868,4 +810,134 @@ fn id_columns_come_back_exactly_and_stay_compact_when_they_can() {
         assert_eq!(idx.get(id.as_ref()), Some((fp, t)), "{id}");
     }
     check_against(&idx, &model, &mut rng, &fps, &[0, 3]);
+}
+
+/// Query results in the documented order against a model that numbers insertions: nearest
+/// first, then older timestamp, then insertion order. Few distinct timestamps and fingerprints
+/// (many exact ties), added one by one, in batches and replaced (rows move between runs as
+/// they merge, and runs are stored in fingerprint order), with removes, expiry and a reopen.
+#[test]
+fn ties_follow_timestamp_then_insertion_order() {
+    let mut rng = Rng(99);
+    let dir = tmpdir("ties");
+    // id -> (fp, ts, insertion number)
+    let mut model: HashMap<i64, (u64, f64, u64)> = HashMap::new();
+    let mut seq = 0u64;
+    let centres: Vec<u64> = (0..4).map(|_| rng.next()).collect();
+    let check = |idx: &Index, model: &HashMap<i64, (u64, f64, u64)>, rng: &mut Rng| {
+        for i in 0..40 {
+            let q = rng.flip(centres[i % 4], (i % 3) as u32);
+            for k in [1u32, 3, 6] {
+                let mut want: Vec<(u32, f64, u64, i64)> = model
+                    .iter()
+                    .filter_map(|(&id, &(fp, ts, s))| {
+                        let d = (fp ^ q).count_ones();
+                        (d <= k).then_some((d, ts, s, id))
+                    })
+                    .collect();
+                want.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+                let want: Vec<(Id, u32)> = want.iter().map(|w| (Id::Int(w.3), w.0)).collect();
+                assert_eq!(idx.query(q, Some(k)).unwrap(), want, "k={k}");
+                let many = idx.query_many(&vec![q; 40], Some(k)).unwrap();
+                assert!(many.iter().all(|r| *r == want), "query_many k={k}");
+            }
+        }
+        let big: Vec<u64> = (0..SORTED_MIN + 10)
+            .map(|i| rng.flip(centres[i % 4], (i % 3) as u32))
+            .collect();
+        let many = idx.query_many(&big, Some(3)).unwrap();
+        for (i, &q) in big.iter().enumerate().step_by(97) {
+            assert_eq!(many[i], idx.query(q, Some(3)).unwrap(), "sorted batch {i}");
+        }
+    };
+    let times = [5.0, 7.0, 7.000_5, 86_400.0 + 3.0];
+    {
+        let mut idx = Index::open(&dir, Some(3), opts(3, None), None, SyncPolicy::Never).unwrap();
+        for round in 0..3 {
+            for i in 0..1500i64 {
+                let id = rng.below(2500) as i64;
+                let (c, d) = (rng.below(4) as usize, rng.below(3) as u32);
+                let fp = rng.flip(centres[c], d);
+                let ts = times[rng.below(4) as usize];
+                idx.add(IdRef::Int(id), fp, ts).unwrap();
+                model.insert(id, (fp, ts, seq));
+                seq += 1;
+                if i % 11 == 0 {
+                    let gone = rng.below(2500) as i64;
+                    if model.remove(&gone).is_some() {
+                        idx.remove(IdRef::Int(gone)).unwrap();
+                    }
+                }
+            }
+            // A batch with duplicates (the later wins) and one shared timestamp.
+            let ids: Vec<i64> = (0..700).map(|_| rng.below(2500) as i64).collect();
+            let fps: Vec<u64> = (0..700)
+                .map(|i| {
+                    let d = rng.below(3) as u32;
+                    rng.flip(centres[i % 4], d)
+                })
+                .collect();
+            idx.add_many(Ids::Int(&ids), &fps, &[7.0; 700]).unwrap();
+            for (i, &id) in ids.iter().enumerate() {
+                model.insert(id, (fps[i], 7.0, seq));
+                seq += 1;
+            }
+            check(&idx, &model, &mut rng);
+            if round == 1 {
+                idx.expire(6.0).unwrap();
+                model.retain(|_, v| v.1 >= 6.0);
+                check(&idx, &model, &mut rng);
+            }
+        }
+        idx.close().unwrap();
+    }
+    let mut idx = Index::open(&dir, None, opts(3, None), None, SyncPolicy::Never).unwrap();
+    assert_eq!(idx.len(), model.len());
+    check(&idx, &model, &mut rng);
+    // Adds after the reopen come after everything before it.
+    for i in 0..600i64 {
+        let fp = rng.flip(centres[(i % 4) as usize], 1);
+        idx.add(IdRef::Int(10_000 + i), fp, 7.0).unwrap();
+        model.insert(10_000 + i, (fp, 7.0, seq));
+        seq += 1;
+    }
+    check(&idx, &model, &mut rng);
+    for (&id, &(fp, ts, _)) in &model {
+        assert_eq!(idx.get(IdRef::Int(id)), Some((fp, ts)), "{id}");
+    }
+}
+
+#[test]
+fn id_map_slots_widen_in_place_and_keep_every_location() {
+    use super::ids::IdMap;
+    let mut map = IdMap::default();
+    let hash = |l: u64| l.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    map.reserve(1000, hash);
+    let cap = map.memory_bytes();
+    let mut locs: Vec<u64> = (0..600u64)
+        .map(|i| loc(i as u32 % 7, i as u32 * 3))
+        .collect();
+    for &l in &locs {
+        map.insert_new(hash(l), l);
+    }
+    assert_eq!(map.slot_bytes(), 4);
+    let gone = locs.remove(10);
+    let pos = map.find(hash(gone), |l| l == gone).unwrap();
+    map.remove_at(pos);
+    // A row past 2^24, then a segment slot past 254: 6 bytes a slot, exactly that much memory.
+    for l in [loc(3, 1 << 24), loc(300, 5)] {
+        map.insert_new(hash(l), l);
+        locs.push(l);
+    }
+    assert_eq!(map.slot_bytes(), 6);
+    assert_eq!(map.memory_bytes(), cap / 4 * 6);
+    map.insert_new(hash(loc(70_000, 1)), loc(70_000, 1));
+    locs.push(loc(70_000, 1));
+    assert!(map.is_wide() && map.memory_bytes() == cap / 4 * 8);
+    for &l in &locs {
+        let pos = map.find(hash(l), |x| x == l);
+        assert_eq!(pos.map(|p| map.at(p)), Some(l), "{l:#x}");
+    }
+    assert!(map.find(hash(gone), |l| l == gone).is_none());
+    assert_eq!(map.len(), locs.len());
 }
