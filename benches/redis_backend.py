@@ -6,6 +6,7 @@ check-and-add (one call per document, and neardup's pipelined ``check_and_add_ma
 batches of 100, as the service's batch endpoint does): neardup
 ``RedisDeduplicator.check_and_add(id, text)`` (fingerprint, the atomic ticketed write +
 candidate read, the Jaccard verifier of the default policy) and
+the same at radius 3 without a verifier (text in, a decision out, as datasketch does) and
 ``RedisIndex.check_and_add(id, fp)`` (fingerprints computed beforehand: the index alone);
 datasketch: ``MinHash(128)`` of the 5-gram shingles, ``lsh.query(m)``, ``lsh.insert(id, m)``
 when nothing was found (not atomic: racing copies can both be inserted). The processes start
@@ -112,15 +113,21 @@ def _neardup_worker(
     what: str, batch: bool, url: str, ns: str, jobs: list[tuple[int, Any]], start: Any, out: Any
 ) -> None:
     """Check-and-add ``jobs`` (id, text or fingerprint) through a RedisDeduplicator
-    (``what="text"``) or a RedisIndex at k=3 (``what="index"``), one call each or
+    (``what="text"``; ``"text-k3"``: radius 3, no verifier) or a RedisIndex at k=3
+    (``what="index"``), one call each or
     ``BATCH`` per call; puts (seconds, added, CPU seconds) on ``out``."""
     from neardup.backends.redis import RedisDeduplicator, RedisIndex
+    from neardup.dedup import Policy
 
-    d: Any = (
-        RedisDeduplicator.from_url(url, namespace=ns)
-        if what == "text"
-        else RedisIndex.from_url(url, k=3, namespace=ns)
-    )
+    d: Any
+    if what == "text":
+        d = RedisDeduplicator.from_url(url, namespace=ns)
+    elif what == "text-k3":
+        # text in, a near-copy decision out, no verifier: what datasketch's rows do
+        plain = Policy.default().replace(k_short=3, k_long=3, verifier="none")
+        d = RedisDeduplicator.from_url(url, policy=plain, namespace=ns)
+    else:
+        d = RedisIndex.from_url(url, k=3, namespace=ns)
     start.wait()
     t0, c0 = time.perf_counter(), time.process_time()
     if batch:
@@ -239,11 +246,12 @@ def main() -> None:
         runs: list[tuple[str, Any, Sequence[Any]]] = [
             ("text", partial(_neardup_worker, "text", False), docs),
             (f"text, batches of {BATCH}", partial(_neardup_worker, "text", True), docs),
+            ("text, k=3, no verifier", partial(_neardup_worker, "text-k3", False), docs),
             ("index k=3", partial(_neardup_worker, "index", False), fps),
             (f"index k=3, batches of {BATCH}", partial(_neardup_worker, "index", True), fps),
             ("datasketch MinHashLSH", _datasketch_worker, docs[:peer_n]),
         ]
-        tags = ["text", "text-batch", "index", "index-batch", "peer"]
+        tags = ["text", "text-batch", "text-k3", "index", "index-batch", "peer"]
         if args.only:
             wanted = set(args.only.split(","))
             unknown = wanted - set(tags)
