@@ -12,6 +12,21 @@ fn dir_bits_for(n: usize) -> u32 {
     (usize::BITS - n.leading_zeros()).saturating_sub(3).min(16)
 }
 
+/// Extends a directory being built in key order so that every bucket up to `bucket` has its
+/// start: buckets not yet started begin at entry `i`.
+#[inline]
+fn dir_reach(dir: &mut Vec<u32>, bucket: usize, i: usize) {
+    while dir.len() <= bucket {
+        dir.push(i as u32);
+    }
+}
+
+/// Ends a directory of `d` bits over `n` entries: the buckets left empty, and the end mark,
+/// start past the last entry.
+fn dir_close(dir: &mut Vec<u32>, d: u32, n: usize) {
+    dir_reach(dir, 1usize << d, n);
+}
+
 /// One bucket search of a probe (see [`Table::plan`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Search {
@@ -113,10 +128,7 @@ impl Table {
         advise_huge(&out_rows);
         // Appends entry `i` (key `key`, row `r`) to the directory and the rows.
         let mut put = |i: usize, key: u64, r: u32, dir: &mut Vec<u32>| {
-            let bucket = (key >> (32 - d)) as usize;
-            while dir.len() <= bucket {
-                dir.push(i as u32);
-            }
+            dir_reach(dir, (key >> (32 - d)) as usize, i);
             out_rows.extend_from_slice(&r.wrapping_sub(base).to_le_bytes()[..width]);
         };
         let keys = if full {
@@ -148,9 +160,7 @@ impl Table {
             Keys::Slice(mid)
         };
         out_rows.extend_from_slice(&[0; 4]);
-        while dir.len() <= (1usize << d) {
-            dir.push(n as u32);
-        }
+        dir_close(&mut dir, d, n);
         Table {
             dir_bits: d,
             dir,
@@ -173,15 +183,11 @@ impl Table {
         advise_huge(&low);
         for (i, &fp) in sorted.iter().enumerate() {
             let bucket = if d == 0 { 0 } else { (fp >> (64 - d)) as usize };
-            while dir.len() <= bucket {
-                dir.push(i as u32);
-            }
+            dir_reach(&mut dir, bucket, i);
             low.extend_from_slice(&fp.to_le_bytes()[..bytes]);
         }
         low.extend_from_slice(&[0; 8]);
-        while dir.len() <= (1usize << d) {
-            dir.push(n as u32);
-        }
+        dir_close(&mut dir, d, n);
         Table {
             dir_bits: d,
             dir,
