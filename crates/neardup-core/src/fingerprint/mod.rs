@@ -238,11 +238,26 @@ impl Fingerprinter {
         let c = &self.config;
         self.vote_with(pairs, |f: &Feature| -> u128 {
             match f {
-                Feature::Str(s) if c.bits == 64 => hash64(c.hash, s) as u128,
-                Feature::Str(s) => hash128(c.hash, s),
+                Feature::Str(s) => self.hash_str(s),
                 Feature::Utf16(u) => hash_units(c.hash, u, c.bits),
             }
         })
+    }
+
+    /// The configured hash of a feature given as text, `bits` wide.
+    fn hash_str(&self, s: &str) -> u128 {
+        let c = &self.config;
+        if c.bits == 64 {
+            hash64(c.hash, s) as u128
+        } else {
+            hash128(c.hash, s)
+        }
+    }
+
+    /// TF-IDF or keywords by jieba's own extractor (its terms are owned, not slices of the text).
+    fn jieba_weighted(&self) -> bool {
+        let c = &self.config;
+        matches!(c.weighting, Weighting::Tfidf | Weighting::Keywords) && c.idf == Idf::Jieba
     }
 
     /// The fingerprint of the features of normalised text whose weighting does not stream,
@@ -262,13 +277,7 @@ impl Fingerprinter {
                 None => return self.vote(&self.features_of_str(norm)),
             }
         };
-        self.vote_with(&feats, |f: &&str| -> u128 {
-            if c.bits == 64 {
-                hash64(c.hash, f) as u128
-            } else {
-                hash128(c.hash, f)
-            }
-        })
+        self.vote_with(&feats, |f: &&str| self.hash_str(f))
     }
 
     fn vote_with<F>(&self, pairs: &[(F, f64)], hash: impl Fn(&F) -> u128) -> u128 {
@@ -409,7 +418,7 @@ impl Fingerprinter {
 
     fn features_of_str(&self, norm: &str) -> Vec<(Feature, f64)> {
         let c = &self.config;
-        if matches!(c.weighting, Weighting::Tfidf | Weighting::Keywords) && c.idf == Idf::Jieba {
+        if self.jieba_weighted() {
             let top = if c.weighting == Weighting::Keywords {
                 c.top_n as usize
             } else {
@@ -440,7 +449,7 @@ impl Fingerprinter {
     /// (jieba owns its terms) and the seed tokenisers (they rewrite the text).
     fn str_features<'t>(&self, norm: &'t str) -> Option<Vec<(&'t str, f64)>> {
         let c = &self.config;
-        if matches!(c.weighting, Weighting::Tfidf | Weighting::Keywords) && c.idf == Idf::Jieba {
+        if self.jieba_weighted() {
             return None;
         }
         let mut occ: Vec<&'t str> = Vec::new();

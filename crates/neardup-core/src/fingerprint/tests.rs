@@ -301,6 +301,14 @@ fn hamming_many_matches_pairwise() {
     }
 }
 
+/// A text of fewer than `max_len` chars drawn from `pool` with the generator state `s`.
+fn random_mix(pool: &[char], s: &mut u64, max_len: u64) -> String {
+    let len = (lcg(s) % max_len) as usize;
+    (0..len)
+        .map(|_| pool[(lcg(s) % pool.len() as u64) as usize])
+        .collect()
+}
+
 #[test]
 fn nfkc_fast_path_equals_full_nfkc_on_random_mixes() {
     let pool: Vec<char> = "aZ9 ,.中文国，。、「」【】“”—…：！Ａｚ０～｟\u{3000}\u{301}\u{308}\u{3099}\u{309a}かがｶﾞﾞ한\u{1100}\u{1161}\u{11a8}ﬁ①㎏İ\u{212b}Åe\u{0327}\u{0301}😀"
@@ -308,10 +316,7 @@ fn nfkc_fast_path_equals_full_nfkc_on_random_mixes() {
         .collect();
     let mut s = 7u64;
     for _ in 0..20000 {
-        let len = (lcg(&mut s) % 12) as usize;
-        let text: String = (0..len)
-            .map(|_| pool[(lcg(&mut s) % pool.len() as u64) as usize])
-            .collect();
+        let text = random_mix(&pool, &mut s, 12);
         let want: String = text.nfkc().collect();
         assert_eq!(nfkc(&text), want, "{text:?}");
     }
@@ -330,14 +335,12 @@ fn fused_nfkc_and_folding_equal_the_two_passes_on_random_mixes() {
         let c = Config {
             casefold: mask & 1 != 0,
             strip_punctuation: mask & 2 != 0,
+            // With no folding step at all the fused pass is not taken: mask 0 collapses too.
             collapse_whitespace: mask & 4 != 0 || mask == 0,
             ..Config::preset("default").unwrap()
         };
         for _ in 0..20000 {
-            let len = (lcg(&mut s) % 14) as usize;
-            let text: String = (0..len)
-                .map(|_| pool[(lcg(&mut s) % pool.len() as u64) as usize])
-                .collect();
+            let text = random_mix(&pool, &mut s, 14);
             let want = fold_strip_collapse_reference(&text.nfkc().collect::<String>(), &c);
             assert_eq!(
                 normalize::normalize_with(&text, &c, &mut bufs),
