@@ -1,6 +1,7 @@
 //! The per-call work of an online check-and-add batch that does not touch the index: Jaccard
-//! sketches of normalised texts (bit for bit those of `neardup.verify.sketch`), the Jaccard of
-//! two sketches, and the near pairs inside a small batch (each row against the earlier rows).
+//! sketches of normalised texts (bit for bit those of `neardup.verify.sketch`; their Jaccard is
+//! [`crate::verify::jaccard_sorted`]) and the near pairs inside a small batch (each row against
+//! the earlier rows).
 //!
 //! A service groups a handful of concurrent requests into one batch; for such batches building
 //! a scratch index for the in-batch pairs, or hashing shingles with numpy, costs more than the
@@ -51,11 +52,6 @@ pub fn sketch(norm: &str, n: usize) -> Result<Vec<u32>> {
     Ok(out)
 }
 
-/// Jaccard similarity of two sorted arrays of distinct hashes (two empty sets: 1.0).
-pub fn jaccard(a: &[u32], b: &[u32]) -> f64 {
-    crate::verify::jaccard_sorted(a, b)
-}
-
 /// Near pairs inside a batch: for every row `i`, each earlier row `j < i` whose fingerprint is
 /// within `radii[i]` bits of row `i`'s, as `(i, j, distance)` in order of `i`, then `j`.
 /// Quadratic: meant for the small batches of an online writer (a few thousand rows at most).
@@ -82,6 +78,7 @@ pub fn earlier_within(fps: &[u64], radii: &[u32]) -> Result<Vec<(usize, usize, u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::jaccard_sorted;
 
     #[test]
     fn sketch_of_short_and_empty_texts() {
@@ -108,10 +105,10 @@ mod tests {
     fn jaccard_of_sketches() {
         let a = sketch("the quick brown fox", 3).unwrap();
         let b = sketch("the quick brown fox", 3).unwrap();
-        assert_eq!(jaccard(&a, &b), 1.0);
+        assert_eq!(jaccard_sorted(&a, &b), 1.0);
         let c = sketch("completely different", 3).unwrap();
-        assert!(jaccard(&a, &c) < 0.2);
-        assert_eq!(jaccard(&[], &[]), 1.0);
+        assert!(jaccard_sorted(&a, &c) < 0.2);
+        assert_eq!(jaccard_sorted(&[], &[]), 1.0);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Binding of `neardup_core::batch_dedup`: the small-batch helpers of the online
 //! deduplicator (sketches, Jaccard of two sketches, near pairs inside a batch).
 
+use std::borrow::Cow;
+
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -53,27 +55,22 @@ fn sketch_arg<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyAr
     })
 }
 
+/// The elements of a sketch array: borrowed when contiguous, else copied.
+fn sketch_values<'a>(a: &'a PyReadonlyArray1<'_, u32>) -> Cow<'a, [u32]> {
+    match a.as_slice() {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => Cow::Owned(a.as_array().iter().copied().collect()),
+    }
+}
+
 /// Jaccard similarity of two sketches (sorted distinct uint32 arrays; two empty ones: 1.0).
 #[pyfunction]
 fn _sketch_jaccard(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<f64> {
     let (a, b) = (sketch_arg(a, "a")?, sketch_arg(b, "b")?);
-    let x: Vec<u32>;
-    let y: Vec<u32>;
-    let sa = match a.as_slice() {
-        Ok(s) => s,
-        Err(_) => {
-            x = a.as_array().iter().copied().collect();
-            &x
-        }
-    };
-    let sb = match b.as_slice() {
-        Ok(s) => s,
-        Err(_) => {
-            y = b.as_array().iter().copied().collect();
-            &y
-        }
-    };
-    Ok(neardup_core::batch_dedup::jaccard(sa, sb))
+    Ok(neardup_core::verify::jaccard_sorted(
+        &sketch_values(&a),
+        &sketch_values(&b),
+    ))
 }
 
 /// For each row `i`, every earlier row `j < i` within `radii[i]` bits: a list of
