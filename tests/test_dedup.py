@@ -412,3 +412,20 @@ def test_check_and_add_many_checks_against_pending_items_of_the_batch(tmp_path: 
     with Deduplicator.open(tmp_path / "b") as d:  # the batch was written durably
         assert sorted(map(str, ["x", "z"])) == sorted(i for i, _, _ in d.store.items())
         assert d.check(LONG)[0].id == "x"
+
+
+def test_cached_sketches_add_no_objects_for_the_garbage_collector() -> None:
+    # The deduplicator caches up to 200,000 sketches; if each were a GC-tracked object, every
+    # full collection of a long-running service would walk them all (pauses of tens of ms).
+    import gc
+
+    d = Deduplicator()
+    texts = [f"stored text number {i} about the weather in a town by the sea" for i in range(2000)]
+    d.add_many(list(range(2000)), texts)
+    gc.collect()
+    before = len(gc.get_objects())
+    for i in range(2000):
+        assert d.check(texts[i])  # verification sketches (and caches) the stored text
+    gc.collect()
+    assert len(d._sketches) >= 1000
+    assert len(gc.get_objects()) - before < 200

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -25,7 +25,7 @@ fn shingle_width(n: i64) -> PyResult<usize> {
 fn _sketch<'py>(py: Python<'py>, norm: &str, shingle: i64) -> PyResult<Bound<'py, PyArray1<u32>>> {
     let n = shingle_width(shingle)?;
     let out = neardup_core::batch_dedup::sketch(norm, n).map_err(to_py)?;
-    Ok(out.into_pyarray(py))
+    Ok(owned_array(py, &out))
 }
 
 /// `_sketch` of each text (GIL released while hashing).
@@ -44,7 +44,15 @@ fn _sketch_many<'py>(
                 .collect::<neardup_core::Result<Vec<_>>>()
         })
         .map_err(to_py)?;
-    PyList::new(py, sketches.into_iter().map(|s| s.into_pyarray(py)))
+    PyList::new(py, sketches.iter().map(|s| owned_array(py, s)))
+}
+
+/// A numpy copy of `v` that numpy owns. `into_pyarray` would keep the Vec alive in a container
+/// object that the garbage collector tracks: a service caching 200,000 sketches then walks
+/// 200,000 more objects in every full collection (pauses of tens of ms); a copy of a sketch
+/// (a few hundred bytes) costs far less.
+fn owned_array<'py>(py: Python<'py>, v: &[u32]) -> Bound<'py, PyArray1<u32>> {
+    PyArray1::from_slice(py, v)
 }
 
 fn sketch_arg<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1<'py, u32>> {

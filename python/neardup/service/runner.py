@@ -3,6 +3,7 @@ serialized writer orders every write)."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import logging
 import socket
@@ -42,6 +43,12 @@ def serve(settings: Settings, app: Any | None = None) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     sock = _bind(settings.host, settings.port)
     app = app if app is not None else create_app(settings)
+    # Everything loaded so far (the store, the app, the libraries) lives as long as the process:
+    # move it out of the collector's sight, so a full collection, which the traffic's garbage
+    # triggers now and then, walks only the newer objects (measured: 25-64 ms pauses of the
+    # writer and the event loop without this, at 1 M stored texts).
+    gc.collect()
+    gc.freeze()
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     config = uvicorn.Config(
