@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import signal
@@ -417,8 +418,6 @@ def test_check_and_add_many_checks_against_pending_items_of_the_batch(tmp_path: 
 def test_cached_sketches_add_no_objects_for_the_garbage_collector() -> None:
     # The deduplicator caches up to 200,000 sketches; if each were a GC-tracked object, every
     # full collection of a long-running service would walk them all (pauses of tens of ms).
-    import gc
-
     d = Deduplicator()
     texts = [f"stored text number {i} about the weather in a town by the sea" for i in range(2000)]
     d.add_many(list(range(2000)), texts)

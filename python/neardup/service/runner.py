@@ -43,10 +43,10 @@ def serve(settings: Settings, app: Any | None = None) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     sock = _bind(settings.host, settings.port)
     app = app if app is not None else create_app(settings)
-    # Everything loaded so far (the store, the app, the libraries) lives as long as the process:
-    # move it out of the collector's sight, so a full collection, which the traffic's garbage
-    # triggers now and then, walks only the newer objects (measured: 25-64 ms pauses of the
-    # writer and the event loop without this, at 1 M stored texts).
+    # Everything loaded so far (the store, the app, the libraries: ~65 k objects) lives as long
+    # as the process: move it out of the collector's sight, so the full collections that the
+    # traffic's garbage triggers now and then walk only newer objects (each full collection
+    # pauses the writer and the event loop while it runs).
     gc.collect()
     gc.freeze()
     host, port = sock.getsockname()[:2]
