@@ -8,6 +8,7 @@ mod errors;
 mod fingerprint;
 mod html;
 mod index;
+mod records;
 mod verify;
 
 #[pymodule]
@@ -18,6 +19,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fingerprint::register(m)?;
     html::register(m)?;
     index::register(m)?;
+    records::register(m)?;
     verify::register(m)?;
     Ok(())
 }

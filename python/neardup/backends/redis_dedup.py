@@ -10,13 +10,13 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup._closing import Closing
-from neardup._core import Fingerprinter, sketch_jaccard_pairs
+from neardup._core import Fingerprinter, _sketch, _sketch_jaccard_le, _sketch_many
 from neardup.backends.redis_connect import Client, connect, redact
 from neardup.backends.redis_format import _check_k, _dec_id, _Entry, _Written
 from neardup.backends.redis_index import RedisIndex
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
 from neardup.textstore import Id, check_id
-from neardup.verify import cosine, levenshtein, normalise, sketch, sketch_many
+from neardup.verify import cosine, levenshtein, normalise
 
 __all__ = ["RedisDeduplicator"]
 
@@ -128,7 +128,7 @@ class RedisDeduplicator(Closing):
             raise ValueError("deduplicator is closed")
 
     def _sketch(self, norm: str) -> npt.NDArray[np.uint32]:
-        return sketch(norm, self.policy.shingle).hashes
+        return _sketch(norm, self.policy.shingle)
 
     def _fields(self, text: str, hashes: npt.NDArray[np.uint32] | None) -> dict[str, bytes]:
         """The data fields stored with a text: ``x`` the text, and with the Jaccard verifier
@@ -157,16 +157,7 @@ class RedisDeduplicator(Closing):
             if not live:
                 return []
             q = self._sketch(norm) if hashes is None else hashes
-            rows = [q, *(np.frombuffer(e.text or b"", dtype="<u4") for e in live)]
-            offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-            np.cumsum([r.size for r in rows], out=offsets[1:])
-            pairs = np.arange(1, len(rows), dtype=np.int64)
-            sims = sketch_jaccard_pairs(
-                np.concatenate(rows).astype(np.uint32, copy=False),
-                offsets,
-                np.zeros(len(live), dtype=np.int64),
-                pairs,
-            ).tolist()
+            sims = list(_sketch_jaccard_le(q, [e.text or b"" for e in live]))
         else:
             live = [e for e in entries if e.text is not None]
             measure = levenshtein if kind == "levenshtein" else cosine
@@ -248,13 +239,12 @@ class RedisDeduplicator(Closing):
         norms = [self._prepare(check_text(t, "texts[]")) for t in texts]
         fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
         sketches: list[Any] = [None] * len(norms)
-        if self._payload == "h":
-            if len(norms) == 1:
-                sketches = [self._sketch(norms[0])]
-            elif norms:
-                offsets, hashes = sketch_many(norms, self.policy.shingle)
-                bounds = offsets.tolist()
-                sketches = [hashes[a:b] for a, b in zip(bounds, bounds[1:])]
+        if self._payload == "h" and norms:
+            sketches = (
+                [self._sketch(norms[0])]
+                if len(norms) == 1
+                else _sketch_many(norms, self.policy.shingle)
+            )
         return tss, norms, fps, sketches
 
     def add_many(

@@ -8,8 +8,8 @@ A bucket is one Redis string of fixed 16-byte records: the fingerprint (8 bytes,
 then the item's *ref* (8 bytes, big-endian), a random 64-bit name of one stored version of an
 item. ``ns:d:<ref hex>`` holds that version's data (id, fingerprint, timestamp, period, ticket,
 text) and ``ns:r:<id>`` the id's current ref. A read is one ``GET`` per bucket; the distances
-are computed on the client over the whole reply at once (numpy), and only the near records'
-data are fetched.
+are computed on the client over the whole reply at once (in the Rust core), and only the near
+records' data are fetched.
 """
 
 from __future__ import annotations
@@ -20,11 +20,8 @@ import random
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
+from neardup._core import _near_records, _probe_keys, _probe_mget
 from neardup.textstore import Id, check_id
 
 # 1: buckets were lists of "<fp><uid>|<id>" entries, items hashes keyed by id.
@@ -68,17 +65,6 @@ def _check_k(k: object, name: str = "k") -> int:
     return k
 
 
-def _popcount(a: npt.NDArray[np.uint64]) -> npt.NDArray[Any]:
-    """Set bits of each element (small unsigned ints)."""
-    if _bitwise_count is not None:  # numpy >= 2
-        return _bitwise_count(a)  # type: ignore[no-any-return]
-    bits = np.unpackbits(np.ascontiguousarray(a).view(np.uint8).reshape(-1, 8), axis=1)
-    return np.asarray(bits.sum(axis=1), dtype=np.int64)
-
-
-_bitwise_count: Any = getattr(np, "bitwise_count", None)
-
-
 def _s(b: bytes | str) -> str:
     return b.decode() if isinstance(b, bytes) else b
 
@@ -106,26 +92,11 @@ def pack_record(fp: int, ref: int) -> bytes:
 
 
 def near_records(blob: bytes, fp: int, k: int) -> dict[int, tuple[int, int]]:
-    """``{ref: (fingerprint, distance)}`` of the records of ``blob`` within ``k`` of ``fp``."""
+    """``{ref: (fingerprint, distance)}`` of the records of ``blob`` within ``k`` of ``fp``
+    (measured in the core: ``ValueError`` for a blob that is not whole records)."""
     if not blob:
         return {}
-    if len(blob) % RECORD_BYTES:
-        raise ValueError(
-            f"a bucket holds {len(blob)} bytes, not a multiple of {RECORD_BYTES}: "
-            "not neardup format 2 data"
-        )
-    # The records are big-endian; XOR and popcount do not care about byte order, so the raw
-    # words are compared with the query's bytes read the same (native) way: no conversion.
-    words = np.frombuffer(blob, dtype=np.uint64)[0::2]
-    query = np.frombuffer(fp.to_bytes(8, "big"), dtype=np.uint64)
-    dist = _popcount(words ^ query)
-    out: dict[int, tuple[int, int]] = {}
-    for j in np.flatnonzero(dist <= k).tolist():
-        at = j * RECORD_BYTES
-        ref = int.from_bytes(blob[at + 8 : at + 16], "big")
-        if ref not in out:
-            out[ref] = (int.from_bytes(blob[at : at + 8], "big"), int(dist[j]))
-    return out
+    return {r: (f, d) for r, f, d in _near_records(blob, fp, k)}
 
 
 # -- what the steps pass around --------------------------------------------------------------
@@ -167,14 +138,33 @@ class _Pending:
 
 
 class Probes:
-    """The bucket keys a query reads, grouped by period: ``spans`` lists ``(period, count)``
-    for consecutive runs of ``keys``."""
+    """The buckets a query for ``fp`` at radius ``k`` reads in each live period: one key
+    prefix per period (``ns:b:<period>:``) and ``spans``, ``(period, count)`` for consecutive
+    runs of :attr:`keys`. The keys are built in the core, as strings on demand (:attr:`keys`)
+    or packed straight into an ``MGET`` (:meth:`mget`)."""
 
-    __slots__ = ("keys", "spans")
+    __slots__ = ("prefixes", "spans", "fp", "blocks", "k", "_keys")
 
-    def __init__(self, keys: list[str], spans: list[tuple[int, int]]) -> None:
-        self.keys = keys
+    def __init__(
+        self, prefixes: list[str], spans: list[tuple[int, int]], fp: int, blocks: int, k: int
+    ) -> None:
+        self.prefixes = prefixes
         self.spans = spans
+        self.fp = fp
+        self.blocks = blocks
+        self.k = k
+        self._keys: list[str] | None = None
+
+    @property
+    def keys(self) -> list[str]:
+        """Every bucket key, period by period."""
+        if self._keys is None:
+            self._keys = _probe_keys(self.prefixes, self.fp, self.blocks, self.k)
+        return self._keys
+
+    def mget(self, *lead: str) -> bytes:
+        """The packed command ``MGET <lead...> <keys...>`` (for a one-server round trip)."""
+        return _probe_mget(list(lead), self.prefixes, self.fp, self.blocks, self.k)
 
     def live_blob(self, buckets: Sequence[bytes | None], horizon: bytes | str | None) -> bytes:
         """The ``buckets`` read (one per key, ``None`` for a missing one) of the periods not

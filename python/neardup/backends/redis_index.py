@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from neardup._closing import Closing
-from neardup._core import IncompatibleIndexError
+from neardup._core import IncompatibleIndexError, _probe_keys
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.backends.redis_cluster import write_cluster
 from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, connect
@@ -128,7 +128,8 @@ class RedisIndex(Closing):
         self._data_prefix = f"{namespace}:d:"
         self._idkey_prefix = f"{namespace}:r:"
         self._blocks = [(s, (1 << w) - 1) for s, w in zip(self.layout.shifts, self.layout.widths)]
-        self._plans: dict[int, list[tuple[int, int, int, tuple[int, ...]]]] = {}
+        self._period_prefixes: dict[range, list[str]] = {}
+        self._probe_counts: dict[int, int] = {}
         self._head_cache: dict[int, list[str]] = {}
         self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
         # One server decides a check-and-add inside one script at probe radius 0: k < blocks.
@@ -283,19 +284,6 @@ class RedisIndex(Closing):
             out.append(_Entry(ref, fp, idenc, int(row[1]), dist, q, text))
         return out
 
-    def _probe_plan(self, k: int) -> list[tuple[int, int, int, tuple[int, ...]]]:
-        """``(block, shift, mask, flip masks)`` of every block a query at ``k`` probes."""
-        plan = self._plans.get(k)
-        if plan is None:
-            layout = self.layout
-            plan = [
-                (b, sh, m, tuple(layout.flip_masks(b, r)))
-                for b, ((sh, m), r) in enumerate(zip(self._blocks, layout.radii(k)))
-                if r >= 0
-            ]
-            self._plans[k] = plan
-        return plan
-
     def _heads(self, q: int) -> list[str]:
         """The bucket key prefix ``ns:b:<q>:<block>:`` of each block in period ``q``."""
         heads = self._head_cache.get(q)
@@ -311,19 +299,19 @@ class RedisIndex(Closing):
         return [f"{h}{(fp >> sh) & m:x}" for h, (sh, m) in zip(self._heads(p), self._blocks)]
 
     def _probe_keys(self, fp: int, k: int) -> Probes:
-        """Every bucket a query at ``k`` reads, in every live period: the layout's probes (the
-        key strings built per block from cached prefixes), with ``(period, count)`` spans."""
-        plan = self._probe_plan(k)
-        keys: list[str] = []
-        spans: list[tuple[int, int]] = []
-        for q in self._live_periods():
-            heads = self._heads(q)
-            n0 = len(keys)
-            for b, sh, m, masks in plan:
-                head, v = heads[b], (fp >> sh) & m
-                keys += [f"{head}{v ^ x:x}" for x in masks]
-            spans.append((q, len(keys) - n0))
-        return Probes(keys, spans)
+        """Every bucket a query at ``k`` reads, in every live period (the layout's probes; the
+        keys are built in the core when asked for)."""
+        periods = self._live_periods()
+        prefixes = self._period_prefixes.get(periods)
+        if prefixes is None:
+            if len(self._period_prefixes) > 64:
+                self._period_prefixes.clear()
+            prefixes = [f"{self._bucket_prefix}{q}:" for q in periods]
+            self._period_prefixes[periods] = prefixes
+        each = self._probe_counts.get(k)
+        if each is None:
+            each = self._probe_counts[k] = len(_probe_keys([""], 0, self.layout.blocks, k))
+        return Probes(prefixes, [(q, each) for q in periods], fp, self.layout.blocks, k)
 
     def _read(
         self, fp: int, k: int, payload: str | None = None, exclude: str | None = None
@@ -348,7 +336,7 @@ class RedisIndex(Closing):
                 pipe.get(key)
             res = pipe.execute()
         else:
-            res = self._link.send_all([("MGET", self._k_horizon, *probes.keys)])[0]
+            res = self._link.send_all([probes.mget(self._k_horizon)])[0]
         blob = probes.live_blob(res[1:], res[0])
         return self._resolve(near_records(blob, fp, k), payload, exclude)
 

@@ -105,11 +105,12 @@ class ServerLink:
             self.client.connection_pool.release(s.conn)  # type: ignore[union-attr]
 
     def roundtrip(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
-        """``commands`` in one round trip on this thread's connection; the replies in order,
+        """``commands`` in one round trip on this thread's connection (each a sequence of
+        arguments, or ``bytes`` already packed in RESP); the replies in order,
         error replies as ``redis.ResponseError`` objects in place (every reply is read, so the
         connection stays in step). A connection that fails is closed, and reopened and sent to
         once more; one interrupted mid-way is closed (a reply may be left unread)."""
-        packed = b"".join([_pack(c) for c in commands])
+        packed = b"".join([c if isinstance(c, bytes) else _pack(c) for c in commands])
         for attempt in (0, 1):
             s = self._socket()
             try:

@@ -43,9 +43,7 @@ def write_many(
     so each sees the earlier ones of the batch. (An item whose random ref was in use is sent
     again: probability ~2**-64 per item.)"""
     calls = [write_call(index, x) for x in batch]
-    reads: list[tuple[Any, ...] | None] = [
-        None if x.probes is None else ("MGET", *x.probes.keys) for x in batch
-    ]
+    reads: list[bytes | None] = [None if x.probes is None else x.probes.mget() for x in batch]
     outs = index._link.run_scripts_reading(index._write_script, calls, reads)
     while True:  # again for the (astronomically rare) items whose random ref was in use
         retry = [j for j, (out, _) in enumerate(outs) if int(out[0]) < 0]
