@@ -872,3 +872,44 @@ def test_with_block_returns_the_index_and_keeps_its_writes(redis_url: str) -> No
     with RedisIndex.from_url(redis_url, k=3, namespace=ns) as again:
         assert again.query(4) == [(1, 1)]
         again.clear()
+
+
+def test_the_data_cache_saves_reads_and_never_outlives_a_removal(redis_url: str) -> None:
+    """A process keeps the data of the versions it wrote or read: a check whose near records
+    are all known reads no data (no HMGET at all here), and the answers equal those of a
+    process without the cache, also after another process removed a cached version (its
+    records leave the buckets with its data, so the cache is never consulted for it)."""
+    rng = random.Random(5)
+    bases = [_words(rng, 60) for _ in range(12)]
+    texts = []
+    for b in bases:
+        w = b.split()
+        w[5] = "qqq"
+        texts += [b, " ".join(w)]
+    ns = fresh_ns()
+    cached = RedisDeduplicator.from_url(redis_url, namespace=ns)
+    admin = redis.Redis.from_url(redis_url)
+    admin.config_resetstat()
+    got = [cached.check_and_add(j, t) for j, t in enumerate(texts)]
+    assert [ok for ok, _ in got] == [True, False] * len(bases)
+    assert got[1][1][0].id == 0
+    assert admin.info("commandstats").get("cmdstat_hmget") is None  # every near ref was known
+    assert len(cached.index._cache) == len(bases)  # the rejected copies were forgotten
+    # Another process (its own cache) removes the originals; the cached process must not
+    # match the copies against them.
+    other = RedisDeduplicator.from_url(redis_url, namespace=ns, cache_size=0)
+    for j in range(0, len(texts), 2):
+        other.remove(j)
+    again = [cached.check_and_add(100 + j, texts[j]) for j in range(1, len(texts), 2)]
+    assert again == [(True, [])] * len(bases)
+    fresh = [other.check(texts[j]) for j in range(0, len(texts), 2)]
+    mine = [cached.check(texts[j]) for j in range(0, len(texts), 2)]
+    assert mine == fresh and all(len(m) == 1 for m in mine)
+    # The cache stays within its size.
+    small = RedisIndex.from_url(redis_url, k=13, namespace=fresh_ns(), cache_size=10)
+    small.check_and_add_many(list(range(50)), [rng.getrandbits(64) for _ in range(50)])
+    assert len(small._cache) <= 10
+    with pytest.raises(ValueError, match="cache_size"):
+        RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns(), cache_size=-1)
+    cached.index.clear()
+    small.clear()

@@ -29,6 +29,10 @@ __all__ = [
     "_sketch_many",
     "_sketch_jaccard",
     "_earlier_within",
+    "_near_records",
+    "_probe_keys",
+    "_probe_mget",
+    "_sketch_jaccard_le",
 ]
 
 __version__: str

@@ -13,7 +13,7 @@ pub const RECORD_BYTES: usize = 16;
 /// `(ref, fingerprint, distance)` of every record of `blob` within `k` bits of `fp`, in the
 /// order they lie; a ref met again (the same version in another bucket) is listed once.
 pub fn near_records(blob: &[u8], fp: u64, k: u32) -> Result<Vec<(u64, u64, u32)>> {
-    if blob.len() % RECORD_BYTES != 0 {
+    if !blob.len().is_multiple_of(RECORD_BYTES) {
         return Err(Error::InvalidArgument(format!(
             "a bucket holds {} bytes, not a multiple of {RECORD_BYTES}: not neardup format 2 data",
             blob.len()
@@ -92,23 +92,57 @@ fn for_each_mask(width: u32, r: u32, mut f: impl FnMut(u64)) {
     }
 }
 
-/// The key of every bucket a query for `fp` at `k` reads, for each prefix (one per live period,
-/// e.g. `ns:b:<period>:`): `<prefix><block>:<value hex>`, prefix by prefix, blocks in order,
-/// each block's values within its radius (the value itself first).
-pub fn probe_keys(prefixes: &[&str], fp: u64, blocks: u32, k: u32) -> Result<Vec<String>> {
+/// `(block, value)` of every bucket a query for `fp` at `k` reads in one period: blocks in
+/// order, each block's values within its radius (the value itself first).
+pub fn probe_values(fp: u64, blocks: u32, k: u32) -> Result<Vec<(u32, u64)>> {
     let cut = block_cut(blocks)?;
-    let radii = probe_radii(blocks, k);
-    let mut values: Vec<(usize, u64)> = Vec::new();
-    for (b, (&(shift, width), radius)) in cut.iter().zip(&radii).enumerate() {
-        if let Some(r) = *radius {
+    let mut values = Vec::new();
+    for ((b, &(shift, width)), radius) in (0u32..).zip(&cut).zip(probe_radii(blocks, k)) {
+        if let Some(r) = radius {
             let v = (fp >> shift) & low_mask(width);
             for_each_mask(width, r, |m| values.push((b, v ^ m)));
         }
     }
+    Ok(values)
+}
+
+/// Appends `<prefix><block>:<value hex>` (lower-case hex, no leading zeros) to `out`.
+fn push_key(out: &mut Vec<u8>, prefix: &str, block: u32, value: u64) {
+    out.extend_from_slice(prefix.as_bytes());
+    push_decimal(out, block as usize);
+    out.push(b':');
+    let digits = ((64 - value.leading_zeros()).max(1) as usize).div_ceil(4);
+    for i in (0..digits).rev() {
+        out.push(b"0123456789abcdef"[((value >> (4 * i)) & 0xf) as usize]);
+    }
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[at..]);
+}
+
+/// The key of every bucket a query for `fp` at `k` reads, for each prefix (one per live period,
+/// e.g. `ns:b:<period>:`): `<prefix><block>:<value hex>`, prefix by prefix, in the order of
+/// [`probe_values`].
+pub fn probe_keys(prefixes: &[&str], fp: u64, blocks: u32, k: u32) -> Result<Vec<String>> {
+    let values = probe_values(fp, blocks, k)?;
     let mut out = Vec::with_capacity(values.len() * prefixes.len());
+    let mut key = Vec::with_capacity(64);
     for p in prefixes {
         for &(b, v) in &values {
-            out.push(format!("{p}{b}:{v:x}"));
+            key.clear();
+            push_key(&mut key, p, b, v);
+            out.push(String::from_utf8(key.clone()).expect("ASCII around a UTF-8 prefix"));
         }
     }
     Ok(out)
@@ -117,7 +151,7 @@ pub fn probe_keys(prefixes: &[&str], fp: u64, blocks: u32, k: u32) -> Result<Vec
 /// Appends the RESP encoding of one bulk string.
 fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
     out.push(b'$');
-    out.extend_from_slice(arg.len().to_string().as_bytes());
+    push_decimal(out, arg.len());
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(arg);
     out.extend_from_slice(b"\r\n");
@@ -132,15 +166,23 @@ pub fn probe_mget(
     blocks: u32,
     k: u32,
 ) -> Result<Vec<u8>> {
-    let keys = probe_keys(prefixes, fp, blocks, k)?;
-    let n = 1 + lead.len() + keys.len();
-    let mut out = Vec::with_capacity(16 + (lead.len() + keys.len()) * 32);
+    let values = probe_values(fp, blocks, k)?;
+    let n = 1 + lead.len() + values.len() * prefixes.len();
+    let mut out = Vec::with_capacity(32 + n * 40);
     out.push(b'*');
-    out.extend_from_slice(n.to_string().as_bytes());
+    push_decimal(&mut out, n);
     out.extend_from_slice(b"\r\n");
     push_bulk(&mut out, b"MGET");
-    for key in lead.iter().copied().chain(keys.iter().map(String::as_str)) {
+    for key in lead {
         push_bulk(&mut out, key.as_bytes());
+    }
+    let mut key = Vec::with_capacity(64);
+    for p in prefixes {
+        for &(b, v) in &values {
+            key.clear();
+            push_key(&mut key, p, b, v);
+            push_bulk(&mut out, &key);
+        }
     }
     Ok(out)
 }
@@ -148,7 +190,7 @@ pub fn probe_mget(
 /// A stored Jaccard sketch (the data field `h`: sorted distinct 32-bit hashes, little-endian)
 /// as hashes.
 pub fn sketch_from_le(raw: &[u8]) -> Result<Vec<u32>> {
-    if raw.len() % 4 != 0 {
+    if !raw.len().is_multiple_of(4) {
         return Err(Error::InvalidArgument(format!(
             "a stored sketch holds {} bytes, not a multiple of 4: not neardup format 2 data",
             raw.len()
@@ -170,7 +212,13 @@ mod tests {
 
     #[test]
     fn near_records_measures_and_lists_each_ref_once() {
-        let blob = [record(0b1011, 7), record(u64::MAX, 8), record(0b1011, 7), record(0, 9)].concat();
+        let blob = [
+            record(0b1011, 7),
+            record(u64::MAX, 8),
+            record(0b1011, 7),
+            record(0, 9),
+        ]
+        .concat();
         assert_eq!(
             near_records(&blob, 0b1010, 2).unwrap(),
             vec![(7, 0b1011, 1), (9, 0, 2)]
@@ -181,7 +229,10 @@ mod tests {
 
     #[test]
     fn sketches_read_back_little_endian() {
-        assert_eq!(sketch_from_le(&[1, 0, 0, 0, 0, 1, 0, 0]).unwrap(), vec![1, 256]);
+        assert_eq!(
+            sketch_from_le(&[1, 0, 0, 0, 0, 1, 0, 0]).unwrap(),
+            vec![1, 256]
+        );
         assert!(sketch_from_le(&[1, 2, 3]).is_err());
     }
 
@@ -215,7 +266,9 @@ mod tests {
             let cut = block_cut(blocks).unwrap();
             let mut x = 0x9e37_79b9_7f4a_7c15_u64;
             for _ in 0..2000 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let mut other = fp;
                 for j in 0..k {
                     other ^= 1 << ((x >> (j * 4 % 60)) % 64);
@@ -225,7 +278,10 @@ mod tests {
                     .enumerate()
                     .map(|(b, &(s, w))| format!("p:{b}:{:x}", (other >> s) & low_mask(w)))
                     .collect();
-                assert!(own.iter().any(|key| keys.contains(key)), "{blocks} {k} {other:x}");
+                assert!(
+                    own.iter().any(|key| keys.contains(key)),
+                    "{blocks} {k} {other:x}"
+                );
             }
         }
         assert!(probe_keys(&["p:"], 0, 0, 3).is_err());

@@ -13,7 +13,7 @@ from neardup._closing import Closing
 from neardup._core import Fingerprinter, _sketch, _sketch_jaccard_le, _sketch_many
 from neardup.backends.redis_connect import Client, connect, redact
 from neardup.backends.redis_format import _check_k, _dec_id, _Entry, _Written
-from neardup.backends.redis_index import RedisIndex
+from neardup.backends.redis_index import DEFAULT_CACHE_SIZE, RedisIndex
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
 from neardup.textstore import Id, check_id
 from neardup.verify import cosine, levenshtein, normalise
@@ -65,6 +65,7 @@ class RedisDeduplicator(Closing):
         url: str | None = None,
         wait_replicas: int = 0,
         wait_timeout: int = 1000,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         self.policy = _policy_from(policy, None, None)
         self.fingerprinter = (
@@ -80,6 +81,7 @@ class RedisDeduplicator(Closing):
             meta={"policy": self.policy.to_dict()},
             wait_replicas=wait_replicas,
             wait_timeout=wait_timeout,
+            cache_size=cache_size,
         )
         self.url = redact(url) if url else None
         # The data field read with each candidate: its sketch for the Jaccard verifier, its
@@ -101,13 +103,14 @@ class RedisDeduplicator(Closing):
         namespace: str | None = None,
         period: float | None = None,
         blocks: int | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
         **client_kwargs: Any,
     ) -> RedisDeduplicator:
         """Open the deduplicator at ``url`` (``redis://``, ``rediss://``, ``redis+cluster://``,
         ``unix://``; see :func:`connect`). ``k`` and ``preset`` override the policy's radius and
         fingerprint preset; URL query options ``namespace``, ``retention``, ``period``,
         ``blocks`` apply when the keyword is not given; ``wait_replicas``, ``wait_timeout``
-        come from the URL only (see :class:`RedisIndex`)."""
+        come from the URL only; ``cache_size`` see :class:`RedisIndex`."""
         client, options = connect(url, **client_kwargs)
         return cls(
             client,
@@ -119,6 +122,7 @@ class RedisDeduplicator(Closing):
             url=url,
             wait_replicas=options.get("wait_replicas", 0),
             wait_timeout=options.get("wait_timeout", 1000),
+            cache_size=cache_size,
         )
 
     # -- verification ------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import operator
 import os
 import random
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from neardup._core import _near_records, _probe_keys, _probe_mget
@@ -135,6 +135,7 @@ class _Pending:
     fields: list[bytes | str]
     probe_k: int | None
     probes: Probes | None
+    data: Mapping[str, bytes | str] = field(default_factory=dict)  # the extra data fields
 
 
 class Probes:

@@ -9,6 +9,7 @@ The key layout and the proofs are in docs/scale-out.md.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -51,7 +52,10 @@ from neardup.backends.redis_lua import (
 from neardup.backends.redis_single import check_add_in_script, write_many
 from neardup.textstore import Id, check_id
 
-__all__ = ["RedisIndex"]
+__all__ = ["DEFAULT_CACHE_SIZE", "RedisIndex"]
+
+# Versions whose data a process keeps (~0.5 KB each with a Jaccard sketch of a short text).
+DEFAULT_CACHE_SIZE = 65_536
 
 
 class RedisIndex(Closing):
@@ -72,6 +76,12 @@ class RedisIndex(Closing):
     ``wait_replicas`` (one server with replicas): after each write, ``WAIT`` until that many
     replicas acknowledged it (``wait_timeout`` ms); fewer raises ``TimeoutError`` and the
     write must be treated as not acknowledged (see docs/scale-out.md, durability).
+
+    ``cache_size`` (one server): how many stored versions' data (id, ticket, and the Jaccard
+    sketch a deduplicator verifies with) this process keeps after writing or reading them, so
+    that a check whose near records are all known needs no round trip for their data (0: off).
+    Safe because a version's data never change and, on one server, a record is in a bucket
+    exactly while its data exist (docs/scale-out.md).
     """
 
     def __init__(
@@ -86,8 +96,11 @@ class RedisIndex(Closing):
         meta: Mapping[str, Any] | None = None,
         wait_replicas: int = 0,
         wait_timeout: int = 1000,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         self.k = _check_k(k)
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+            raise ValueError(f"cache_size must be an int >= 0, got {cache_size!r}")
         for name, value in (("wait_replicas", wait_replicas), ("wait_timeout", wait_timeout)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
@@ -130,6 +143,10 @@ class RedisIndex(Closing):
         self._blocks = [(s, (1 << w) - 1) for s, w in zip(self.layout.shifts, self.layout.widths)]
         self._period_prefixes: dict[range, list[str]] = {}
         self._probe_counts: dict[int, int] = {}
+        # ref -> (id, period, ticket, payload field, payload) of versions this process wrote or
+        # read (one server only; see _resolve).
+        self._cache: dict[int, tuple[str, int, int | None, str | None, bytes | None]] = {}
+        self._cache_size = 0 if self.cluster else cache_size
         self._head_cache: dict[int, list[str]] = {}
         self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
         # One server decides a check-and-add inside one script at probe radius 0: k < blocks.
@@ -243,10 +260,10 @@ class RedisIndex(Closing):
         payload: str | None = None,
         exclude: str | None = None,
     ) -> list[_Entry]:
-        """The data of the near records ``{ref: (fp, distance)}``: one pipelined round trip
-        (per node), with the data field ``payload`` (``x`` the text, ``h`` its Jaccard sketch)
-        as :attr:`_Entry.text`. Refs whose data are gone (removed, retracted, expired) are
-        skipped."""
+        """The data of the near records ``{ref: (fp, distance)}``, with the data field
+        ``payload`` (``x`` the text, ``h`` its Jaccard sketch) as :attr:`_Entry.text`: one
+        pipelined round trip (per node) for the refs not in this process's cache, none when all
+        are. Refs whose data are gone (removed, retracted, expired) are skipped."""
         if not near:
             return []
         fields = ["i", "p", "q", payload] if payload else ["i", "p", "q"]
@@ -257,9 +274,50 @@ class RedisIndex(Closing):
             for ref in refs:
                 pipe.hmget(self._datakey(ref), fields)
             rows = pipe.execute()
-        else:
-            rows = self._link.send_all([("HMGET", self._datakey(ref), *fields) for ref in refs])
-        return self._entries(near, refs, rows, payload, exclude)
+            return self._entries(near, refs, rows, payload, exclude)
+        cache = self._cache
+        caching = self._cache_size > 0 and payload != "x"  # (texts may be large: not kept)
+        known = {}
+        for ref in refs:
+            c = cache.get(ref)
+            if c is not None and (payload is None or c[3] == payload):
+                known[ref] = c
+        misses = [ref for ref in refs if ref not in known]
+        if misses:
+            rows = self._link.send_all([("HMGET", self._datakey(ref), *fields) for ref in misses])
+            for ref, row in zip(misses, rows):
+                if row[0] is None:  # removed meanwhile
+                    continue
+                c = (
+                    _s(row[0]),
+                    int(row[1]),
+                    None if row[2] is None else int(row[2]),
+                    payload,
+                    row[3] if payload else None,
+                )
+                known[ref] = c
+                if caching:
+                    self._remember(ref, c)
+        out: list[_Entry] = []
+        for ref in refs:
+            c = known.get(ref)
+            if c is None or c[0] == exclude:
+                continue
+            fp, dist = near[ref]
+            out.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4] if payload else None))
+        return out
+
+    def _remember(self, ref: int, c: tuple[str, int, int | None, str | None, bytes | None]) -> None:
+        """Keep the data ``c`` of version ``ref`` (the oldest half goes when the cache is full)."""
+        cache = self._cache
+        cache[ref] = c
+        if len(cache) > self._cache_size:
+            self._cache = dict(itertools.islice(cache.items(), len(cache) // 2, None))
+
+    def _forget(self, refs: Iterable[int]) -> None:
+        """Drop versions this process removed or retracted from its cache."""
+        for ref in refs:
+            self._cache.pop(ref, None)
 
     @staticmethod
     def _entries(
@@ -394,6 +452,7 @@ class RedisIndex(Closing):
             fields=flat,
             probe_k=probe_k,
             probes=probes,
+            data=fields,
         )
 
     def _reref(self, x: _Pending) -> None:
@@ -445,6 +504,7 @@ class RedisIndex(Closing):
         if not items:
             return
         if not self.cluster:
+            self._forget(ref for ref, _, _, _ in items)
             calls: list[tuple[list[Any], list[Any]]] = []
             for ref, fp, p, idenc in items:
                 keys = [self._idkey(idenc or ""), self._datakey(ref), self._k_count + str(p)]
