@@ -535,12 +535,16 @@ def test_redis_deduplicator_matches_the_in_process_one(any_url: str) -> None:
     shared.index.clear()
 
 
-@pytest.mark.parametrize("verifier", ["jaccard", "levenshtein", "none"])
+@pytest.mark.parametrize(
+    ("verifier", "k"), [("jaccard", None), ("levenshtein", None), ("none", None), ("none", 3)]
+)
 def test_redis_deduplicator_verifiers_one_by_one_and_in_batches(
-    redis_url: str, verifier: str
+    redis_url: str, verifier: str, k: int | None
 ) -> None:
     """Each verifier gives neardup.Deduplicator's answers, one call at a time and in one
-    pipelined batch (the Jaccard one from the sketches stored with the texts)."""
+    pipelined batch (the Jaccard one from the sketches stored with the texts). Without a
+    verifier at a radius below the blocks, the index decides inside its script: no bucket is
+    read by the client (no MGET)."""
     rng = random.Random(57)
     texts = []
     for _ in range(12):
@@ -550,10 +554,14 @@ def test_redis_deduplicator_verifiers_one_by_one_and_in_batches(
         texts += [b, " ".join(w), _words(rng, 25)]
     rng.shuffle(texts)
     policy = Policy(verifier=verifier)
+    if k is not None:
+        policy = policy.replace(k_short=k, k_long=k)
     local = Deduplicator(policy=policy)
     want = [local.check_and_add(j, t, timestamp=100.0 + j) for j, t in enumerate(texts)]
     assert 0 < sum(ok for ok, _ in want) < len(texts)
+    admin = redis.Redis.from_url(redis_url)
     for batch in (False, True):
+        mgets = admin.info("commandstats").get("cmdstat_mget", {}).get("calls", 0)
         shared = RedisDeduplicator.from_url(redis_url, namespace=fresh_ns(), policy=policy)
         stamps = [100.0 + j for j in range(len(texts))]
         if batch:
@@ -570,6 +578,9 @@ def test_redis_deduplicator_verifiers_one_by_one_and_in_batches(
                 assert (ma.similarity is None) == (mb.similarity is None)
                 if mb.similarity is not None:
                     assert ma.similarity == pytest.approx(mb.similarity)
+        in_script = admin.info("commandstats").get("cmdstat_mget", {}).get("calls", 0) == mgets
+        assert in_script == (k is not None)
+        assert len(shared) == sum(ok for ok, _ in want)
         shared.index.clear()
 
 

@@ -12,8 +12,9 @@ import numpy.typing as npt
 from neardup._closing import Closing
 from neardup._core import Fingerprinter, _sketch, _sketch_jaccard_le, _sketch_many
 from neardup.backends.redis_connect import Client, connect, redact
-from neardup.backends.redis_format import _check_k, _dec_id, _Entry, _Written
+from neardup.backends.redis_format import _check_k, _dec_id, _enc_id, _Entry, _Written
 from neardup.backends.redis_index import DEFAULT_CACHE_SIZE, RedisIndex
+from neardup.backends.redis_single import check_add_in_script
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
 from neardup.textstore import Id, check_id
 from neardup.verify import cosine, levenshtein, normalise
@@ -279,9 +280,12 @@ class RedisDeduplicator(Closing):
         ones and the earlier texts of the batch that were added. Pipelined: on one server a
         batch costs two or three round trips, not two or three per text."""
         tss, norms, fps, sketches = self._prepare_batch(ids, texts, timestamps)
+        radii = [self._radius(n, None) for n in norms]
+        if self._payload is None and all(r < self.index._in_script_below for r in radii):
+            return self._check_and_add_in_script(ids, texts, tss, fps, radii)
         batch = [
-            self.index._prepare(i, f, ts, self._fields(t, h), self._radius(n, None))
-            for i, t, n, f, ts, h in zip(ids, texts, norms, fps, tss, sketches)
+            self.index._prepare(i, f, ts, self._fields(t, h), r)
+            for i, t, r, f, ts, h in zip(ids, texts, radii, fps, tss, sketches)
         ]
         written = self.index._write_many(batch, self._payload)
         out: list[tuple[bool, list[Match]]] = []
@@ -302,6 +306,33 @@ class RedisDeduplicator(Closing):
                 self._counters["added"] += 1
                 out.append((True, []))
         self.index._retract_many(losers)
+        return out
+
+    def _check_and_add_in_script(
+        self,
+        ids: Sequence[Id],
+        texts: Sequence[str],
+        tss: Sequence[float | None],
+        fps: Sequence[int],
+        radii: Sequence[int],
+    ) -> list[tuple[bool, list[Match]]]:
+        """Without a verifier and at probe radius 0 on one server, the index decides each
+        check-and-add inside its script (one round trip for the batch, nothing written for a
+        duplicate: :func:`~neardup.backends.redis_single.check_add_in_script`)."""
+        items = [(_enc_id(i), f, ts) for i, f, ts in zip(ids, fps, tss)]
+        found = check_add_in_script(self.index, items, radii, [["x", t.encode()] for t in texts])
+        out: list[tuple[bool, list[Match]]] = []
+        for entries in found:
+            self._counters["checks"] += 1
+            if entries is None:
+                self._counters["adds"] += 1
+                self._counters["added"] += 1
+                out.append((True, []))
+                continue
+            matches = [Match(i, d, None) for i, d in self.index._matches(entries)]
+            self._counters["candidates"] += len(matches)
+            self._counters["matches"] += len(matches)
+            out.append((False, matches))
         return out
 
     def remove(self, id: Id) -> None:

@@ -106,21 +106,28 @@ def write_call(index: RedisIndex, x: _Pending) -> tuple[list[Any], list[Any]]:
 
 
 def check_add_in_script(
-    index: RedisIndex, items: Sequence[tuple[str, int, float | None]], k: int
+    index: RedisIndex,
+    items: Sequence[tuple[str, int, float | None]],
+    k: int | Sequence[int],
+    more_fields: Sequence[Sequence[bytes | str]] | None = None,
 ) -> list[list[_Entry] | None]:
-    """One server, radius 0 (``k`` < blocks): the check-and-add of each ``(idenc, fp,
-    timestamp)`` in one script, all in one round trip. ``None`` for an item added, else the
-    stored items within ``k`` (with their ids and tickets, read by the script). Keys are built
-    here directly: this is the hot path of the index."""
+    """One server, radius 0 (each ``k`` < blocks): the check-and-add of each ``(idenc, fp,
+    timestamp)`` in one script, all in one round trip, in order (an item sees the earlier ones
+    that were added). ``k``: the radius, or one per item; ``more_fields``: data fields per item
+    (flat name, value list: the text of a deduplicator). ``None`` for an item added, else the
+    stored items within its ``k`` (with their ids and tickets, read by the script). Keys are
+    built here directly: this is the hot path of the index."""
     pre = index._bucket_prefix
     periods = index._live_periods()
     blocks = index._blocks
     nb = len(blocks)
-    nf = k + 1  # at radius 0 the probes are the first k + 1 blocks (BlockLayout.radii)
+    radii = [k] * len(items) if isinstance(k, int) else list(k)
     fixed = index.retention is None  # one period (0), no expiry
     head = [index._k_seq, index._k_count + "0", "", index._k_horizon, ""]
     calls: list[tuple[list[Any], list[Any]]] = []
-    for idenc, fp, timestamp in items:
+    for j, (idenc, fp, timestamp) in enumerate(items):
+        kj = radii[j]
+        nf = kj + 1  # at radius 0 the probes are the first k + 1 blocks (BlockLayout.radii)
         ts = time.time() if timestamp is None else float(timestamp)
         ref = new_ref()
         values = [(fp >> sh) & m for sh, m in blocks]
@@ -141,10 +148,12 @@ def check_add_in_script(
         keys += [f"{pre}{p}:{b}:{v:x}" for b, v in enumerate(values)]
         keys += extra
         ref8 = ref.to_bytes(8, "big")
-        args: list[Any] = [nb, k, fp.to_bytes(8, "big") + ref8, ref8, exp, nfp, p]
+        args: list[Any] = [nb, kj, fp.to_bytes(8, "big") + ref8, ref8, exp, nfp, p]
         args.append(index._data_prefix)
         args += extra_periods
         args += ["i", idenc, "f", f"{fp:016x}", "t", repr(ts), "p", p]
+        if more_fields is not None:
+            args += more_fields[j]
         calls.append((keys, args))
     outs = index._link.run_scripts(index._check_add_script, calls)
     results: list[list[_Entry] | None] = []
