@@ -887,9 +887,10 @@ def test_with_block_returns_the_index_and_keeps_its_writes(redis_url: str) -> No
 
 def test_the_data_cache_saves_reads_and_never_outlives_a_removal(redis_url: str) -> None:
     """A process keeps the data of the versions it wrote or read: a check whose near records
-    are all known reads no data (no HMGET at all here), and the answers equal those of a
-    process without the cache, also after another process removed a cached version (its
-    records leave the buckets with its data, so the cache is never consulted for it)."""
+    are all known reads no data (no HMGET at all here), a likely copy of one is checked before
+    anything is written, and the answers equal those of a process without the cache, also
+    after another process removed a cached version (its records leave the buckets with its
+    data, so the cache is never consulted for it)."""
     rng = random.Random(5)
     bases = [_words(rng, 60) for _ in range(12)]
     texts = []
@@ -904,7 +905,11 @@ def test_the_data_cache_saves_reads_and_never_outlives_a_removal(redis_url: str)
     got = [cached.check_and_add(j, t) for j, t in enumerate(texts)]
     assert [ok for ok, _ in got] == [True, False] * len(bases)
     assert got[1][1][0].id == 0
-    assert admin.info("commandstats").get("cmdstat_hmget") is None  # every near ref was known
+    stats = admin.info("commandstats")
+    assert stats.get("cmdstat_hmget") is None  # every near ref was known
+    # A copy of a version this process just wrote is only checked (one read, confirmed):
+    # one write script per original, none for the copies (no ticket, no retraction).
+    assert stats["cmdstat_evalsha"]["calls"] == len(bases)
     assert len(cached.index._cache) == len(bases)  # the rejected copies were forgotten
     # Another process (its own cache) removes the originals; the cached process must not
     # match the copies against them.
@@ -924,3 +929,37 @@ def test_the_data_cache_saves_reads_and_never_outlives_a_removal(redis_url: str)
         RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns(), cache_size=-1)
     cached.index.clear()
     small.clear()
+
+
+def test_a_rejected_replacement_keeps_the_ids_stored_version(any_url: str) -> None:
+    """A check-and-add of an existing id that is rejected leaves the id's stored version as it
+    was (it used to drop it before deciding, losing an acknowledged item); an added one
+    replaces it, leaving no record of the old one. In a batch, each id ends naming its last
+    added version, or the one it had before."""
+    far, other, again = 0xFF00FF00FF00FF00, 0x0F0F0F0F0F0F0F0F, 0x3C3C3C3C3C3C3C3C
+    idx = RedisIndex.from_url(any_url, k=13, namespace=fresh_ns())
+    idx.add(1, 0b1111)
+    idx.add(3, far)
+    assert idx.check_and_add(3, 0b1100) == (False, [(1, 2)])
+    assert idx.get(3)[0] == far and idx.query(far, 0) == [(3, 0)]
+    assert idx.query(0b1100, 13) == [(1, 2)] and len(idx) == 2
+    assert idx.check_and_add(3, other) == (True, [])
+    assert idx.get(3)[0] == other and idx.query(far, 0) == [] and len(idx) == 2
+    # A batch with the id twice: both rejected -> the version from before stays.
+    res = idx.check_and_add_many([3, 3], [0b1101, 0b1110])
+    assert [ok for ok, _ in res] == [False, False] and idx.get(3)[0] == other
+    # Added, then rejected -> the added one stays, the one from before is gone.
+    res = idx.check_and_add_many([3, 3], [again, 0b0111])
+    assert [ok for ok, _ in res] == [True, False]
+    assert idx.get(3)[0] == again and idx.query(other, 0) == [] and len(idx) == 2
+    assert idx.query(0b0111, 13) == [(1, 1)]
+    idx.clear()
+    # The same through the deduplicator's texts (the verifier path).
+    rng = random.Random(9)
+    a, b = _words(rng, 60), _words(rng, 60)
+    d = RedisDeduplicator.from_url(any_url, namespace=fresh_ns())
+    assert d.check_and_add("a", a)[0] and d.check_and_add("b", b)[0]
+    added, matches = d.check_and_add("b", a.replace(a.split()[4], "zzz", 1))
+    assert not added and [m.id for m in matches] == ["a"]
+    assert d.get("b") == b and len(d) == 2 and [m.id for m in d.check(b)] == ["b"]
+    d.index.clear()

@@ -33,6 +33,7 @@ __all__ = [
     "_probe_keys",
     "_probe_mget",
     "_sketch_jaccard_le",
+    "_within",
 ]
 
 __version__: str
@@ -188,4 +189,5 @@ def _probe_keys(prefixes: Sequence[str], fp: int, blocks: int, k: int) -> list[s
 def _probe_mget(
     lead: Sequence[str], prefixes: Sequence[str], fp: int, blocks: int, k: int
 ) -> bytes: ...
+def _within(fps: npt.NDArray[np.uint64], fp: int, k: int) -> list[int]: ...
 def _sketch_jaccard_le(query: npt.NDArray[np.uint32], rows: Sequence[bytes]) -> list[float]: ...

@@ -15,6 +15,18 @@ fn _near_records(blob: &[u8], fp: u64, k: u32) -> PyResult<Vec<(u64, u64, u32)>>
     records::near_records(blob, fp, k).map_err(to_py)
 }
 
+/// Positions of the fingerprints of `fps` (a uint64 array) within `k` bits of `fp`.
+#[pyfunction]
+fn _within(fps: &Bound<'_, PyAny>, fp: u64, k: u32) -> PyResult<Vec<u32>> {
+    let fps: PyReadonlyArray1<'_, u64> = fps
+        .extract()
+        .map_err(|_| PyTypeError::new_err("fps must be a 1-D numpy uint64 array"))?;
+    Ok(match fps.as_slice() {
+        Ok(s) => records::within(s, fp, k),
+        Err(_) => records::within(&fps.as_array().iter().copied().collect::<Vec<u64>>(), fp, k),
+    })
+}
+
 /// Keys of the buckets a query for `fp` at `k` reads: for each prefix, every block's values
 /// within its probe radius, as `<prefix><block>:<hex>`.
 #[pyfunction]
@@ -70,5 +82,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_probe_keys, m)?)?;
     m.add_function(wrap_pyfunction!(_sketch_jaccard_le, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_mget, m)?)?;
+    m.add_function(wrap_pyfunction!(_within, m)?)?;
     Ok(())
 }

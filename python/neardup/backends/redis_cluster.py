@@ -44,16 +44,18 @@ def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) ->
         pipe.append(key, record)
         if exp:
             pipe.expireat(key, exp)
-    old = pipe.execute()[0]
-    if old is not None and int.from_bytes(old, "big") != x.ref:
-        index._drop_version(int.from_bytes(old, "big"))
+    raw = pipe.execute()[0]
+    old = None if raw is None or int.from_bytes(raw, "big") == x.ref else int.from_bytes(raw, "big")
+    if old is not None and x.probe_k is None:
+        index._drop_version(old)  # (a check-and-add drops it once added: RedisIndex._settle)
+        old = None
     tk = index._ticket_script(
         keys=[index._k_seq, index._k_tickets + str(p), index._k_count + str(p), index._k_horizon],
         args=[ref_hex(x.ref), exp],
     )
     ticket = int(tk[0])
     if x.probe_k is None or x.probes is None:
-        return _Written(ticket, x.ref, p)
+        return _Written(ticket, x.ref, p, old=old)
     # (3) the probe buckets (the horizon came with the ticket), then in one pipeline the data
     # of the near records and their tickets (looked up in every live period's hash: the
     # period of a record is in its data, which this saves a round trip to wait for).
@@ -63,7 +65,7 @@ def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) ->
     blob = x.probes.live_blob(pipe.execute(), tk[1])
     near = near_records(blob, x.fp, x.probe_k)
     if not near:
-        return _Written(ticket, x.ref, p)
+        return _Written(ticket, x.ref, p, old=old)
     refs = list(near)
     fields = ["i", "p", "q", payload] if payload else ["i", "p", "q"]
     periods = list(index._live_periods())
@@ -81,7 +83,7 @@ def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) ->
         known = [int(t) for t in itertools.islice(per_ref, len(periods)) if t is not None]
         if known:
             tickets[ref] = known[0]
-    return _Written(ticket, x.ref, p, _earlier(found, tickets, ticket))
+    return _Written(ticket, x.ref, p, _earlier(found, tickets, ticket), old=old)
 
 
 def _earlier(entries: Iterable[_Entry], tickets: dict[int, int], ticket: int) -> list[_Entry]:

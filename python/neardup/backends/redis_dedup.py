@@ -225,8 +225,36 @@ class RedisDeduplicator(Closing):
         Returns ``(added, matches)``. Of near-copies sent concurrently from any number of
         processes and machines exactly one is added: each write takes a ticket, and a text is
         a duplicate when a near, verified text with a smaller ticket is stored.
+
+        With the Jaccard verifier, when a version this process recently wrote or read is near
+        and similar, the text is first only checked (one read): if a stored near-duplicate is
+        confirmed, nothing is written (no ticket, no retraction); otherwise it goes the usual
+        way.
         """
-        return self.check_and_add_many([id], [text], [timestamp])[0]
+        tss, norms, fps, sketches = self._prepare_batch([id], [text], [timestamp])
+        norm, fp, h = norms[0], fps[0], sketches[0]
+        radius = self._radius(norm, None)
+        if self._payload == "h" and self._likely_duplicate(fp, radius, h, _enc_id(id)):
+            entries = self.index._read(fp, radius, self._payload, exclude=_enc_id(id))
+            matches = self._verify(norm, self._payloads(self.index._sorted(entries)), h)
+            if matches:
+                self._counters["checks"] += 1
+                self._counters["candidates"] += len(entries)
+                self._counters["matches"] += len(matches)
+                return False, matches
+        return self._check_and_add_prepared([id], [text], tss, norms, fps, sketches)[0]
+
+    def _likely_duplicate(self, fp: int, radius: int, hashes: Any, idenc: str) -> bool:
+        """Whether a recently cached version (not of ``idenc``) is within ``radius`` and passes
+        the Jaccard threshold: a guess only (it may have been removed since)."""
+        cache = self.index._cache
+        for ref in self.index._recent_near(fp, radius):
+            c = cache.get(ref)
+            if c is None or c[0] == idenc or c[3] != "h" or c[4] is None:
+                continue
+            if _sketch_jaccard_le(hashes, [c[4]])[0] >= self.policy.threshold:
+                return True
+        return False
 
     def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
         """:meth:`check` for each text."""
@@ -280,6 +308,18 @@ class RedisDeduplicator(Closing):
         ones and the earlier texts of the batch that were added. Pipelined: on one server a
         batch costs two or three round trips, not two or three per text."""
         tss, norms, fps, sketches = self._prepare_batch(ids, texts, timestamps)
+        return self._check_and_add_prepared(ids, texts, tss, norms, fps, sketches)
+
+    def _check_and_add_prepared(
+        self,
+        ids: Sequence[Id],
+        texts: Sequence[str],
+        tss: Sequence[float | None],
+        norms: Sequence[str],
+        fps: Sequence[int],
+        sketches: Sequence[Any],
+    ) -> list[tuple[bool, list[Match]]]:
+        """:meth:`check_and_add_many` of texts already prepared (:meth:`_prepare_batch`)."""
         radii = [self._radius(n, None) for n in norms]
         if self._payload is None and all(r < self.index._in_script_below for r in radii):
             return self._check_and_add_in_script(ids, texts, tss, fps, radii)
@@ -289,23 +329,23 @@ class RedisDeduplicator(Closing):
         ]
         written = self.index._write_many(batch, self._payload)
         out: list[tuple[bool, list[Match]]] = []
-        losers: list[tuple[str, int, _Written]] = []
-        rejected: set[str] = set()
+        settled: list[tuple[str, int, _Written, bool]] = []
+        rejected: set[int] = set()  # (refs of the batch's rejected writes)
         for n, x, w, h in zip(norms, batch, written, sketches):
-            preds = [e for e in self.index._sorted(w.predecessors) if e.idenc not in rejected]
+            preds = [e for e in self.index._sorted(w.predecessors) if e.ref not in rejected]
             self._counters["checks"] += 1
             self._counters["candidates"] += len(preds)
             matches = self._verify(n, self._payloads(preds), h)
             if matches:
-                rejected.add(x.idenc)
-                losers.append((x.idenc, x.fp, w))
+                rejected.add(w.ref)
                 self._counters["matches"] += len(matches)
                 out.append((False, matches))
             else:
                 self._counters["adds"] += 1
                 self._counters["added"] += 1
                 out.append((True, []))
-        self.index._retract_many(losers)
+            settled.append((x.idenc, x.fp, w, not matches))
+        self.index._settle(settled)
         return out
 
     def _check_and_add_in_script(

@@ -189,3 +189,5 @@ class _Written:
     ref: int
     period: int
     predecessors: list[_Entry] = field(default_factory=list)
+    # The version of the id this write replaced (a check-and-add drops it only once added).
+    old: int | None = None

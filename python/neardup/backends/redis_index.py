@@ -16,8 +16,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from neardup._closing import Closing
-from neardup._core import IncompatibleIndexError, _probe_keys
+from neardup._core import IncompatibleIndexError, _probe_keys, _within
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.backends.redis_cluster import write_cluster
 from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, connect
@@ -56,6 +58,8 @@ __all__ = ["DEFAULT_CACHE_SIZE", "RedisIndex"]
 
 # Versions whose data a process keeps (~0.5 KB each with a Jaccard sketch of a short text).
 DEFAULT_CACHE_SIZE = 65_536
+# The most recent of them whose fingerprints a check scans to guess a duplicate (~5 us).
+_RING_SIZE = 16_384
 
 
 class RedisIndex(Closing):
@@ -147,6 +151,10 @@ class RedisIndex(Closing):
         # read (one server only; see _resolve).
         self._cache: dict[int, tuple[str, int, int | None, str | None, bytes | None]] = {}
         self._cache_size = 0 if self.cluster else cache_size
+        ring = min(self._cache_size, _RING_SIZE)
+        self._ring_fps = np.zeros(ring, dtype=np.uint64)
+        self._ring_refs = [0] * ring
+        self._ring_at = 0
         self._head_cache: dict[int, list[str]] = {}
         self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
         # One server decides a check-and-add inside one script at probe radius 0: k < blocks.
@@ -297,7 +305,7 @@ class RedisIndex(Closing):
                 )
                 known[ref] = c
                 if caching:
-                    self._remember(ref, c)
+                    self._remember(ref, near[ref][0], c)
         out: list[_Entry] = []
         for ref in refs:
             c = known.get(ref)
@@ -307,12 +315,29 @@ class RedisIndex(Closing):
             out.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4] if payload else None))
         return out
 
-    def _remember(self, ref: int, c: tuple[str, int, int | None, str | None, bytes | None]) -> None:
-        """Keep the data ``c`` of version ``ref`` (the oldest half goes when the cache is full)."""
+    def _remember(
+        self, ref: int, fp: int, c: tuple[str, int, int | None, str | None, bytes | None]
+    ) -> None:
+        """Keep the data ``c`` of version ``ref`` (fingerprint ``fp``); the oldest half goes
+        when the cache is full. The most recent ones' fingerprints are also kept in a ring, for
+        :meth:`_recent_near`."""
         cache = self._cache
         cache[ref] = c
         if len(cache) > self._cache_size:
             self._cache = dict(itertools.islice(cache.items(), len(cache) // 2, None))
+        if self._ring_refs:
+            at = self._ring_at
+            self._ring_fps[at] = fp
+            self._ring_refs[at] = ref
+            self._ring_at = (at + 1) % len(self._ring_refs)
+
+    def _recent_near(self, fp: int, k: int) -> list[int]:
+        """Refs of recently cached versions within ``k`` of ``fp`` (a guess that a text is a
+        duplicate: the versions may have been removed since)."""
+        if not self._ring_refs:
+            return []
+        refs = self._ring_refs
+        return [refs[i] for i in _within(self._ring_fps, fp, k) if refs[i] in self._cache]
 
     def _forget(self, refs: Iterable[int]) -> None:
         """Drop versions this process removed or retracted from its cache."""
@@ -495,39 +520,69 @@ class RedisIndex(Closing):
         f, p = pipe.execute()[0]
         if f is None:
             return
-        self._remove_versions([(ref, int(f, 16), int(p), None)])
+        self._remove_versions([(ref, int(f, 16), int(p), None, None)])
 
-    def _remove_versions(self, items: Sequence[tuple[int, int, int, str | None]]) -> None:
-        """Remove stored versions ``(ref, fp, period, idenc)``: their records from their
-        buckets, their data, one count each and (``idenc`` given) the id key while it still
-        names them (a later add of the same id must survive)."""
+    def _remove_versions(
+        self, items: Sequence[tuple[int, int, int, str | None, int | None]]
+    ) -> None:
+        """Remove stored versions ``(ref, fp, period, idenc, previous)``: their records from
+        their buckets, their data, one count each and (``idenc`` given) the id key while it
+        still names them (a later add of the same id must survive); ``previous`` given, the id
+        key names that version again instead."""
         if not items:
             return
         if not self.cluster:
-            self._forget(ref for ref, _, _, _ in items)
+            self._forget(ref for ref, _, _, _, _ in items)
             calls: list[tuple[list[Any], list[Any]]] = []
-            for ref, fp, p, idenc in items:
+            for ref, fp, p, idenc, prev in items:
                 keys = [self._idkey(idenc or ""), self._datakey(ref), self._k_count + str(p)]
                 keys += self._own_keys(p, fp)
                 ref8 = ref.to_bytes(8, "big") if idenc is not None else b""
-                calls.append((keys, [pack_record(fp, ref), ref8]))
+                prev8 = prev.to_bytes(8, "big") if prev is not None else b""
+                calls.append((keys, [pack_record(fp, ref), ref8, prev8]))
             self._link.run_scripts(self._retract_script, calls)
             return
         # Redis Cluster: the keys live on several masters; one command (or script) per key.
         pipe = self.client.pipeline(transaction=False)
-        for ref, fp, p, idenc in items:
+        for ref, fp, p, idenc, prev in items:
             record = pack_record(fp, ref)
             for b, v in enumerate(self.layout.values(fp)):
                 self._remove_record_script(keys=[self._bucket(p, b, v)], args=[record])
             if idenc is not None:
-                self._del_if_script(keys=[self._idkey(idenc)], args=[ref.to_bytes(8, "big")])
+                prev8 = prev.to_bytes(8, "big") if prev is not None else b""
+                self._del_if_script(keys=[self._idkey(idenc)], args=[ref.to_bytes(8, "big"), prev8])
             pipe.delete(self._datakey(ref))
             pipe.decr(self._k_count + str(p))
         pipe.execute()
 
-    def _retract_many(self, items: Sequence[tuple[str, int, _Written]]) -> None:
-        """Undo writes ``(idenc, fp, written)`` that lost their check-and-add."""
-        self._remove_versions([(w.ref, fp, w.period, idenc) for idenc, fp, w in items])
+    def _settle(self, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
+        """After the check-and-adds ``(idenc, fp, written, added)`` of a batch (in order):
+        retract the rejected versions, drop the versions the added ones replaced, and leave
+        each id naming its last added version, or the one it had before the batch (a rejected
+        check-and-add never loses the id's stored text)."""
+        by_id: dict[str, list[tuple[int, _Written, bool]]] = {}
+        for idenc, fp, w, added in items:
+            by_id.setdefault(idenc, []).append((fp, w, added))
+        removals: list[tuple[int, int, int, str | None, int | None]] = []
+        drops: list[int] = []
+        for idenc, versions in by_id.items():
+            before = versions[0][1].old
+            winners = [w for _, w, added in versions if added]
+            final = winners[-1].ref if winners else before
+            last = versions[-1][1]
+            for fp, w, added in versions:
+                if not added:
+                    named = w is last  # (the id key names the batch's last version of it)
+                    removals.append(
+                        (w.ref, fp, w.period, idenc if named else None, final if named else None)
+                    )
+                elif w is not winners[-1]:
+                    drops.append(w.ref)
+            if winners and before is not None:
+                drops.append(before)
+        self._remove_versions(removals)
+        for ref in drops:
+            self._drop_version(ref)
 
     def add(self, id: Id, fingerprint: int, timestamp: float | None = None) -> None:
         """Store ``fingerprint`` under ``id``; an existing ``id`` is replaced."""
@@ -595,17 +650,17 @@ class RedisIndex(Closing):
             return out
         batch = [self._prepare(i, f, t, {}, k) for i, f, t in zip(ids, fps, tss)]
         written = self._write_many(batch)
-        losers: list[tuple[str, int, _Written]] = []
-        rejected: set[str] = set()
+        settled: list[tuple[str, int, _Written, bool]] = []
+        rejected: set[int] = set()  # (refs of the batch's rejected writes)
         for x, w in zip(batch, written):
-            preds = [e for e in w.predecessors if e.idenc not in rejected]
+            preds = [e for e in w.predecessors if e.ref not in rejected]
             if preds:
-                rejected.add(x.idenc)
-                losers.append((x.idenc, x.fp, w))
+                rejected.add(w.ref)
                 out.append((False, [(_dec_id(e.idenc), e.distance) for e in self._sorted(preds)]))
             else:
                 out.append((True, []))
-        self._retract_many(losers)
+            settled.append((x.idenc, x.fp, w, not preds))
+        self._settle(settled)
         return out
 
     def get(self, id: Id) -> tuple[int, float]:
@@ -641,7 +696,7 @@ class RedisIndex(Closing):
         f, p = self.client.hmget(self._datakey(ref), ["f", "p"])  # type: ignore[misc]
         if f is None or p is None:
             raise KeyError(f"id {id!r} is not in the index")
-        self._remove_versions([(ref, int(f, 16), int(p), idenc)])
+        self._remove_versions([(ref, int(f, 16), int(p), idenc, None)])
 
     def __contains__(self, id: object) -> bool:
         try:

@@ -182,22 +182,37 @@ return 0
 )
 
 # One Redis server: remove a stored version in one step: its record from its buckets, its
-# data, one count, and the id key if it still names this ref (ARGV[2] empty: leave the id key,
-# which already names a newer version). KEYS: idkey, data, count, buckets... ARGV: record, ref.
+# data, one count, and, if the id key still names this ref, point it back at the version it
+# replaced (ARGV[3], a rejected check-and-add) or delete it (ARGV[3] empty). ARGV[2] empty:
+# leave the id key (it already names a newer version). KEYS: idkey, data, count, buckets...
+# ARGV: record, ref, previous ref.
 _RETRACT_LUA = (
     _CUT_RECORD
     + """
 for i = 4, #KEYS do cut(KEYS[i], ARGV[1]) end
 redis.call('DEL', KEYS[2])
-if ARGV[2] ~= '' and redis.call('GET', KEYS[1]) == ARGV[2] then redis.call('DEL', KEYS[1]) end
+if ARGV[2] ~= '' and redis.call('GET', KEYS[1]) == ARGV[2] then
+  if ARGV[3] ~= '' then
+    redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
+  else
+    redis.call('DEL', KEYS[1])
+  end
+end
 redis.call('DECR', KEYS[3])
 return 0
 """
 )
 
-# Delete the id key KEYS[1] if it still names ref ARGV[1] (a later add of the id must survive).
+# If the id key KEYS[1] still names ref ARGV[1] (a later add of the id must survive), point it
+# at ARGV[2] (the version it replaced) or, ARGV[2] empty, delete it.
 _DEL_IF_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  if ARGV[2] ~= '' then
+    redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+  else
+    redis.call('DEL', KEYS[1])
+  end
+end
 return 0
 """
 

@@ -67,10 +67,14 @@ def write_many(
             data = x.data.get(payload) if payload else None
             if isinstance(data, str):
                 data = data.encode()
-            index._remember(x.ref, (x.idenc, x.period, ticket, payload, data))
+            index._remember(x.ref, x.fp, (x.idenc, x.period, ticket, payload, data))
         old = None if out[1] is None else int.from_bytes(out[1], "big")
+        replaced = None
         if old is not None and old != x.ref:
-            index._drop_version(old)
+            if x.probe_k is None:
+                index._drop_version(old)
+            else:  # (a check-and-add: dropped once added, the id's again if rejected)
+                replaced = old
         found: dict[int, tuple[int, int]] = {}
         if x.probe_k is not None and x.probes is not None:
             found = near_records(x.probes.live_blob(buckets, out[2]), x.fp, x.probe_k)
@@ -79,7 +83,7 @@ def write_many(
                 found.pop(old, None)
         per_item.append(found)
         near.update(found)
-        written.append(_Written(ticket, x.ref, x.period))
+        written.append(_Written(ticket, x.ref, x.period, old=replaced))
     entries = {e.ref: e for e in index._resolve(near, payload)}
     for x, w, found in zip(batch, written, per_item):
         preds = []
