@@ -25,7 +25,7 @@ pytestmark = pytest.mark.redis
 
 redis = pytest.importorskip("redis", reason="the [redis] extra is required")  # noqa: F841
 
-from neardup import IncompatibleIndexError  # noqa: E402
+from neardup import IncompatibleIndexError, Index  # noqa: E402
 from neardup.backends.redis import (  # noqa: E402
     BlockLayout,
     RedisDeduplicator,
@@ -744,7 +744,8 @@ def test_check_and_add_at_probe_radius_one(any_url: str) -> None:
 def test_in_script_decision_at_the_exact_boundary(redis_url: str, k: int) -> None:
     """One server at probe radius 0 decides inside the script (a popcount over two 32-bit
     halves): a copy exactly k bits away is rejected, k+1 bits away added, whatever bits are set
-    (top bits included); an id is never its own match; ids containing '|' are decoded whole."""
+    (top bits included); an id's stored version counts like any other, as in neardup.Index;
+    ids containing '|' are decoded whole."""
     rng = random.Random(100 + k)
     for j, base in enumerate(
         [0, (1 << 64) - 1, 1 << 63, rng.getrandbits(64), 0x8000_0001_8000_0001]
@@ -762,9 +763,12 @@ def test_in_script_decision_at_the_exact_boundary(redis_url: str, k: int) -> Non
         assert f"near{j}" not in idx
         assert idx.check_and_add(f"far{j}", beyond) == (True, [])
         idx.remove(f"far{j}")
-        # re-adding the same id at the same fingerprint replaces it (not a duplicate of itself)
-        assert idx.check_and_add(owner, base) == (True, [])
+        # the same id again at the same fingerprint is a duplicate of itself, kept as it was
+        assert idx.check_and_add(owner, base) == (False, [(owner, 0)])
         assert idx.query(base, 0) == [(owner, 0)] and len(idx) == 1
+        local = Index(k=k)
+        local.add(owner, base)
+        assert local.check_and_add(owner, base) == [(owner, 0)]
         idx.clear()
 
 
@@ -953,6 +957,8 @@ def test_a_rejected_replacement_keeps_the_ids_stored_version(any_url: str) -> No
     assert [ok for ok, _ in res] == [True, False]
     assert idx.get(3)[0] == again and idx.query(other, 0) == [] and len(idx) == 2
     assert idx.query(0b0111, 13) == [(1, 1)]
+    # A near-copy of the id's own version is a duplicate of it (as neardup.Index answers).
+    assert idx.check_and_add(3, again ^ 1) == (False, [(3, 1)]) and idx.get(3)[0] == again
     idx.clear()
     # The same through the deduplicator's texts (the verifier path).
     rng = random.Random(9)
@@ -962,4 +968,9 @@ def test_a_rejected_replacement_keeps_the_ids_stored_version(any_url: str) -> No
     added, matches = d.check_and_add("b", a.replace(a.split()[4], "zzz", 1))
     assert not added and [m.id for m in matches] == ["a"]
     assert d.get("b") == b and len(d) == 2 and [m.id for m in d.check(b)] == ["b"]
+    local = Deduplicator()
+    local.check_and_add("a", a)
+    again = a + " again"
+    want = local.check_and_add("a", again)
+    assert d.check_and_add("a", again) == want and not want[0] and d.get("a") == a
     d.index.clear()

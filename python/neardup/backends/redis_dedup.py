@@ -234,8 +234,8 @@ class RedisDeduplicator(Closing):
         tss, norms, fps, sketches = self._prepare_batch([id], [text], [timestamp])
         norm, fp, h = norms[0], fps[0], sketches[0]
         radius = self._radius(norm, None)
-        if self._payload == "h" and self._likely_duplicate(fp, radius, h, _enc_id(id)):
-            entries = self.index._read(fp, radius, self._payload, exclude=_enc_id(id))
+        if self._payload == "h" and self._likely_duplicate(fp, radius, h):
+            entries = self.index._read(fp, radius, self._payload)
             matches = self._verify(norm, self._payloads(self.index._sorted(entries)), h)
             if matches:
                 self._counters["checks"] += 1
@@ -244,13 +244,13 @@ class RedisDeduplicator(Closing):
                 return False, matches
         return self._check_and_add_prepared([id], [text], tss, norms, fps, sketches)[0]
 
-    def _likely_duplicate(self, fp: int, radius: int, hashes: Any, idenc: str) -> bool:
-        """Whether a recently cached version (not of ``idenc``) is within ``radius`` and passes
-        the Jaccard threshold: a guess only (it may have been removed since)."""
+    def _likely_duplicate(self, fp: int, radius: int, hashes: Any) -> bool:
+        """Whether a recently cached version is within ``radius`` and passes the Jaccard
+        threshold: a guess only (it may have been removed since)."""
         cache = self.index._cache
         for ref in self.index._recent_near(fp, radius):
             c = cache.get(ref)
-            if c is None or c[0] == idenc or c[3] != "h" or c[4] is None:
+            if c is None or c[3] != "h" or c[4] is None:
                 continue
             if _sketch_jaccard_le(hashes, [c[4]])[0] >= self.policy.threshold:
                 return True

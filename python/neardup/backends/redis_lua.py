@@ -96,7 +96,7 @@ local function scan(key)
     local d = pc(bxor(a, qa)) + pc(bxor(b, qb))
     if d <= k then
       local r = string.sub(s, off + 8, off + 15)
-      if r ~= old and not seen[r] then
+      if not seen[r] then
         seen[r] = true
         local ra, rb = struct.unpack('>I4I4', r)
         local row = redis.call('HMGET', ARGV[8] .. string.format('%08x%08x', ra, rb), 'i', 'q')

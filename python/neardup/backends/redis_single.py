@@ -79,19 +79,17 @@ def write_many(
         if x.probe_k is not None and x.probes is not None:
             found = near_records(x.probes.live_blob(buckets, out[2]), x.fp, x.probe_k)
             found.pop(x.ref, None)
-            if old is not None:
-                found.pop(old, None)
         per_item.append(found)
         near.update(found)
         written.append(_Written(ticket, x.ref, x.period, old=replaced))
     entries = {e.ref: e for e in index._resolve(near, payload)}
-    for x, w, found in zip(batch, written, per_item):
+    for w, found in zip(written, per_item):
         preds = []
         for r, (_, d) in found.items():
             e = entries.get(r)
             # (A record without data was removed or retracted meanwhile; one with a larger
             # ticket was written after this item's script: that writer sees this item.)
-            if e is None or e.idenc == x.idenc:
+            if e is None:
                 continue
             if (e.ticket if e.ticket is not None else _NO_TICKET) < w.ticket:
                 # (with this item's own distance to it)
@@ -161,7 +159,7 @@ def check_add_in_script(
         calls.append((keys, args))
     outs = index._link.run_scripts(index._check_add_script, calls)
     results: list[list[_Entry] | None] = []
-    for (own, _, _), out, j in zip(items, outs, range(len(outs))):
+    for out, j in zip(outs, range(len(outs))):
         while out[0] < 0:  # the random ref was in use: draw another
             keys, args = calls[j]
             ref = new_ref()
@@ -177,9 +175,7 @@ def check_add_in_script(
         found = []
         for n in range(1, len(out), 4):
             raw, d, name, q = out[n : n + 4]
-            idenc = name.decode()
-            if idenc != own:  # (a stale version of the item's own id)
-                ticket = int(q) if q else None
-                found.append(_Entry(int.from_bytes(raw, "big"), 0, idenc, 0, d, ticket))
+            ticket = int(q) if q else None
+            found.append(_Entry(int.from_bytes(raw, "big"), 0, name.decode(), 0, d, ticket))
         results.append(found)
     return results
