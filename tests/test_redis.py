@@ -974,3 +974,40 @@ def test_a_rejected_replacement_keeps_the_ids_stored_version(any_url: str) -> No
     want = local.check_and_add("a", again)
     assert d.check_and_add("a", again) == want and not want[0] and d.get("a") == a
     d.index.clear()
+
+
+def test_a_batch_with_replacements_equals_the_one_by_one_loop(any_url: str) -> None:
+    """A version an earlier item of the batch replaced (or rejected) is not counted by the
+    later items, as in a loop of single calls; a restored id key keeps its version's expiry."""
+    far = 0xFF00FF00FF00FF00
+    ops = [("A", far), ("B", 0b1), ("A", 0b1000), ("C", far ^ 0b11), ("A", far ^ 1)]
+    answers = []
+    for batch in (False, True):
+        idx = RedisIndex.from_url(any_url, k=13, namespace=fresh_ns())
+        idx.add("A", 0)
+        if batch:
+            answers.append(idx.check_and_add_many([i for i, _ in ops], [f for _, f in ops]))
+        else:
+            answers.append([idx.check_and_add(i, f) for i, f in ops])
+        assert idx.get("A")[0] == far and idx.query(0, 0) == [] and len(idx) == 2
+        idx.clear()
+    assert answers[0] == answers[1]
+    assert [ok for ok, _ in answers[0]] == [True, True, False, False, False]
+
+
+def test_a_restored_id_keeps_its_versions_expiry(redis_url: str) -> None:
+    """A rejected check-and-add with an older timestamp than the id's stored version points the
+    id back at it with that version's time to live, not the rejected write's."""
+    now = time.time()
+    idx = RedisIndex.from_url(
+        redis_url, k=13, namespace=fresh_ns(), retention=3600.0, period=1800.0
+    )
+    idx.add("keep", 0b1111, timestamp=now)
+    idx.add("A", 0xFF00FF00FF00FF00, timestamp=now)
+    added, matches = idx.check_and_add("A", 0b1110, timestamp=now - 2000.0)
+    assert not added and matches == [("keep", 1)]
+    ref = idx._ref_of("A")
+    key_ttl, data_ttl = idx.client.pttl(idx._idkey("sA")), idx.client.pttl(idx._datakey(ref))
+    assert data_ttl > 0 and abs(key_ttl - data_ttl) < 2000
+    assert idx.get("A")[0] == 0xFF00FF00FF00FF00 and len(idx) == 2
+    idx.clear()

@@ -10,6 +10,11 @@ use crate::{Error, Result};
 /// Bytes of one bucket record.
 pub const RECORD_BYTES: usize = 16;
 
+/// The big-endian u64 of 8 bytes.
+fn be_u64(b: &[u8]) -> u64 {
+    b.iter().fold(0u64, |v, &x| v << 8 | u64::from(x))
+}
+
 /// `(ref, fingerprint, distance)` of every record of `blob` within `k` bits of `fp`, in the
 /// order they lie; a ref met again (the same version in another bucket) is listed once.
 pub fn near_records(blob: &[u8], fp: u64, k: u32) -> Result<Vec<(u64, u64, u32)>> {
@@ -21,11 +26,10 @@ pub fn near_records(blob: &[u8], fp: u64, k: u32) -> Result<Vec<(u64, u64, u32)>
     }
     let mut out: Vec<(u64, u64, u32)> = Vec::new();
     for rec in blob.chunks_exact(RECORD_BYTES) {
-        let (f, r) = rec.split_at(8);
-        let f = u64::from_be_bytes(f.try_into().expect("8 bytes"));
+        let f = be_u64(&rec[..8]);
         let d = (f ^ fp).count_ones();
         if d <= k {
-            let r = u64::from_be_bytes(r.try_into().expect("8 bytes"));
+            let r = be_u64(&rec[8..]);
             // Near records are few (a handful per query): a linear scan beats a set.
             if !out.iter().any(|&(seen, _, _)| seen == r) {
                 out.push((r, f, d));
@@ -151,7 +155,8 @@ pub fn probe_keys(prefixes: &[&str], fp: u64, blocks: u32, k: u32) -> Result<Vec
         for &(b, v) in &values {
             key.clear();
             push_key(&mut key, p, b, v);
-            out.push(String::from_utf8(key.clone()).expect("ASCII around a UTF-8 prefix"));
+            // (the prefix is UTF-8 and the rest ASCII: never lossy)
+            out.push(String::from_utf8_lossy(&key).into_owned());
         }
     }
     Ok(out)
@@ -207,7 +212,7 @@ pub fn sketch_from_le(raw: &[u8]) -> Result<Vec<u32>> {
     }
     Ok(raw
         .chunks_exact(4)
-        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect())
 }
 

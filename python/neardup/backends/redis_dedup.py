@@ -13,7 +13,7 @@ from neardup._closing import Closing
 from neardup._core import Fingerprinter, _sketch, _sketch_jaccard_le, _sketch_many
 from neardup.backends.redis_connect import Client, connect, redact
 from neardup.backends.redis_format import _check_k, _dec_id, _enc_id, _Entry, _Written
-from neardup.backends.redis_index import DEFAULT_CACHE_SIZE, RedisIndex
+from neardup.backends.redis_index import DEFAULT_CACHE_SIZE, RedisIndex, _Gone
 from neardup.backends.redis_single import check_add_in_script
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
 from neardup.textstore import Id, check_id
@@ -330,20 +330,20 @@ class RedisDeduplicator(Closing):
         written = self.index._write_many(batch, self._payload)
         out: list[tuple[bool, list[Match]]] = []
         settled: list[tuple[str, int, _Written, bool]] = []
-        rejected: set[int] = set()  # (refs of the batch's rejected writes)
+        gone = _Gone()
         for n, x, w, h in zip(norms, batch, written, sketches):
-            preds = [e for e in self.index._sorted(w.predecessors) if e.ref not in rejected]
+            preds = [e for e in self.index._sorted(w.predecessors) if e.ref not in gone.refs]
             self._counters["checks"] += 1
             self._counters["candidates"] += len(preds)
             matches = self._verify(n, self._payloads(preds), h)
             if matches:
-                rejected.add(w.ref)
                 self._counters["matches"] += len(matches)
                 out.append((False, matches))
             else:
                 self._counters["adds"] += 1
                 self._counters["added"] += 1
                 out.append((True, []))
+            gone.decided(x.idenc, w, not matches)
             settled.append((x.idenc, x.fp, w, not matches))
         self.index._settle(settled)
         return out

@@ -56,6 +56,29 @@ from neardup.textstore import Id, check_id
 
 __all__ = ["DEFAULT_CACHE_SIZE", "RedisIndex"]
 
+
+class _Gone:
+    """The versions a batch of check-and-adds has done with, as it decides item by item: the
+    rejected writes, and the versions an added write replaced (the id's version from before
+    the batch, or its earlier added write in it). They are stored until the batch settles;
+    later items of the batch must not count them (as in a one-by-one loop)."""
+
+    __slots__ = ("refs", "current")
+
+    def __init__(self) -> None:
+        self.refs: set[int] = set()
+        self.current: dict[str, int | None] = {}
+
+    def decided(self, idenc: str, w: _Written, added: bool) -> None:
+        if not added:
+            self.refs.add(w.ref)
+            return
+        previous = self.current.get(idenc, w.old)
+        if previous is not None:
+            self.refs.add(previous)
+        self.current[idenc] = w.ref
+
+
 # Versions whose data a process keeps (~0.5 KB each with a Jaccard sketch of a short text).
 DEFAULT_CACHE_SIZE = 65_536
 # The most recent of them whose fingerprints a check scans to guess a duplicate (~5 us).
@@ -536,6 +559,7 @@ class RedisIndex(Closing):
             calls: list[tuple[list[Any], list[Any]]] = []
             for ref, fp, p, idenc, prev in items:
                 keys = [self._idkey(idenc or ""), self._datakey(ref), self._k_count + str(p)]
+                keys.append(self._datakey(prev if prev is not None else ref))
                 keys += self._own_keys(p, fp)
                 ref8 = ref.to_bytes(8, "big") if idenc is not None else b""
                 prev8 = prev.to_bytes(8, "big") if prev is not None else b""
@@ -544,14 +568,19 @@ class RedisIndex(Closing):
             return
         # Redis Cluster: the keys live on several masters; one command (or script) per key.
         pipe = self.client.pipeline(transaction=False)
-        for ref, fp, p, idenc, prev in items:
+        for ref, _, _, _, _ in items:
+            pipe.delete(self._datakey(ref))
+        deleted = pipe.execute()
+        pipe = self.client.pipeline(transaction=False)
+        for (ref, fp, p, idenc, prev), gone in zip(items, deleted):
+            if not gone:  # (removed meanwhile by another process: nothing to undo)
+                continue
             record = pack_record(fp, ref)
             for b, v in enumerate(self.layout.values(fp)):
                 self._remove_record_script(keys=[self._bucket(p, b, v)], args=[record])
             if idenc is not None:
                 prev8 = prev.to_bytes(8, "big") if prev is not None else b""
                 self._del_if_script(keys=[self._idkey(idenc)], args=[ref.to_bytes(8, "big"), prev8])
-            pipe.delete(self._datakey(ref))
             pipe.decr(self._k_count + str(p))
         pipe.execute()
 
@@ -651,14 +680,14 @@ class RedisIndex(Closing):
         batch = [self._prepare(i, f, t, {}, k) for i, f, t in zip(ids, fps, tss)]
         written = self._write_many(batch)
         settled: list[tuple[str, int, _Written, bool]] = []
-        rejected: set[int] = set()  # (refs of the batch's rejected writes)
+        gone = _Gone()
         for x, w in zip(batch, written):
-            preds = [e for e in w.predecessors if e.ref not in rejected]
+            preds = [e for e in w.predecessors if e.ref not in gone.refs]
             if preds:
-                rejected.add(w.ref)
                 out.append((False, [(_dec_id(e.idenc), e.distance) for e in self._sorted(preds)]))
             else:
                 out.append((True, []))
+            gone.decided(x.idenc, w, not preds)
             settled.append((x.idenc, x.fp, w, not preds))
         self._settle(settled)
         return out

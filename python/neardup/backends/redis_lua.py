@@ -52,10 +52,10 @@ return {t, old or false, exp > 0 and redis.call('GET', KEYS[4]) or false}
 # One Redis server, the bare index at probe radius 0 (few, small buckets): the whole
 # check-and-add in one script. It scans the probe buckets' records, measures each one's Hamming
 # distance to the fingerprint (two 32-bit halves, SWAR popcount with Redis's bit library) and,
-# if any record (not the id's own current one) is within k, returns them with their ids and
-# tickets and writes nothing; else it stores the item as _WRITE_LUA does. Scripts run one at a
-# time, so of near-copies racing from any number of clients the first one run is added and
-# every later one sees it.
+# if any record (the id's own stored version included, as neardup.Index counts it) is within
+# k, returns them with their ids and tickets and writes nothing; else it stores the item as
+# _WRITE_LUA does. Scripts run one at a time, so of near-copies racing from any number of
+# clients the first one run is added and every later one sees it.
 # The probes at radius 0 are the first `nf` blocks (k < blocks): in the item's own period they
 # are its own buckets, in each other live period one more key each. The ids of the matches are
 # read from their data keys, named from the ref found (ARGV[8] .. hex): keys not passed in
@@ -181,21 +181,27 @@ return 0
 """
 )
 
-# One Redis server: remove a stored version in one step: its record from its buckets, its
-# data, one count, and, if the id key still names this ref, point it back at the version it
-# replaced (ARGV[3], a rejected check-and-add) or delete it (ARGV[3] empty). ARGV[2] empty:
-# leave the id key (it already names a newer version). KEYS: idkey, data, count, buckets...
+# One Redis server: remove a stored version in one step (nothing if its data are already gone):
+# its record from its buckets, its data, one count, and, if the id key still names this ref,
+# point it back at the version it replaced (ARGV[3], a rejected check-and-add; with that
+# version's remaining time to live, read from its data KEYS[4]) or delete it (ARGV[3] empty,
+# or that version gone meanwhile). ARGV[2] empty: leave the id key (it already names a newer
+# version). KEYS: idkey, data, count, previous version's data, buckets...
 # ARGV: record, ref, previous ref.
 _RETRACT_LUA = (
     _CUT_RECORD
     + """
-for i = 4, #KEYS do cut(KEYS[i], ARGV[1]) end
-redis.call('DEL', KEYS[2])
+if redis.call('DEL', KEYS[2]) == 0 then return 0 end
+for i = 5, #KEYS do cut(KEYS[i], ARGV[1]) end
 if ARGV[2] ~= '' and redis.call('GET', KEYS[1]) == ARGV[2] then
-  if ARGV[3] ~= '' then
-    redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
-  else
+  local ttl = -2
+  if ARGV[3] ~= '' then ttl = redis.call('PTTL', KEYS[4]) end
+  if ttl == -2 then
     redis.call('DEL', KEYS[1])
+  elseif ttl == -1 then
+    redis.call('SET', KEYS[1], ARGV[3])
+  else
+    redis.call('SET', KEYS[1], ARGV[3], 'PX', ttl)
   end
 end
 redis.call('DECR', KEYS[3])
@@ -203,8 +209,10 @@ return 0
 """
 )
 
-# If the id key KEYS[1] still names ref ARGV[1] (a later add of the id must survive), point it
-# at ARGV[2] (the version it replaced) or, ARGV[2] empty, delete it.
+# Redis Cluster: if the id key KEYS[1] still names ref ARGV[1] (a later add of the id must
+# survive), point it at ARGV[2] (the version it replaced; it keeps the key's expiry, which is
+# the later write's: the previous version's data are in another slot) or, ARGV[2] empty,
+# delete it.
 _DEL_IF_LUA = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   if ARGV[2] ~= '' then
