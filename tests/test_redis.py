@@ -1011,3 +1011,31 @@ def test_a_restored_id_keeps_its_versions_expiry(redis_url: str) -> None:
     assert data_ttl > 0 and abs(key_ttl - data_ttl) < 2000
     assert idx.get("A")[0] == 0xFF00FF00FF00FF00 and len(idx) == 2
     idx.clear()
+
+
+@pytest.mark.parametrize("k", [3, 13])
+def test_a_write_sent_again_after_a_lost_reply_is_answered_as_its_first_run(
+    redis_url: str, k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The link sends a call again when its connection fails; when the server had run the
+    script and only the reply was lost, the second run finds its own version (same ref, same
+    id) and answers what the first did: added, not a duplicate of itself (both the in-script
+    path, k = 3, and the ticketed one)."""
+    from neardup.backends import redis_link
+
+    real = redis_link._Socket.roundtrip
+    lost = []
+
+    def reply_lost_once(self: Any, packed: bytes, n: int) -> list[Any]:
+        if not lost and b"EVALSHA" in packed:
+            lost.append(real(self, packed, n))  # the server ran it; the reply never arrives
+            raise ConnectionResetError("connection reset after the write")
+        return real(self, packed, n)
+
+    idx = RedisIndex.from_url(redis_url, k=k, namespace=fresh_ns())
+    idx.add("other", 0xFF00FF00FF00FF00)
+    monkeypatch.setattr(redis_link._Socket, "roundtrip", reply_lost_once)
+    assert idx.check_and_add("new", 0b1011) == (True, [])
+    assert lost and idx.query(0b1011, 0) == [("new", 0)] and len(idx) == 2
+    assert idx.check_and_add("copy", 0b1010) == (False, [("new", 1)])
+    idx.clear()

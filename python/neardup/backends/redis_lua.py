@@ -35,10 +35,17 @@ end
 # its whole script before this one, so the MGET sees its records; docs/scale-out.md).
 # KEYS: seq, count, idkey, horizon, data, own buckets...
 # ARGV: record (16 bytes), ref (8 bytes), expireat (0: none), data fields...
-# Reply: {ticket, previous ref of the id or false, horizon or false}.
+# Reply: {ticket, previous ref of the id or false, horizon or false}; the same for a write sent
+# again whose first run stored it (its ticket, no previous ref); {-1}: draw another ref.
 _WRITE_LUA = (
     """
-if redis.call('EXISTS', KEYS[5]) == 1 then return {-1} end
+local mine = redis.call('HMGET', KEYS[5], 'i', 'q')
+if mine[1] then
+  -- The ref is in use: this item's own write sent again after its reply was lost (the same
+  -- id: answer what the first run did), or, p ~ 2**-64, another version's ({-1}).
+  if mine[1] == ARGV[5] then return {tonumber(mine[2]), false, redis.call('GET', KEYS[4])} end
+  return {-1}
+end
 local exp = tonumber(ARGV[3])
 local t = redis.call('INCR', KEYS[1])
 local old = redis.call('GET', KEYS[3])
@@ -65,7 +72,8 @@ return {t, old or false, exp > 0 and redis.call('GET', KEYS[4]) or false}
 # ARGV: nb, k, record, ref, expireat, nf, own period, data key prefix, periods of the other
 # probes (ne)..., data fields...
 # Reply: {-1} (ref in use), {0, ref, distance, id, ticket, ...} (rejected) or
-# {ticket, previous ref of the id or false}.
+# {ticket, previous ref of the id or false} (added; also for a call sent again whose first run
+# added it: its ticket, no previous ref).
 _CHECK_ADD_LUA = (
     """
 local nb = tonumber(ARGV[1])
@@ -73,6 +81,13 @@ local k = tonumber(ARGV[2])
 local exp = tonumber(ARGV[5])
 local nf = tonumber(ARGV[6])
 local ne = #KEYS - 5 - nb
+local mine = redis.call('HMGET', KEYS[5], 'i', 'q')
+if mine[1] then
+  -- The ref is in use: this item's own check-and-add sent again after its reply was lost
+  -- (the same id: it was added), or, p ~ 2**-64, another version's ({-1}).
+  if mine[1] == ARGV[10 + ne] then return {tonumber(mine[2]), false} end
+  return {-1}
+end
 local band, rshift, bxor = bit.band, bit.rshift, bit.bxor
 local function pc(x)
   x = x - band(rshift(x, 1), 0x55555555)
@@ -117,7 +132,6 @@ for i = 1, ne do
   if tonumber(ARGV[8 + i]) >= hz then scan(KEYS[5 + nb + i]) end
 end
 if #found > 1 then return found end
-if redis.call('EXISTS', KEYS[5]) == 1 then return {-1} end
 local t = redis.call('INCR', KEYS[1])
 """
     + _store_lua(first=6, last="5 + nb", record=3, ref=4, fields="9 + ne")
