@@ -39,10 +39,10 @@ end
 # again whose first run stored it (its ticket, no previous ref); {-1}: draw another ref.
 _WRITE_LUA = (
     """
-local mine = redis.call('HMGET', KEYS[5], 'i', 'q')
-if mine[1] then
+if redis.call('EXISTS', KEYS[5]) == 1 then
   -- The ref is in use: this item's own write sent again after its reply was lost (the same
   -- id: answer what the first run did), or, p ~ 2**-64, another version's ({-1}).
+  local mine = redis.call('HMGET', KEYS[5], 'i', 'q')
   if mine[1] == ARGV[5] then return {tonumber(mine[2]), false, redis.call('GET', KEYS[4])} end
   return {-1}
 end
@@ -81,10 +81,10 @@ local k = tonumber(ARGV[2])
 local exp = tonumber(ARGV[5])
 local nf = tonumber(ARGV[6])
 local ne = #KEYS - 5 - nb
-local mine = redis.call('HMGET', KEYS[5], 'i', 'q')
-if mine[1] then
+if redis.call('EXISTS', KEYS[5]) == 1 then
   -- The ref is in use: this item's own check-and-add sent again after its reply was lost
   -- (the same id: it was added), or, p ~ 2**-64, another version's ({-1}).
+  local mine = redis.call('HMGET', KEYS[5], 'i', 'q')
   if mine[1] == ARGV[10 + ne] then return {tonumber(mine[2]), false} end
   return {-1}
 end
