@@ -76,7 +76,7 @@ def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) ->
         for q in periods:
             pipe.hget(index._k_tickets + str(q), ref_hex(ref))
     res = pipe.execute()
-    found = index._entries(near, refs, res[: len(refs)], payload, None)
+    found = index._entries(near, refs, res[: len(refs)], payload)
     tickets: dict[int, int] = {}
     per_ref = iter(res[len(refs) :])
     for ref in refs:

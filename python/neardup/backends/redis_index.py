@@ -289,7 +289,6 @@ class RedisIndex(Closing):
         self,
         near: Mapping[int, tuple[int, int]],
         payload: str | None = None,
-        exclude: str | None = None,
     ) -> list[_Entry]:
         """The data of the near records ``{ref: (fp, distance)}``, with the data field
         ``payload`` (``x`` the text, ``h`` its Jaccard sketch) as :attr:`_Entry.text`: one
@@ -305,7 +304,7 @@ class RedisIndex(Closing):
             for ref in refs:
                 pipe.hmget(self._datakey(ref), fields)
             rows = pipe.execute()
-            return self._entries(near, refs, rows, payload, exclude)
+            return self._entries(near, refs, rows, payload)
         cache = self._cache
         caching = self._cache_size > 0 and payload != "x"  # (texts may be large: not kept)
         known = {}
@@ -332,7 +331,7 @@ class RedisIndex(Closing):
         out: list[_Entry] = []
         for ref in refs:
             c = known.get(ref)
-            if c is None or c[0] == exclude:
+            if c is None:
                 continue
             fp, dist = near[ref]
             out.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4] if payload else None))
@@ -373,17 +372,14 @@ class RedisIndex(Closing):
         refs: Sequence[int],
         rows: Sequence[Any],
         payload: str | None,
-        exclude: str | None,
     ) -> list[_Entry]:
         """:class:`_Entry` of each ``refs[j]`` from its data fields ``rows[j]`` (``i``, ``p``,
-        ``q`` and the payload), skipping those whose data are gone or whose id is ``exclude``."""
+        ``q`` and the payload), skipping those whose data are gone."""
         out: list[_Entry] = []
         for ref, row in zip(refs, rows):
             if row[0] is None:
                 continue
             idenc = _s(row[0])
-            if idenc == exclude:
-                continue
             fp, dist = near[ref]
             q = None if row[2] is None else int(row[2])
             text = row[3] if payload else None
@@ -419,10 +415,8 @@ class RedisIndex(Closing):
             each = self._probe_counts[k] = len(_probe_keys([""], 0, self.layout.blocks, k))
         return Probes(prefixes, [(q, each) for q in periods], fp, self.layout.blocks, k)
 
-    def _read(
-        self, fp: int, k: int, payload: str | None = None, exclude: str | None = None
-    ) -> list[_Entry]:
-        return self._read_keys(fp, k, self._probe_keys(fp, k), payload, exclude)
+    def _read(self, fp: int, k: int, payload: str | None = None) -> list[_Entry]:
+        return self._read_keys(fp, k, self._probe_keys(fp, k), payload)
 
     def _read_keys(
         self,
@@ -430,7 +424,6 @@ class RedisIndex(Closing):
         k: int,
         probes: Probes,
         payload: str | None = None,
-        exclude: str | None = None,
     ) -> list[_Entry]:
         """Items within ``k`` of ``fp`` in the ``probes`` buckets: one round trip per node for
         the buckets (and the horizon), one for the data of the near records."""
@@ -444,7 +437,7 @@ class RedisIndex(Closing):
         else:
             res = self._link.send_all([probes.mget(self._k_horizon)])[0]
         blob = probes.live_blob(res[1:], res[0])
-        return self._resolve(near_records(blob, fp, k), payload, exclude)
+        return self._resolve(near_records(blob, fp, k), payload)
 
     @staticmethod
     def _sorted(entries: Iterable[_Entry]) -> list[_Entry]:
@@ -786,6 +779,8 @@ class RedisIndex(Closing):
                 keys = list(self.client.scan_iter(match=pattern, count=1000))
             for key in keys:
                 self.client.delete(key)
+        self._cache.clear()
+        self._ring_refs = [0] * len(self._ring_refs)
 
     def __repr__(self) -> str:
         kind = "RedisCluster" if self.cluster else "Redis"
