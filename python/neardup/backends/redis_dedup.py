@@ -248,9 +248,9 @@ class RedisDeduplicator(Closing):
         """Whether a recently cached version is within ``radius`` and passes the Jaccard
         threshold: a guess only (it may have been removed since)."""
         cache = self.index._cache
-        for ref in self.index._recent_near(fp, radius):
-            c = cache.get(ref)
-            if c is None or c[3] != "h" or c[4] is None:
+        for ref in cache.recent_near(fp, radius):
+            c = cache.get(ref, "h")
+            if c is None or c[4] is None:
                 continue
             if _sketch_jaccard_le(hashes, [c[4]])[0] >= self.policy.threshold:
                 return True

@@ -9,18 +9,16 @@ The key layout and the proofs are in docs/scale-out.md.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from neardup._closing import Closing
-from neardup._core import IncompatibleIndexError, _probe_keys, _within
+from neardup._core import IncompatibleIndexError, _probe_keys
 from neardup.backends.layout import BlockLayout, default_blocks
+from neardup.backends.redis_cache import DEFAULT_CACHE_SIZE, Cached, VersionCache
 from neardup.backends.redis_cluster import write_cluster
 from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, connect
 from neardup.backends.redis_format import (
@@ -79,12 +77,6 @@ class _Gone:
         self.current[idenc] = w.ref
 
 
-# Versions whose data a process keeps (~0.5 KB each with a Jaccard sketch of a short text).
-DEFAULT_CACHE_SIZE = 65_536
-# The most recent of them whose fingerprints a check scans to guess a duplicate (~5 us).
-_RING_SIZE = 16_384
-
-
 class RedisIndex(Closing):
     """Exact Hamming index over Redis: ``query(fp, k)`` returns every stored item whose Hamming
     distance to ``fp`` is <= k (inclusive), never one farther, nearest first.
@@ -126,8 +118,6 @@ class RedisIndex(Closing):
         cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         self.k = _check_k(k)
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
-            raise ValueError(f"cache_size must be an int >= 0, got {cache_size!r}")
         for name, value in (("wait_replicas", wait_replicas), ("wait_timeout", wait_timeout)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
@@ -170,14 +160,8 @@ class RedisIndex(Closing):
         self._blocks = [(s, (1 << w) - 1) for s, w in zip(self.layout.shifts, self.layout.widths)]
         self._period_prefixes: dict[range, list[str]] = {}
         self._probe_counts: dict[int, int] = {}
-        # ref -> (id, period, ticket, payload field, payload) of versions this process wrote or
-        # read (one server only; see _resolve).
-        self._cache: dict[int, tuple[str, int, int | None, str | None, bytes | None]] = {}
-        self._cache_size = 0 if self.cluster else cache_size
-        ring = min(self._cache_size, _RING_SIZE)
-        self._ring_fps = np.zeros(ring, dtype=np.uint64)
-        self._ring_refs = [0] * ring
-        self._ring_at = 0
+        # The data of versions this process wrote or read (one server; see redis_cache).
+        self._cache = VersionCache(0 if self.cluster else cache_size)
         self._head_cache: dict[int, list[str]] = {}
         self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
         # One server decides a check-and-add inside one script at probe radius 0: k < blocks.
@@ -306,15 +290,15 @@ class RedisIndex(Closing):
             rows = pipe.execute()
             return self._entries(near, refs, rows, payload)
         cache = self._cache
-        caching = self._cache_size > 0 and payload != "x"  # (texts may be large: not kept)
-        known = {}
+        known: dict[int, Cached] = {}
         for ref in refs:
-            c = cache.get(ref)
-            if c is not None and (payload is None or c[3] == payload):
+            c = cache.get(ref, payload)
+            if c is not None:
                 known[ref] = c
         misses = [ref for ref in refs if ref not in known]
         if misses:
             rows = self._link.send_all([("HMGET", self._datakey(ref), *fields) for ref in misses])
+            keep = cache.keeps(payload)
             for ref, row in zip(misses, rows):
                 if row[0] is None:  # removed meanwhile
                     continue
@@ -326,8 +310,8 @@ class RedisIndex(Closing):
                     row[3] if payload else None,
                 )
                 known[ref] = c
-                if caching:
-                    self._remember(ref, near[ref][0], c)
+                if keep:
+                    cache.remember(ref, near[ref][0], c)
         out: list[_Entry] = []
         for ref in refs:
             c = known.get(ref)
@@ -336,35 +320,6 @@ class RedisIndex(Closing):
             fp, dist = near[ref]
             out.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4] if payload else None))
         return out
-
-    def _remember(
-        self, ref: int, fp: int, c: tuple[str, int, int | None, str | None, bytes | None]
-    ) -> None:
-        """Keep the data ``c`` of version ``ref`` (fingerprint ``fp``); the oldest half goes
-        when the cache is full. The most recent ones' fingerprints are also kept in a ring, for
-        :meth:`_recent_near`."""
-        cache = self._cache
-        cache[ref] = c
-        if len(cache) > self._cache_size:
-            self._cache = dict(itertools.islice(cache.items(), len(cache) // 2, None))
-        if self._ring_refs:
-            at = self._ring_at
-            self._ring_fps[at] = fp
-            self._ring_refs[at] = ref
-            self._ring_at = (at + 1) % len(self._ring_refs)
-
-    def _recent_near(self, fp: int, k: int) -> list[int]:
-        """Refs of recently cached versions within ``k`` of ``fp`` (a guess that a text is a
-        duplicate: the versions may have been removed since)."""
-        if not self._ring_refs:
-            return []
-        refs = self._ring_refs
-        return [refs[i] for i in _within(self._ring_fps, fp, k) if refs[i] in self._cache]
-
-    def _forget(self, refs: Iterable[int]) -> None:
-        """Drop versions this process removed or retracted from its cache."""
-        for ref in refs:
-            self._cache.pop(ref, None)
 
     @staticmethod
     def _entries(
@@ -548,7 +503,7 @@ class RedisIndex(Closing):
         if not items:
             return
         if not self.cluster:
-            self._forget(ref for ref, _, _, _, _ in items)
+            self._cache.forget(ref for ref, _, _, _, _ in items)
             calls: list[tuple[list[Any], list[Any]]] = []
             for ref, fp, p, idenc, prev in items:
                 keys = [self._idkey(idenc or ""), self._datakey(ref), self._k_count + str(p)]
@@ -780,7 +735,6 @@ class RedisIndex(Closing):
             for key in keys:
                 self.client.delete(key)
         self._cache.clear()
-        self._ring_refs = [0] * len(self._ring_refs)
 
     def __repr__(self) -> str:
         kind = "RedisCluster" if self.cluster else "Redis"

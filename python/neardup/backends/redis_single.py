@@ -60,14 +60,14 @@ def write_many(
     written: list[_Written] = []
     near: dict[int, tuple[int, int]] = {}
     per_item: list[dict[int, tuple[int, int]]] = []
-    caching = index._cache_size > 0 and payload != "x"
+    caching = index._cache.keeps(payload)
     for x, (out, buckets) in zip(batch, outs):
         ticket = int(out[0])
         if caching:  # (what a later check of this process reads back from this version)
             data = x.data.get(payload) if payload else None
             if isinstance(data, str):
                 data = data.encode()
-            index._remember(x.ref, x.fp, (x.idenc, x.period, ticket, payload, data))
+            index._cache.remember(x.ref, x.fp, (x.idenc, x.period, ticket, payload, data))
         old = None if out[1] is None else int.from_bytes(out[1], "big")
         replaced = None
         if old is not None and old != x.ref:
