@@ -1039,3 +1039,58 @@ def test_a_write_sent_again_after_a_lost_reply_is_answered_as_its_first_run(
     assert lost and idx.query(0b1011, 0) == [("new", 0)] and len(idx) == 2
     assert idx.check_and_add("copy", 0b1010) == (False, [("new", 1)])
     idx.clear()
+
+
+def _written(idx: RedisIndex, id: str, fp: int) -> tuple[str, int, Any]:
+    """The write of a check-and-add of ``(id, fp)`` at the index's k, not yet decided."""
+    x = idx._prepare(id, fp, None, {}, idx.k)
+    return (x.idenc, x.fp, idx._write_many([x])[0])
+
+
+@pytest.mark.parametrize("first", [0, 1])
+@pytest.mark.parametrize(
+    ("outcome", "final"), [((False, False), "far"), ((False, True), 2), ((True, True), 2)]
+)
+def test_two_processes_replacing_one_id_at_once_leave_one_version(
+    redis_url: str, first: int, outcome: tuple[bool, bool], final: Any
+) -> None:
+    """Two processes write a new version of the same id at once (each replacing what it saw),
+    then decide in either order: the id ends naming the last added version or, if neither was
+    added, the one from before; no other version of it stays stored (no version that answers
+    queries but that the id no longer names), and the count is right."""
+    far = 0xFF00FF00FF00FF00
+    fps = [0b1100 if not ok else far ^ (0xF << (8 * j + 8)) for j, ok in enumerate(outcome)]
+    p1 = RedisIndex.from_url(redis_url, k=13, namespace=fresh_ns())
+    p2 = RedisIndex.from_url(redis_url, k=13, namespace=p1.namespace)
+    p1.add("keep", 0b1111)
+    p1.add("A", far)
+    writes = [_written(p1, "A", fps[0]), _written(p2, "A", fps[1])]
+    for j in (first, 1 - first):
+        idenc, fp, w = writes[j]
+        (p1, p2)[j]._settle([(idenc, fp, w, outcome[j])])
+    want = far if final == "far" else fps[1]
+    assert p1.get("A")[0] == want and len(p1) == 2
+    for fp in {far, *fps} - {want}:
+        assert ("A", 0) not in p1.query(fp, 0), hex(fp)
+    p1.remove("A")
+    assert "A" not in p1 and len(p1) == 1 and p1.query(want, 0) == []
+    p1.clear()
+
+
+@pytest.mark.parametrize("added", [False, True])
+def test_remove_while_a_replacement_is_undecided_removes_every_version(
+    redis_url: str, added: bool
+) -> None:
+    """remove(id) from another process while a check-and-add of the id is written but not yet
+    decided: the id is gone afterwards, with every version of it."""
+    far = 0xFF00FF00FF00FF00
+    p1 = RedisIndex.from_url(redis_url, k=13, namespace=fresh_ns())
+    p2 = RedisIndex.from_url(redis_url, k=13, namespace=p1.namespace)
+    p1.add("keep", 0b1111)
+    p1.add("A", far)
+    idenc, fp, w = _written(p1, "A", 0b1100 if not added else far ^ 0xFF00)
+    p2.remove("A")
+    p1._settle([(idenc, fp, w, added)])
+    assert "A" not in p1 and len(p1) == 1
+    assert p1.query(far, 0) == [] and p1.query(fp, 0) == []
+    p1.clear()

@@ -46,6 +46,7 @@ from neardup.backends.redis_lua import (
     _EXPIRE_LUA,
     _REMOVE_RECORD_LUA,
     _RETRACT_LUA,
+    _TAKE_REPLACED_LUA,
     _TICKET_LUA,
     _WRITE_LUA,
 )
@@ -173,6 +174,7 @@ class RedisIndex(Closing):
         self._ticket_script = reg(_TICKET_LUA)
         self._remove_record_script = reg(_REMOVE_RECORD_LUA)
         self._retract_script = reg(_RETRACT_LUA)
+        self._take_replaced_script = reg(_TAKE_REPLACED_LUA)
         self._del_if_script = reg(_DEL_IF_LUA)
         self._expire_script = reg(_EXPIRE_LUA)
         if not self.cluster:  # (a cluster client loads a script on the node that needs it)
@@ -180,6 +182,7 @@ class RedisIndex(Closing):
                 self._write_script,
                 self._check_add_script,
                 self._retract_script,
+                self._take_replaced_script,
             ):
                 client.script_load(script.script)
         self._check_config(dict(meta or {}))
@@ -498,21 +501,12 @@ class RedisIndex(Closing):
     ) -> None:
         """Remove stored versions ``(ref, fp, period, idenc, previous)``: their records from
         their buckets, their data, one count each and (``idenc`` given) the id key while it
-        still names them (a later add of the same id must survive); ``previous`` given, the id
-        key names that version again instead."""
+        still names them (a later add of the same id must survive): it names the version this
+        one replaced again (one server: field ``o`` of its data; a cluster: ``previous``)."""
         if not items:
             return
         if not self.cluster:
-            self._cache.forget(ref for ref, _, _, _, _ in items)
-            calls: list[tuple[list[Any], list[Any]]] = []
-            for ref, fp, p, idenc, prev in items:
-                keys = [self._idkey(idenc or ""), self._datakey(ref), self._k_count + str(p)]
-                keys.append(self._datakey(prev if prev is not None else ref))
-                keys += self._own_keys(p, fp)
-                ref8 = ref.to_bytes(8, "big") if idenc is not None else b""
-                prev8 = prev.to_bytes(8, "big") if prev is not None else b""
-                calls.append((keys, [pack_record(fp, ref), ref8, prev8]))
-            self._link.run_scripts(self._retract_script, calls)
+            self._retract(items, "")
             return
         # Redis Cluster: the keys live on several masters; one command (or script) per key.
         pipe = self.client.pipeline(transaction=False)
@@ -532,11 +526,56 @@ class RedisIndex(Closing):
             pipe.decr(self._k_count + str(p))
         pipe.execute()
 
+    def _retract(
+        self, items: Sequence[tuple[int, int, int, str | None, int | None]], mode: str
+    ) -> list[int | None]:
+        """One server: :data:`_RETRACT_LUA` for each item of :meth:`_remove_versions` (``mode``
+        ``"forget"``: the id key is deleted, not pointed back); the ref each removed version
+        had replaced (its field ``o``), or None."""
+        self._cache.forget(ref for ref, _, _, _, _ in items)
+        calls: list[tuple[list[Any], list[Any]]] = []
+        for ref, fp, p, idenc, _ in items:
+            keys = [self._idkey(idenc or ""), self._datakey(ref), self._k_count + str(p)]
+            keys += self._own_keys(p, fp)
+            ref8 = ref.to_bytes(8, "big") if idenc is not None else b""
+            calls.append((keys, [pack_record(fp, ref), ref8, self._data_prefix, mode]))
+        outs = self._link.run_scripts(self._retract_script, calls)
+        return [int.from_bytes(o, "big") if o else None for o in outs]
+
+    def _drop_replaced(self, ref: int) -> None:
+        """One server, ``ref`` now stored for good (added): drop the versions of its id it
+        replaced (the chain of ``o`` fields, normally one version)."""
+        got = self._link.call(self._take_replaced_script, [self._datakey(ref)], [self._data_prefix])
+        if got:
+            raw, f, p, below = got
+            self._drop_chain(int.from_bytes(raw, "big"), f, p, below)
+
+    def _drop_chain(self, ref: int, f: Any, p: Any, below: Any) -> None:
+        """One server: drop version ``ref`` (fingerprint hex ``f``, period ``p``: None if its
+        data are gone) and the versions below it in its id's chain (``below``: its ``o``)."""
+        for _ in range(64):  # (a chain is one version long unless writes of the id raced)
+            if f is None:
+                return
+            self._retract([(ref, int(f, 16), int(p), None, None)], "")
+            if not below:
+                return
+            ref = int.from_bytes(below, "big")
+            f, p, below = self._link.send_all([("HMGET", self._datakey(ref), "f", "p", "o")])[0]
+
     def _settle(self, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
         """After the check-and-adds ``(idenc, fp, written, added)`` of a batch (in order):
         retract the rejected versions, drop the versions the added ones replaced, and leave
         each id naming its last added version, or the one it had before the batch (a rejected
         check-and-add never loses the id's stored text)."""
+        if not self.cluster:
+            # The scripts keep each id's chain of replaced versions (field o) on the server.
+            self._remove_versions(
+                [(w.ref, fp, w.period, i, None) for i, fp, w, ok in items if not ok]
+            )
+            for _, _, w, ok in items:
+                if ok and w.old is not None:
+                    self._drop_replaced(w.ref)
+            return
         by_id: dict[str, list[tuple[int, _Written, bool]]] = {}
         for idenc, fp, w, added in items:
             by_id.setdefault(idenc, []).append((fp, w, added))
@@ -673,7 +712,15 @@ class RedisIndex(Closing):
         f, p = self.client.hmget(self._datakey(ref), ["f", "p"])  # type: ignore[misc]
         if f is None or p is None:
             raise KeyError(f"id {id!r} is not in the index")
-        self._remove_versions([(ref, int(f, 16), int(p), idenc, None)])
+        if self.cluster:
+            self._remove_versions([(ref, int(f, 16), int(p), idenc, None)])
+            return
+        # One server: the id key goes, and the versions the removed one had replaced with it
+        # (still stored while the check-and-add that replaced them is undecided).
+        below = self._retract([(ref, int(f, 16), int(p), idenc, None)], "forget")[0]
+        if below is not None:
+            f, p, o = self._link.send_all([("HMGET", self._datakey(below), "f", "p", "o")])[0]
+            self._drop_chain(below, f, p, o)
 
     def __contains__(self, id: object) -> bool:
         try:

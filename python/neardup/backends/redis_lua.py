@@ -8,15 +8,17 @@ _NO_HORIZON = "-4611686018427387904"
 
 
 def _store_lua(first: int, last: str, record: int, ref: int, fields: str) -> str:
-    """Lua that stores an item once its ticket ``t`` is taken (local ``exp``: the expiry):
-    appends ARGV[record] to its own buckets KEYS[first..last], writes its data hash (KEYS[5]:
-    the ticket and the fields from ARGV[fields] on), the id's ref ARGV[ref] (KEYS[3]) and the
+    """Lua that stores an item once its ticket ``t`` is taken (local ``exp``: the expiry;
+    local ``old``: the id's current ref): appends ARGV[record] to its own buckets
+    KEYS[first..last], writes its data hash (KEYS[5]: the ticket, the fields from ARGV[fields]
+    on, and ``o``, the version of the id it replaces), the id's ref ARGV[ref] (KEYS[3]) and the
     count (KEYS[2]), with their expiry."""
     return f"""for i = {first}, {last} do
   redis.call('APPEND', KEYS[i], ARGV[{record}])
   if exp > 0 then redis.call('EXPIREAT', KEYS[i], exp) end
 end
 redis.call('HSET', KEYS[5], 'q', t, unpack(ARGV, {fields}))
+if old and old ~= ARGV[{ref}] then redis.call('HSET', KEYS[5], 'o', old) end
 redis.call('SET', KEYS[3], ARGV[{ref}])
 redis.call('INCR', KEYS[2])
 if exp > 0 then
@@ -195,31 +197,73 @@ return 0
 """
 )
 
+# Lua: the data key of a ref (8 bytes) under the data key prefix `pre`, on one server (a key
+# named from data, which one server allows).
+_DATA_KEY = """
+local function dkey(pre, r)
+  local a, b = struct.unpack('>I4I4', r)
+  return pre .. string.format('%08x%08x', a, b)
+end
+"""
+
 # One Redis server: remove a stored version in one step (nothing if its data are already gone):
-# its record from its buckets, its data, one count, and, if the id key still names this ref,
-# point it back at the version it replaced (ARGV[3], a rejected check-and-add; with that
-# version's remaining time to live, read from its data KEYS[4]) or delete it (ARGV[3] empty,
-# or that version gone meanwhile). ARGV[2] empty: leave the id key (it already names a newer
-# version). KEYS: idkey, data, count, previous version's data, buckets...
-# ARGV: record, ref, previous ref.
+# its record from its buckets, its data, one count. ARGV[2] (its ref) given, the id: if the id
+# key still names this version, point it back at the version it replaced (field `o` of its
+# data, with that version's remaining time to live; deleted if there is none or it is gone);
+# if a later write of the id replaced this one meanwhile, splice this one out of the chain of
+# `o` fields (the later version's `o` gets this one's). ARGV[4] = 'forget' (remove(id)):
+# delete the id key instead of restoring.
+# KEYS: idkey, data, count, buckets... ARGV: record, ref or '', data key prefix, mode.
+# Reply: the ref this version had replaced (its `o`), or false.
 _RETRACT_LUA = (
     _CUT_RECORD
+    + _DATA_KEY
     + """
-if redis.call('DEL', KEYS[2]) == 0 then return 0 end
-for i = 5, #KEYS do cut(KEYS[i], ARGV[1]) end
-if ARGV[2] ~= '' and redis.call('GET', KEYS[1]) == ARGV[2] then
+local o = redis.call('HGET', KEYS[2], 'o')
+if redis.call('DEL', KEYS[2]) == 0 then return false end
+for i = 4, #KEYS do cut(KEYS[i], ARGV[1]) end
+redis.call('DECR', KEYS[3])
+if ARGV[2] == '' then return o or false end
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[2] then
   local ttl = -2
-  if ARGV[3] ~= '' then ttl = redis.call('PTTL', KEYS[4]) end
+  if o and ARGV[4] ~= 'forget' then ttl = redis.call('PTTL', dkey(ARGV[3], o)) end
   if ttl == -2 then
     redis.call('DEL', KEYS[1])
   elseif ttl == -1 then
-    redis.call('SET', KEYS[1], ARGV[3])
+    redis.call('SET', KEYS[1], o)
   else
-    redis.call('SET', KEYS[1], ARGV[3], 'PX', ttl)
+    redis.call('SET', KEYS[1], o, 'PX', ttl)
   end
+  return o or false
 end
-redis.call('DECR', KEYS[3])
-return 0
+local x = cur
+for _ = 1, 64 do
+  if not x then break end
+  local k = dkey(ARGV[3], x)
+  local xo = redis.call('HGET', k, 'o')
+  if xo == ARGV[2] then
+    if o then redis.call('HSET', k, 'o', o) else redis.call('HDEL', k, 'o') end
+    break
+  end
+  x = xo
+end
+return o or false
+"""
+)
+
+# One Redis server, after a check-and-add was added: take the version it replaced (field `o`
+# of its data KEYS[1], cleared) for the caller to drop, with that version's fingerprint,
+# period and own `o` (the next one down the chain). ARGV: data key prefix.
+# Reply: false (none, or the data are gone) or {ref, fp hex or false, period or false, o or false}.
+_TAKE_REPLACED_LUA = (
+    _DATA_KEY
+    + """
+local o = redis.call('HGET', KEYS[1], 'o')
+if not o then return false end
+redis.call('HDEL', KEYS[1], 'o')
+local row = redis.call('HMGET', dkey(ARGV[1], o), 'f', 'p', 'o')
+return {o, row[1] or false, row[2] or false, row[3] or false}
 """
 )
 
