@@ -7,6 +7,7 @@ The other Redis test modules import the fixtures from here.
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing as mp
 import random
@@ -1034,10 +1035,45 @@ def test_a_write_sent_again_after_a_lost_reply_is_answered_as_its_first_run(
 
     idx = RedisIndex.from_url(redis_url, k=k, namespace=fresh_ns())
     idx.add("other", 0xFF00FF00FF00FF00)
+    idx.add("old", 0xF0F0F0F0F0F0F0F0)
     monkeypatch.setattr(redis_link._Socket, "roundtrip", reply_lost_once)
     assert idx.check_and_add("new", 0b1011) == (True, [])
-    assert lost and idx.query(0b1011, 0) == [("new", 0)] and len(idx) == 2
+    assert lost and idx.query(0b1011, 0) == [("new", 0)] and len(idx) == 3
     assert idx.check_and_add("copy", 0b1010) == (False, [("new", 1)])
+    # Replacing an id: the first run's replaced version is still dropped.
+    lost.clear()
+    assert idx.check_and_add("old", 0x0F0F0F0F0F0F0F0F) == (True, [])
+    assert lost and idx.query(0xF0F0F0F0F0F0F0F0, 0) == [] and len(idx) == 3
+    lost.clear()
+    idx.add("old", 0x3C3C3C3C3C3C3C3C)  # a plain add
+    assert lost and idx.query(0x0F0F0F0F0F0F0F0F, 0) == [] and len(idx) == 3
+    idx.clear()
+
+
+def test_a_lost_reply_of_the_drop_of_a_replaced_version_is_harmless(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The script that names the version an added one replaced only reads: sent again after a
+    lost reply it answers the same, and the replaced version is dropped."""
+    from neardup.backends import redis_link
+
+    real = redis_link._Socket.roundtrip
+    calls: list[int] = []
+
+    def second_script_reply_lost(self: Any, packed: bytes, n: int) -> list[Any]:
+        if b"EVALSHA" in packed:
+            calls.append(1)
+            if len(calls) == 2:
+                real(self, packed, n)
+                raise ConnectionResetError("connection reset")
+        return real(self, packed, n)
+
+    idx = RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns())
+    idx.add("A", 0xF0F0F0F0F0F0F0F0)
+    monkeypatch.setattr(redis_link._Socket, "roundtrip", second_script_reply_lost)
+    idx.add("A", 0x0F0F0F0F0F0F0F0F)
+    assert len(calls) >= 2 and len(idx) == 1
+    assert idx.query(0xF0F0F0F0F0F0F0F0, 0) == [] and idx.get("A")[0] == 0x0F0F0F0F0F0F0F0F
     idx.clear()
 
 
@@ -1094,3 +1130,32 @@ def test_remove_while_a_replacement_is_undecided_removes_every_version(
     assert "A" not in p1 and len(p1) == 1
     assert p1.query(far, 0) == [] and p1.query(fp, 0) == []
     p1.clear()
+
+
+def test_three_processes_replacing_one_id_in_every_order_leave_one_version(
+    redis_url: str,
+) -> None:
+    """Three writes of one id in flight at once, every outcome and every order of decisions:
+    the id ends naming the last written version that was added (the one from before if none
+    was), nothing else of it stays stored, and remove(id) then leaves nothing."""
+    far = 0xFF00FF00FF00FF00
+    ns = fresh_ns()
+    procs = [RedisIndex.from_url(redis_url, k=13, namespace=ns) for _ in range(3)]
+    for outcome in itertools.product((False, True), repeat=3):
+        fps = [0b1100 ^ j if not ok else far ^ (0xF << (8 * j + 8)) for j, ok in enumerate(outcome)]
+        for order in itertools.permutations(range(3)):
+            idx = procs[0]
+            idx.add("keep", 0b1111)
+            idx.add("A", far)
+            writes = [_written(procs[j], "A", fps[j]) for j in range(3)]
+            for j in order:
+                idenc, fp, w = writes[j]
+                procs[j]._settle([(idenc, fp, w, outcome[j])])
+            added = [fps[j] for j in range(3) if outcome[j]]
+            want = added[-1] if added else far
+            assert idx.get("A")[0] == want and len(idx) == 2, (outcome, order)
+            for fp in {far, *fps} - {want}:
+                assert ("A", 0) not in idx.query(fp, 0), (outcome, order, hex(fp))
+            idx.remove("A")
+            assert "A" not in idx and len(idx) == 1 and idx.query(want, 0) == []
+            idx.clear()

@@ -528,10 +528,10 @@ class RedisIndex(Closing):
 
     def _retract(
         self, items: Sequence[tuple[int, int, int, str | None, int | None]], mode: str
-    ) -> list[int | None]:
+    ) -> None:
         """One server: :data:`_RETRACT_LUA` for each item of :meth:`_remove_versions` (``mode``
-        ``"forget"``: the id key is deleted, not pointed back); the ref each removed version
-        had replaced (its field ``o``), or None."""
+        ``"forget"``: the id key is deleted, not pointed back); a version each removed one had
+        replaced that nothing links any more is dropped with the rest of its chain."""
         self._cache.forget(ref for ref, _, _, _, _ in items)
         calls: list[tuple[list[Any], list[Any]]] = []
         for ref, fp, p, idenc, _ in items:
@@ -539,28 +539,28 @@ class RedisIndex(Closing):
             keys += self._own_keys(p, fp)
             ref8 = ref.to_bytes(8, "big") if idenc is not None else b""
             calls.append((keys, [pack_record(fp, ref), ref8, self._data_prefix, mode]))
-        outs = self._link.run_scripts(self._retract_script, calls)
-        return [int.from_bytes(o, "big") if o else None for o in outs]
+        for out in self._link.run_scripts(self._retract_script, calls):
+            if out and out[0] and not out[1]:
+                self._drop_chain(int.from_bytes(out[0], "big"))
 
     def _drop_replaced(self, ref: int) -> None:
         """One server, ``ref`` now stored for good (added): drop the versions of its id it
         replaced (the chain of ``o`` fields, normally one version)."""
         got = self._link.call(self._take_replaced_script, [self._datakey(ref)], [self._data_prefix])
         if got:
-            raw, f, p, below = got
-            self._drop_chain(int.from_bytes(raw, "big"), f, p, below)
+            raw, f, p = got
+            self._drop_chain(int.from_bytes(raw, "big"), (f, p))
 
-    def _drop_chain(self, ref: int, f: Any, p: Any, below: Any) -> None:
-        """One server: drop version ``ref`` (fingerprint hex ``f``, period ``p``: None if its
-        data are gone) and the versions below it in its id's chain (``below``: its ``o``)."""
-        for _ in range(64):  # (a chain is one version long unless writes of the id raced)
-            if f is None:
-                return
+    def _drop_chain(self, ref: int, row: tuple[Any, Any] | None = None) -> None:
+        """One server: drop version ``ref`` (``row``: its fingerprint hex and period, if read
+        already) and, through :meth:`_retract`, the versions below it in its id's chain."""
+        f, p = (
+            row
+            if row is not None
+            else self._link.send_all([("HMGET", self._datakey(ref), "f", "p")])[0]
+        )
+        if f is not None:  # (None: dropped already)
             self._retract([(ref, int(f, 16), int(p), None, None)], "")
-            if not below:
-                return
-            ref = int.from_bytes(below, "big")
-            f, p, below = self._link.send_all([("HMGET", self._datakey(ref), "f", "p", "o")])[0]
 
     def _settle(self, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
         """After the check-and-adds ``(idenc, fp, written, added)`` of a batch (in order):
@@ -717,10 +717,7 @@ class RedisIndex(Closing):
             return
         # One server: the id key goes, and the versions the removed one had replaced with it
         # (still stored while the check-and-add that replaced them is undecided).
-        below = self._retract([(ref, int(f, 16), int(p), idenc, None)], "forget")[0]
-        if below is not None:
-            f, p, o = self._link.send_all([("HMGET", self._datakey(below), "f", "p", "o")])[0]
-            self._drop_chain(below, f, p, o)
+        self._retract([(ref, int(f, 16), int(p), idenc, None)], "forget")
 
     def __contains__(self, id: object) -> bool:
         try:

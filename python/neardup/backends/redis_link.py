@@ -136,9 +136,9 @@ class ServerLink:
 
     def call(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """One server: run ``script`` (a redis-py ``Script``) on this thread's connection. A
-        lost connection is reopened and the call sent again once (the write scripts are safe
-        to repeat: a repeat finds its ref in use and draws another, or replaces the first
-        write of its id)."""
+        lost connection is reopened and the call sent again once (the scripts are safe to
+        repeat: a write sent again finds its own first run's version under its ref and answers
+        what that run did; the retraction of a version already gone changes nothing)."""
         if self.wait_replicas:
             return self.run_scripts(script, [(keys, args)])[0]
         command = ("EVALSHA", script.sha, len(keys), *keys, *args)

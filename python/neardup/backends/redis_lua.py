@@ -38,14 +38,16 @@ end
 # KEYS: seq, count, idkey, horizon, data, own buckets...
 # ARGV: record (16 bytes), ref (8 bytes), expireat (0: none), data fields...
 # Reply: {ticket, previous ref of the id or false, horizon or false}; the same for a write sent
-# again whose first run stored it (its ticket, no previous ref); {-1}: draw another ref.
+# again whose first run stored it (that run's ticket and previous ref); {-1}: draw another ref.
 _WRITE_LUA = (
     """
 if redis.call('EXISTS', KEYS[5]) == 1 then
   -- The ref is in use: this item's own write sent again after its reply was lost (the same
   -- id: answer what the first run did), or, p ~ 2**-64, another version's ({-1}).
-  local mine = redis.call('HMGET', KEYS[5], 'i', 'q')
-  if mine[1] == ARGV[5] then return {tonumber(mine[2]), false, redis.call('GET', KEYS[4])} end
+  local mine = redis.call('HMGET', KEYS[5], 'i', 'q', 'o')
+  if mine[1] == ARGV[5] then
+    return {tonumber(mine[2]), mine[3] or false, redis.call('GET', KEYS[4])}
+  end
   return {-1}
 end
 local exp = tonumber(ARGV[3])
@@ -75,7 +77,7 @@ return {t, old or false, exp > 0 and redis.call('GET', KEYS[4]) or false}
 # probes (ne)..., data fields...
 # Reply: {-1} (ref in use), {0, ref, distance, id, ticket, ...} (rejected) or
 # {ticket, previous ref of the id or false} (added; also for a call sent again whose first run
-# added it: its ticket, no previous ref).
+# added it: that run's ticket and previous ref).
 _CHECK_ADD_LUA = (
     """
 local nb = tonumber(ARGV[1])
@@ -86,8 +88,8 @@ local ne = #KEYS - 5 - nb
 if redis.call('EXISTS', KEYS[5]) == 1 then
   -- The ref is in use: this item's own check-and-add sent again after its reply was lost
   -- (the same id: it was added), or, p ~ 2**-64, another version's ({-1}).
-  local mine = redis.call('HMGET', KEYS[5], 'i', 'q')
-  if mine[1] == ARGV[10 + ne] then return {tonumber(mine[2]), false} end
+  local mine = redis.call('HMGET', KEYS[5], 'i', 'q', 'o')
+  if mine[1] == ARGV[10 + ne] then return {tonumber(mine[2]), mine[3] or false} end
   return {-1}
 end
 local band, rshift, bxor = bit.band, bit.rshift, bit.bxor
@@ -207,14 +209,16 @@ end
 """
 
 # One Redis server: remove a stored version in one step (nothing if its data are already gone):
-# its record from its buckets, its data, one count. ARGV[2] (its ref) given, the id: if the id
-# key still names this version, point it back at the version it replaced (field `o` of its
-# data, with that version's remaining time to live; deleted if there is none or it is gone);
-# if a later write of the id replaced this one meanwhile, splice this one out of the chain of
-# `o` fields (the later version's `o` gets this one's). ARGV[4] = 'forget' (remove(id)):
-# delete the id key instead of restoring.
+# its record from its buckets, its data, one count (while its period's count exists). ARGV[2]
+# (its ref) given, the id: if the id key still names this version, point it back at the
+# version it replaced (field `o` of its data, with that version's remaining time to live;
+# deleted if there is none or it is gone); if a later write of the id replaced this one
+# meanwhile, splice this one out of the chain of `o` fields (the later version's `o` gets this
+# one's). ARGV[4] = 'forget' (remove(id)): delete the id key instead of restoring.
 # KEYS: idkey, data, count, buckets... ARGV: record, ref or '', data key prefix, mode.
-# Reply: the ref this version had replaced (its `o`), or false.
+# Reply: false (already gone) or {the ref this version had replaced or false, 1 if that ref is
+# still linked (the id names it again, or a later version's `o` does), else 0: nothing else
+# points at it, and the caller drops it with the rest of its chain}.
 _RETRACT_LUA = (
     _CUT_RECORD
     + _DATA_KEY
@@ -222,20 +226,21 @@ _RETRACT_LUA = (
 local o = redis.call('HGET', KEYS[2], 'o')
 if redis.call('DEL', KEYS[2]) == 0 then return false end
 for i = 4, #KEYS do cut(KEYS[i], ARGV[1]) end
-redis.call('DECR', KEYS[3])
-if ARGV[2] == '' then return o or false end
+if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('DECR', KEYS[3]) end
+if ARGV[2] == '' then return {o or false, 0} end
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[2] then
   local ttl = -2
   if o and ARGV[4] ~= 'forget' then ttl = redis.call('PTTL', dkey(ARGV[3], o)) end
-  if ttl == -2 then
-    redis.call('DEL', KEYS[1])
-  elseif ttl == -1 then
+  if ttl == -1 then
     redis.call('SET', KEYS[1], o)
-  else
+  elseif ttl > 0 then
     redis.call('SET', KEYS[1], o, 'PX', ttl)
+  else
+    redis.call('DEL', KEYS[1])
+    return {o or false, 0}
   end
-  return o or false
+  return {o, 1}
 end
 local x = cur
 for _ = 1, 64 do
@@ -244,26 +249,26 @@ for _ = 1, 64 do
   local xo = redis.call('HGET', k, 'o')
   if xo == ARGV[2] then
     if o then redis.call('HSET', k, 'o', o) else redis.call('HDEL', k, 'o') end
-    break
+    return {o or false, 1}
   end
   x = xo
 end
-return o or false
+return {o or false, 0}
 """
 )
 
-# One Redis server, after a check-and-add was added: take the version it replaced (field `o`
-# of its data KEYS[1], cleared) for the caller to drop, with that version's fingerprint,
-# period and own `o` (the next one down the chain). ARGV: data key prefix.
-# Reply: false (none, or the data are gone) or {ref, fp hex or false, period or false, o or false}.
+# One Redis server, a version now stored for good (added): the version it replaced (field `o`
+# of its data KEYS[1]), with that version's fingerprint and period, for the caller to drop
+# (read only: sent again after a lost reply, it answers the same; an `o` left pointing at
+# dropped data is harmless). ARGV: data key prefix.
+# Reply: false (none) or {ref, fp hex or false, period or false} (false: its data are gone).
 _TAKE_REPLACED_LUA = (
     _DATA_KEY
     + """
 local o = redis.call('HGET', KEYS[1], 'o')
 if not o then return false end
-redis.call('HDEL', KEYS[1], 'o')
-local row = redis.call('HMGET', dkey(ARGV[1], o), 'f', 'p', 'o')
-return {o, row[1] or false, row[2] or false, row[3] or false}
+local row = redis.call('HMGET', dkey(ARGV[1], o), 'f', 'p')
+return {o, row[1] or false, row[2] or false}
 """
 )
 
