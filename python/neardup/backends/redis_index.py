@@ -532,6 +532,8 @@ class RedisIndex(Closing):
         """One server: :data:`_RETRACT_LUA` for each item of :meth:`_remove_versions` (``mode``
         ``"forget"``: the id key is deleted, not pointed back); a version each removed one had
         replaced that nothing links any more is dropped with the rest of its chain."""
+        if not items:
+            return
         self._cache.forget(ref for ref, _, _, _, _ in items)
         calls: list[tuple[list[Any], list[Any]]] = []
         for ref, fp, p, idenc, _ in items:
@@ -543,22 +545,27 @@ class RedisIndex(Closing):
             if out and out[0] and not out[1]:
                 self._drop_chain(int.from_bytes(out[0], "big"))
 
-    def _drop_replaced(self, ref: int) -> None:
-        """One server, ``ref`` now stored for good (added): drop the versions of its id it
-        replaced (the chain of ``o`` fields, normally one version)."""
-        got = self._link.call(self._take_replaced_script, [self._datakey(ref)], [self._data_prefix])
-        if got:
-            raw, f, p = got
-            self._drop_chain(int.from_bytes(raw, "big"), (f, p))
-
-    def _drop_chain(self, ref: int, row: tuple[Any, Any] | None = None) -> None:
-        """One server: drop version ``ref`` (``row``: its fingerprint hex and period, if read
-        already) and, through :meth:`_retract`, the versions below it in its id's chain."""
-        f, p = (
-            row
-            if row is not None
-            else self._link.send_all([("HMGET", self._datakey(ref), "f", "p")])[0]
+    def _drop_replaced(self, refs: Sequence[int]) -> None:
+        """One server, versions ``refs`` now stored for good (added): drop the versions of
+        their ids they replaced (the chains of ``o`` fields, normally one version each), in
+        two round trips for all."""
+        if not refs:
+            return
+        calls = [([self._datakey(ref)], [self._data_prefix]) for ref in refs]
+        outs = self._link.run_scripts(self._take_replaced_script, calls)
+        self._retract(
+            [
+                (int.from_bytes(raw, "big"), int(f, 16), int(p), None, None)
+                for raw, f, p in (out for out in outs if out)
+                if f is not None
+            ],
+            "",
         )
+
+    def _drop_chain(self, ref: int) -> None:
+        """One server: drop version ``ref`` and, through :meth:`_retract`, the versions below
+        it in its id's chain."""
+        f, p = self._link.send_all([("HMGET", self._datakey(ref), "f", "p")])[0]
         if f is not None:  # (None: dropped already)
             self._retract([(ref, int(f, 16), int(p), None, None)], "")
 
@@ -572,9 +579,7 @@ class RedisIndex(Closing):
             self._remove_versions(
                 [(w.ref, fp, w.period, i, None) for i, fp, w, ok in items if not ok]
             )
-            for _, _, w, ok in items:
-                if ok and w.old is not None:
-                    self._drop_replaced(w.ref)
+            self._drop_replaced([w.ref for _, _, w, ok in items if ok and w.old is not None])
             return
         by_id: dict[str, list[tuple[int, _Written, bool]]] = {}
         for idenc, fp, w, added in items:

@@ -72,7 +72,7 @@ def write_many(
         replaced = None
         if old is not None and old != x.ref:
             if x.probe_k is None:
-                index._drop_replaced(x.ref)
+                index._drop_replaced([x.ref])
             else:  # (a check-and-add: dropped once added, the id's again if rejected)
                 replaced = old
         found: dict[int, tuple[int, int]] = {}
@@ -169,7 +169,7 @@ def check_add_in_script(
             out = index._link.run_scripts(index._check_add_script, [(keys, args)])[0]
         if out[0]:
             if out[1]:
-                index._drop_replaced(int.from_bytes(calls[j][1][3], "big"))
+                index._drop_replaced([int.from_bytes(calls[j][1][3], "big")])
             results.append(None)
             continue
         found = []
