@@ -1,11 +1,10 @@
 //! Binding of `neardup_core::records`: the client-side hot loop of the Redis backend.
 
-use numpy::PyReadonlyArray1;
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::errors::to_py;
+use crate::verify::{array, slice};
 use neardup_core::records;
 
 /// `[(ref, fingerprint, distance)]` of the 16-byte records of `blob` within `k` of `fp`, each
@@ -18,13 +17,8 @@ fn _near_records(blob: &[u8], fp: u64, k: u32) -> PyResult<Vec<(u64, u64, u32)>>
 /// Positions of the fingerprints of `fps` (a uint64 array) within `k` bits of `fp`.
 #[pyfunction]
 fn _within(fps: &Bound<'_, PyAny>, fp: u64, k: u32) -> PyResult<Vec<u32>> {
-    let fps: PyReadonlyArray1<'_, u64> = fps
-        .extract()
-        .map_err(|_| PyTypeError::new_err("fps must be a 1-D numpy uint64 array"))?;
-    Ok(match fps.as_slice() {
-        Ok(s) => records::within(s, fp, k),
-        Err(_) => records::within(&fps.as_array().iter().copied().collect::<Vec<u64>>(), fp, k),
-    })
+    let fps = array::<u64>(fps, "fps", "uint64")?;
+    Ok(records::within(&slice(&fps), fp, k))
 }
 
 /// Keys of the buckets a query for `fp` at `k` reads: for each prefix, every block's values
@@ -58,21 +52,12 @@ fn _sketch_jaccard_le(
     query: &Bound<'_, PyAny>,
     rows: Vec<Bound<'_, PyBytes>>,
 ) -> PyResult<Vec<f64>> {
-    let q: PyReadonlyArray1<'_, u32> = query
-        .extract()
-        .map_err(|_| PyTypeError::new_err("query must be a 1-D numpy uint32 array"))?;
-    let owned;
-    let q = match q.as_slice() {
-        Ok(s) => s,
-        Err(_) => {
-            owned = q.as_array().iter().copied().collect::<Vec<u32>>();
-            &owned
-        }
-    };
+    let q = array::<u32>(query, "query", "uint32")?;
+    let q = slice(&q);
     rows.iter()
         .map(|row| {
             let h = records::sketch_from_le(row.as_bytes()).map_err(to_py)?;
-            Ok(neardup_core::verify::jaccard_sorted(q, &h))
+            Ok(neardup_core::verify::jaccard_sorted(&q, &h))
         })
         .collect()
 }

@@ -8,14 +8,16 @@ use pyo3::prelude::*;
 
 use crate::errors::to_py;
 
-fn slice<'a, T: numpy::Element + Copy>(arr: &'a PyReadonlyArray1<'_, T>) -> Cow<'a, [T]> {
+pub(crate) fn slice<'a, T: numpy::Element + Copy>(
+    arr: &'a PyReadonlyArray1<'_, T>,
+) -> Cow<'a, [T]> {
     match arr.as_slice() {
         Ok(s) => Cow::Borrowed(s),
         Err(_) => Cow::Owned(arr.as_array().iter().copied().collect()),
     }
 }
 
-fn array<'py, T: numpy::Element>(
+pub(crate) fn array<'py, T: numpy::Element>(
     obj: &Bound<'py, PyAny>,
     name: &str,
     dtype: &str,

@@ -205,13 +205,22 @@ class RedisDeduplicator(Closing):
         self._ensure_open()
         norm = self._prepare(check_text(text))
         fp = int(self.fingerprinter.fingerprint(norm))
-        radius = self._radius(norm, k)
+        entries, matches = self._lookup(norm, fp, self._radius(norm, k))
+        self._count(entries, matches)
+        return matches
+
+    def _lookup(
+        self, norm: str, fp: int, radius: int, hashes: npt.NDArray[np.uint32] | None = None
+    ) -> tuple[list[_Entry], list[Match]]:
+        """The stored items within ``radius`` of ``fp`` and those that pass the verifier
+        (``hashes``: the sketch of ``norm`` when already computed)."""
         entries = self.index._sorted(self.index._read(fp, radius, self._payload))
-        matches = self._verify(norm, self._payloads(entries))
+        return entries, self._verify(norm, self._payloads(entries), hashes)
+
+    def _count(self, entries: Sequence[_Entry], matches: Sequence[Match]) -> None:
         self._counters["checks"] += 1
         self._counters["candidates"] += len(entries)
         self._counters["matches"] += len(matches)
-        return matches
 
     def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
         """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint."""
@@ -235,12 +244,9 @@ class RedisDeduplicator(Closing):
         norm, fp, h = norms[0], fps[0], sketches[0]
         radius = self._radius(norm, None)
         if self._payload == "h" and self._likely_duplicate(fp, radius, h):
-            entries = self.index._read(fp, radius, self._payload)
-            matches = self._verify(norm, self._payloads(self.index._sorted(entries)), h)
+            entries, matches = self._lookup(norm, fp, radius, h)
             if matches:
-                self._counters["checks"] += 1
-                self._counters["candidates"] += len(entries)
-                self._counters["matches"] += len(matches)
+                self._count(entries, matches)
                 return False, matches
         return self._check_and_add_prepared([id], [text], tss, norms, fps, sketches)[0]
 
@@ -248,13 +254,12 @@ class RedisDeduplicator(Closing):
         """Whether a recently cached version is within ``radius`` and passes the Jaccard
         threshold: a guess only (it may have been removed since)."""
         cache = self.index._cache
+        rows = []
         for ref in cache.recent_near(fp, radius):
             c = cache.get(ref, "h")
-            if c is None or c[4] is None:
-                continue
-            if _sketch_jaccard_le(hashes, [c[4]])[0] >= self.policy.threshold:
-                return True
-        return False
+            if c is not None and c[4] is not None:
+                rows.append(c[4])
+        return any(sim >= self.policy.threshold for sim in _sketch_jaccard_le(hashes, rows))
 
     def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
         """:meth:`check` for each text."""

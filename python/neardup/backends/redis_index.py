@@ -303,15 +303,9 @@ class RedisIndex(Closing):
             rows = self._link.send_all([("HMGET", self._datakey(ref), *fields) for ref in misses])
             keep = cache.keeps(payload)
             for ref, row in zip(misses, rows):
-                if row[0] is None:  # removed meanwhile
+                c = self._data_of(row, payload)
+                if c is None:  # removed meanwhile
                     continue
-                c = (
-                    _s(row[0]),
-                    int(row[1]),
-                    None if row[2] is None else int(row[2]),
-                    payload,
-                    row[3] if payload else None,
-                )
                 known[ref] = c
                 if keep:
                     cache.remember(ref, near[ref][0], c)
@@ -325,7 +319,17 @@ class RedisIndex(Closing):
         return out
 
     @staticmethod
+    def _data_of(row: Sequence[Any], payload: str | None) -> Cached | None:
+        """A version's data from its fields ``row`` (``i``, ``p``, ``q`` and the payload read):
+        ``(id, period, ticket, payload, payload value)``; None if its data are gone."""
+        if row[0] is None:
+            return None
+        q = None if row[2] is None else int(row[2])
+        return (_s(row[0]), int(row[1]), q, payload, row[3] if payload else None)
+
+    @classmethod
     def _entries(
+        cls,
         near: Mapping[int, tuple[int, int]],
         refs: Sequence[int],
         rows: Sequence[Any],
@@ -335,13 +339,10 @@ class RedisIndex(Closing):
         ``q`` and the payload), skipping those whose data are gone."""
         out: list[_Entry] = []
         for ref, row in zip(refs, rows):
-            if row[0] is None:
-                continue
-            idenc = _s(row[0])
-            fp, dist = near[ref]
-            q = None if row[2] is None else int(row[2])
-            text = row[3] if payload else None
-            out.append(_Entry(ref, fp, idenc, int(row[1]), dist, q, text))
+            c = cls._data_of(row, payload)
+            if c is not None:
+                fp, dist = near[ref]
+                out.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4]))
         return out
 
     def _heads(self, q: int) -> list[str]:
@@ -487,12 +488,14 @@ class RedisIndex(Closing):
     # -- removing ----------------------------------------------------------------------------
 
     def _drop_version(self, ref: int) -> None:
-        """Remove the replaced version ``ref`` of an id (its records, data and count; the id
-        key already names the new version)."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hmget(self._datakey(ref), ["f", "p"])
-        f, p = pipe.execute()[0]
-        if f is None:
+        """Remove version ``ref`` of an id that is no longer its current one (its records, data
+        and count; one server: with the versions below it in its id's chain)."""
+        row = ("HMGET", self._datakey(ref), "f", "p")
+        if self.cluster:
+            f, p = self.client.execute_command(*row)
+        else:
+            f, p = self._link.send_all([row])[0]
+        if f is None:  # (dropped already)
             return
         self._remove_versions([(ref, int(f, 16), int(p), None, None)])
 
@@ -543,7 +546,7 @@ class RedisIndex(Closing):
             calls.append((keys, [pack_record(fp, ref), ref8, self._data_prefix, mode]))
         for out in self._link.run_scripts(self._retract_script, calls):
             if out and out[0] and not out[1]:
-                self._drop_chain(int.from_bytes(out[0], "big"))
+                self._drop_version(int.from_bytes(out[0], "big"))
 
     def _drop_replaced(self, refs: Sequence[int]) -> None:
         """One server, versions ``refs`` now stored for good (added): drop the versions of
@@ -561,13 +564,6 @@ class RedisIndex(Closing):
             ],
             "",
         )
-
-    def _drop_chain(self, ref: int) -> None:
-        """One server: drop version ``ref`` and, through :meth:`_retract`, the versions below
-        it in its id's chain."""
-        f, p = self._link.send_all([("HMGET", self._datakey(ref), "f", "p")])[0]
-        if f is not None:  # (None: dropped already)
-            self._retract([(ref, int(f, 16), int(p), None, None)], "")
 
     def _settle(self, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
         """After the check-and-adds ``(idenc, fp, written, added)`` of a batch (in order):
