@@ -11,7 +11,7 @@ reads (the proof in docs/scale-out.md).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from neardup.backends.redis_format import (
@@ -26,7 +26,7 @@ from neardup.backends.redis_format import (
 if TYPE_CHECKING:
     from neardup.backends.redis_index import RedisIndex
 
-__all__ = ["write_cluster"]
+__all__ = ["settle_cluster", "write_cluster"]
 
 
 def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) -> _Written:
@@ -96,3 +96,32 @@ def _earlier(entries: Iterable[_Entry], tickets: dict[int, int], ticket: int) ->
             e.ticket = t
             out.append(e)
     return out
+
+
+def settle_cluster(index: RedisIndex, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
+    """:meth:`RedisIndex._settle` on a cluster, where no script sees an id's versions together:
+    the client keeps the chain. Each id ends naming its last added version of the batch, or
+    the one it had before (``written.old`` of its first write)."""
+    by_id: dict[str, list[tuple[int, _Written, bool]]] = {}
+    for idenc, fp, w, added in items:
+        by_id.setdefault(idenc, []).append((fp, w, added))
+    removals: list[tuple[int, int, int, str | None, int | None]] = []
+    drops: list[int] = []
+    for idenc, versions in by_id.items():
+        before = versions[0][1].old
+        winners = [w for _, w, added in versions if added]
+        final = winners[-1].ref if winners else before
+        last = versions[-1][1]
+        for fp, w, added in versions:
+            if not added:
+                named = w is last  # (the id key names the batch's last version of it)
+                removals.append(
+                    (w.ref, fp, w.period, idenc if named else None, final if named else None)
+                )
+            elif w is not winners[-1]:
+                drops.append(w.ref)
+        if winners and before is not None:
+            drops.append(before)
+    index._remove_versions(removals)
+    for ref in drops:
+        index._drop_version(ref)

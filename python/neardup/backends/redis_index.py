@@ -19,7 +19,7 @@ from neardup._closing import Closing
 from neardup._core import IncompatibleIndexError, _probe_keys
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.backends.redis_cache import DEFAULT_CACHE_SIZE, Cached, VersionCache
-from neardup.backends.redis_cluster import write_cluster
+from neardup.backends.redis_cluster import settle_cluster, write_cluster
 from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, connect
 from neardup.backends.redis_format import (
     _NO_RETENTION_PERIOD,
@@ -577,29 +577,7 @@ class RedisIndex(Closing):
             )
             self._drop_replaced([w.ref for _, _, w, ok in items if ok and w.old is not None])
             return
-        by_id: dict[str, list[tuple[int, _Written, bool]]] = {}
-        for idenc, fp, w, added in items:
-            by_id.setdefault(idenc, []).append((fp, w, added))
-        removals: list[tuple[int, int, int, str | None, int | None]] = []
-        drops: list[int] = []
-        for idenc, versions in by_id.items():
-            before = versions[0][1].old
-            winners = [w for _, w, added in versions if added]
-            final = winners[-1].ref if winners else before
-            last = versions[-1][1]
-            for fp, w, added in versions:
-                if not added:
-                    named = w is last  # (the id key names the batch's last version of it)
-                    removals.append(
-                        (w.ref, fp, w.period, idenc if named else None, final if named else None)
-                    )
-                elif w is not winners[-1]:
-                    drops.append(w.ref)
-            if winners and before is not None:
-                drops.append(before)
-        self._remove_versions(removals)
-        for ref in drops:
-            self._drop_version(ref)
+        settle_cluster(self, items)
 
     def add(self, id: Id, fingerprint: int, timestamp: float | None = None) -> None:
         """Store ``fingerprint`` under ``id``; an existing ``id`` is replaced."""

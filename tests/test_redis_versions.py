@@ -1,0 +1,309 @@
+"""RedisIndex / RedisDeduplicator: the versions of an id and the process cache, against a real
+redis-server and a real 3-master Redis Cluster (fixtures from test_redis).
+
+A check-and-add of a stored id keeps the id's version until its decision (field ``o`` names the
+version a write replaced); a write sent again after a lost reply answers as its first run; the
+per-process cache of versions saves reads and never outlives a removal.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.redis
+
+redis = pytest.importorskip("redis", reason="the [redis] extra is required")
+
+from neardup.backends.redis import RedisDeduplicator, RedisIndex  # noqa: E402
+from neardup.dedup import Deduplicator  # noqa: E402
+from test_redis import (  # noqa: E402, F401  (fixtures and helpers)
+    _words,
+    any_url,
+    cluster_url,
+    fresh_ns,
+    redis_server,
+    redis_url,
+)
+
+
+def test_the_data_cache_saves_reads_and_never_outlives_a_removal(redis_url: str) -> None:  # noqa: F811
+    """A process keeps the data of the versions it wrote or read: a check whose near records
+    are all known reads no data (no HMGET at all here), a likely copy of one is checked before
+    anything is written, and the answers equal those of a process without the cache, also
+    after another process removed a cached version (its records leave the buckets with its
+    data, so the cache is never consulted for it)."""
+    rng = random.Random(5)
+    bases = [_words(rng, 60) for _ in range(12)]
+    texts = []
+    for b in bases:
+        w = b.split()
+        w[5] = "qqq"
+        texts += [b, " ".join(w)]
+    ns = fresh_ns()
+    cached = RedisDeduplicator.from_url(redis_url, namespace=ns)
+    admin = redis.Redis.from_url(redis_url)
+    admin.config_resetstat()
+    got = [cached.check_and_add(j, t) for j, t in enumerate(texts)]
+    assert [ok for ok, _ in got] == [True, False] * len(bases)
+    assert got[1][1][0].id == 0
+    stats = admin.info("commandstats")
+    assert stats.get("cmdstat_hmget") is None  # every near ref was known
+    # A copy of a version this process just wrote is only checked (one read, confirmed):
+    # one write script per original, none for the copies (no ticket, no retraction).
+    assert stats["cmdstat_evalsha"]["calls"] == len(bases)
+    assert len(cached.index._cache) == len(bases)  # the rejected copies were forgotten
+    # Another process (its own cache) removes the originals; the cached process must not
+    # match the copies against them.
+    other = RedisDeduplicator.from_url(redis_url, namespace=ns, cache_size=0)
+    for j in range(0, len(texts), 2):
+        other.remove(j)
+    again = [cached.check_and_add(100 + j, texts[j]) for j in range(1, len(texts), 2)]
+    assert again == [(True, [])] * len(bases)
+    fresh = [other.check(texts[j]) for j in range(0, len(texts), 2)]
+    mine = [cached.check(texts[j]) for j in range(0, len(texts), 2)]
+    assert mine == fresh and all(len(m) == 1 for m in mine)
+    # The cache stays within its size.
+    small = RedisIndex.from_url(redis_url, k=13, namespace=fresh_ns(), cache_size=10)
+    small.check_and_add_many(list(range(50)), [rng.getrandbits(64) for _ in range(50)])
+    assert len(small._cache) <= 10
+    with pytest.raises(ValueError, match="cache_size"):
+        RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns(), cache_size=-1)
+    cached.index.clear()
+    small.clear()
+
+
+def test_a_rejected_replacement_keeps_the_ids_stored_version(any_url: str) -> None:  # noqa: F811
+    """A check-and-add of an existing id that is rejected leaves the id's stored version as it
+    was (it used to drop it before deciding, losing an acknowledged item); an added one
+    replaces it, leaving no record of the old one. In a batch, each id ends naming its last
+    added version, or the one it had before."""
+    far, other, again = 0xFF00FF00FF00FF00, 0x0F0F0F0F0F0F0F0F, 0x3C3C3C3C3C3C3C3C
+    idx = RedisIndex.from_url(any_url, k=13, namespace=fresh_ns())
+    idx.add(1, 0b1111)
+    idx.add(3, far)
+    assert idx.check_and_add(3, 0b1100) == (False, [(1, 2)])
+    assert idx.get(3)[0] == far and idx.query(far, 0) == [(3, 0)]
+    assert idx.query(0b1100, 13) == [(1, 2)] and len(idx) == 2
+    assert idx.check_and_add(3, other) == (True, [])
+    assert idx.get(3)[0] == other and idx.query(far, 0) == [] and len(idx) == 2
+    # A batch with the id twice: both rejected -> the version from before stays.
+    res = idx.check_and_add_many([3, 3], [0b1101, 0b1110])
+    assert [ok for ok, _ in res] == [False, False] and idx.get(3)[0] == other
+    # Added, then rejected -> the added one stays, the one from before is gone.
+    res = idx.check_and_add_many([3, 3], [again, 0b0111])
+    assert [ok for ok, _ in res] == [True, False]
+    assert idx.get(3)[0] == again and idx.query(other, 0) == [] and len(idx) == 2
+    assert idx.query(0b0111, 13) == [(1, 1)]
+    # A near-copy of the id's own version is a duplicate of it (as neardup.Index answers).
+    assert idx.check_and_add(3, again ^ 1) == (False, [(3, 1)]) and idx.get(3)[0] == again
+    idx.clear()
+    # The same through the deduplicator's texts (the verifier path).
+    rng = random.Random(9)
+    a, b = _words(rng, 60), _words(rng, 60)
+    d = RedisDeduplicator.from_url(any_url, namespace=fresh_ns())
+    assert d.check_and_add("a", a)[0] and d.check_and_add("b", b)[0]
+    added, matches = d.check_and_add("b", a.replace(a.split()[4], "zzz", 1))
+    assert not added and [m.id for m in matches] == ["a"]
+    assert d.get("b") == b and len(d) == 2 and [m.id for m in d.check(b)] == ["b"]
+    local = Deduplicator()
+    local.check_and_add("a", a)
+    again = a + " again"
+    want = local.check_and_add("a", again)
+    assert d.check_and_add("a", again) == want and not want[0] and d.get("a") == a
+    d.index.clear()
+
+
+def test_a_batch_with_replacements_equals_the_one_by_one_loop(any_url: str) -> None:  # noqa: F811
+    """A version an earlier item of the batch replaced (or rejected) is not counted by the
+    later items, as in a loop of single calls; a restored id key keeps its version's expiry."""
+    far = 0xFF00FF00FF00FF00
+    ops = [("A", far), ("B", 0b1), ("A", 0b1000), ("C", far ^ 0b11), ("A", far ^ 1)]
+    answers = []
+    for batch in (False, True):
+        idx = RedisIndex.from_url(any_url, k=13, namespace=fresh_ns())
+        idx.add("A", 0)
+        if batch:
+            answers.append(idx.check_and_add_many([i for i, _ in ops], [f for _, f in ops]))
+        else:
+            answers.append([idx.check_and_add(i, f) for i, f in ops])
+        assert idx.get("A")[0] == far and idx.query(0, 0) == [] and len(idx) == 2
+        idx.clear()
+    assert answers[0] == answers[1]
+    assert [ok for ok, _ in answers[0]] == [True, True, False, False, False]
+
+
+def test_a_restored_id_keeps_its_versions_expiry(redis_url: str) -> None:  # noqa: F811
+    """A rejected check-and-add with an older timestamp than the id's stored version points the
+    id back at it with that version's time to live, not the rejected write's."""
+    now = time.time()
+    idx = RedisIndex.from_url(
+        redis_url, k=13, namespace=fresh_ns(), retention=3600.0, period=1800.0
+    )
+    idx.add("keep", 0b1111, timestamp=now)
+    idx.add("A", 0xFF00FF00FF00FF00, timestamp=now)
+    added, matches = idx.check_and_add("A", 0b1110, timestamp=now - 2000.0)
+    assert not added and matches == [("keep", 1)]
+    ref = idx._ref_of("A")
+    key_ttl, data_ttl = idx.client.pttl(idx._idkey("sA")), idx.client.pttl(idx._datakey(ref))
+    assert data_ttl > 0 and abs(key_ttl - data_ttl) < 2000
+    assert idx.get("A")[0] == 0xFF00FF00FF00FF00 and len(idx) == 2
+    idx.clear()
+
+
+@pytest.mark.parametrize("k", [3, 13])
+def test_a_write_sent_again_after_a_lost_reply_is_answered_as_its_first_run(
+    redis_url: str,  # noqa: F811
+    k: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The link sends a call again when its connection fails; when the server had run the
+    script and only the reply was lost, the second run finds its own version (same ref, same
+    id) and answers what the first did: added, not a duplicate of itself (both the in-script
+    path, k = 3, and the ticketed one)."""
+    from neardup.backends import redis_link
+
+    real = redis_link._Socket.roundtrip
+    lost = []
+
+    def reply_lost_once(self: Any, packed: bytes, n: int) -> list[Any]:
+        if not lost and b"EVALSHA" in packed:
+            lost.append(real(self, packed, n))  # the server ran it; the reply never arrives
+            raise ConnectionResetError("connection reset after the write")
+        return real(self, packed, n)
+
+    idx = RedisIndex.from_url(redis_url, k=k, namespace=fresh_ns())
+    idx.add("other", 0xFF00FF00FF00FF00)
+    idx.add("old", 0xF0F0F0F0F0F0F0F0)
+    monkeypatch.setattr(redis_link._Socket, "roundtrip", reply_lost_once)
+    assert idx.check_and_add("new", 0b1011) == (True, [])
+    assert lost and idx.query(0b1011, 0) == [("new", 0)] and len(idx) == 3
+    assert idx.check_and_add("copy", 0b1010) == (False, [("new", 1)])
+    # Replacing an id: the first run's replaced version is still dropped.
+    lost.clear()
+    assert idx.check_and_add("old", 0x0F0F0F0F0F0F0F0F) == (True, [])
+    assert lost and idx.query(0xF0F0F0F0F0F0F0F0, 0) == [] and len(idx) == 3
+    lost.clear()
+    idx.add("old", 0x3C3C3C3C3C3C3C3C)  # a plain add
+    assert lost and idx.query(0x0F0F0F0F0F0F0F0F, 0) == [] and len(idx) == 3
+    idx.clear()
+
+
+def test_a_lost_reply_of_the_drop_of_a_replaced_version_is_harmless(
+    redis_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The script that names the version an added one replaced only reads: sent again after a
+    lost reply it answers the same, and the replaced version is dropped."""
+    from neardup.backends import redis_link
+
+    real = redis_link._Socket.roundtrip
+    calls: list[int] = []
+
+    def second_script_reply_lost(self: Any, packed: bytes, n: int) -> list[Any]:
+        if b"EVALSHA" in packed:
+            calls.append(1)
+            if len(calls) == 2:
+                real(self, packed, n)
+                raise ConnectionResetError("connection reset")
+        return real(self, packed, n)
+
+    idx = RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns())
+    idx.add("A", 0xF0F0F0F0F0F0F0F0)
+    monkeypatch.setattr(redis_link._Socket, "roundtrip", second_script_reply_lost)
+    idx.add("A", 0x0F0F0F0F0F0F0F0F)
+    assert len(calls) >= 2 and len(idx) == 1
+    assert idx.query(0xF0F0F0F0F0F0F0F0, 0) == [] and idx.get("A")[0] == 0x0F0F0F0F0F0F0F0F
+    idx.clear()
+
+
+def _written(idx: RedisIndex, id: str, fp: int) -> tuple[str, int, Any]:
+    """The write of a check-and-add of ``(id, fp)`` at the index's k, not yet decided."""
+    x = idx._prepare(id, fp, None, {}, idx.k)
+    return (x.idenc, x.fp, idx._write_many([x])[0])
+
+
+@pytest.mark.parametrize("first", [0, 1])
+@pytest.mark.parametrize(
+    ("outcome", "final"), [((False, False), "far"), ((False, True), 2), ((True, True), 2)]
+)
+def test_two_processes_replacing_one_id_at_once_leave_one_version(
+    redis_url: str,  # noqa: F811
+    first: int,
+    outcome: tuple[bool, bool],
+    final: Any,
+) -> None:
+    """Two processes write a new version of the same id at once (each replacing what it saw),
+    then decide in either order: the id ends naming the last added version or, if neither was
+    added, the one from before; no other version of it stays stored (no version that answers
+    queries but that the id no longer names), and the count is right."""
+    far = 0xFF00FF00FF00FF00
+    fps = [0b1100 if not ok else far ^ (0xF << (8 * j + 8)) for j, ok in enumerate(outcome)]
+    p1 = RedisIndex.from_url(redis_url, k=13, namespace=fresh_ns())
+    p2 = RedisIndex.from_url(redis_url, k=13, namespace=p1.namespace)
+    p1.add("keep", 0b1111)
+    p1.add("A", far)
+    writes = [_written(p1, "A", fps[0]), _written(p2, "A", fps[1])]
+    for j in (first, 1 - first):
+        idenc, fp, w = writes[j]
+        (p1, p2)[j]._settle([(idenc, fp, w, outcome[j])])
+    want = far if final == "far" else fps[1]
+    assert p1.get("A")[0] == want and len(p1) == 2
+    for fp in {far, *fps} - {want}:
+        assert ("A", 0) not in p1.query(fp, 0), hex(fp)
+    p1.remove("A")
+    assert "A" not in p1 and len(p1) == 1 and p1.query(want, 0) == []
+    p1.clear()
+
+
+@pytest.mark.parametrize("added", [False, True])
+def test_remove_while_a_replacement_is_undecided_removes_every_version(
+    redis_url: str,  # noqa: F811
+    added: bool,
+) -> None:
+    """remove(id) from another process while a check-and-add of the id is written but not yet
+    decided: the id is gone afterwards, with every version of it."""
+    far = 0xFF00FF00FF00FF00
+    p1 = RedisIndex.from_url(redis_url, k=13, namespace=fresh_ns())
+    p2 = RedisIndex.from_url(redis_url, k=13, namespace=p1.namespace)
+    p1.add("keep", 0b1111)
+    p1.add("A", far)
+    idenc, fp, w = _written(p1, "A", 0b1100 if not added else far ^ 0xFF00)
+    p2.remove("A")
+    p1._settle([(idenc, fp, w, added)])
+    assert "A" not in p1 and len(p1) == 1
+    assert p1.query(far, 0) == [] and p1.query(fp, 0) == []
+    p1.clear()
+
+
+def test_three_processes_replacing_one_id_in_every_order_leave_one_version(
+    redis_url: str,  # noqa: F811
+) -> None:
+    """Three writes of one id in flight at once, every outcome and every order of decisions:
+    the id ends naming the last written version that was added (the one from before if none
+    was), nothing else of it stays stored, and remove(id) then leaves nothing."""
+    far = 0xFF00FF00FF00FF00
+    ns = fresh_ns()
+    procs = [RedisIndex.from_url(redis_url, k=13, namespace=ns) for _ in range(3)]
+    for outcome in itertools.product((False, True), repeat=3):
+        fps = [0b1100 ^ j if not ok else far ^ (0xF << (8 * j + 8)) for j, ok in enumerate(outcome)]
+        for order in itertools.permutations(range(3)):
+            idx = procs[0]
+            idx.add("keep", 0b1111)
+            idx.add("A", far)
+            writes = [_written(procs[j], "A", fps[j]) for j in range(3)]
+            for j in order:
+                idenc, fp, w = writes[j]
+                procs[j]._settle([(idenc, fp, w, outcome[j])])
+            added = [fps[j] for j in range(3) if outcome[j]]
+            want = added[-1] if added else far
+            assert idx.get("A")[0] == want and len(idx) == 2, (outcome, order)
+            for fp in {far, *fps} - {want}:
+                assert ("A", 0) not in idx.query(fp, 0), (outcome, order, hex(fp))
+            idx.remove("A")
+            assert "A" not in idx and len(idx) == 1 and idx.query(want, 0) == []
+            idx.clear()
