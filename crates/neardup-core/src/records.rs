@@ -39,15 +39,6 @@ pub fn near_records(blob: &[u8], fp: u64, k: u32) -> Result<Vec<(u64, u64, u32)>
     Ok(out)
 }
 
-/// Positions of the fingerprints of `fps` within `k` bits of `fp`, in order.
-pub fn within(fps: &[u64], fp: u64, k: u32) -> Vec<u32> {
-    (0u32..)
-        .zip(fps)
-        .filter(|&(_, &x)| (x ^ fp).count_ones() <= k)
-        .map(|(i, _)| i)
-        .collect()
-}
-
 /// `(shift, width)` of each of `blocks` blocks (1..=64), most significant first.
 pub fn block_cut(blocks: u32) -> Result<Vec<(u32, u32)>> {
     if !(1..=64).contains(&blocks) {
@@ -239,15 +230,6 @@ mod tests {
         );
         assert!(near_records(&blob[..15], 0, 3).is_err());
         assert!(near_records(&[], 0, 64).unwrap().is_empty());
-    }
-
-    #[test]
-    fn within_lists_the_positions_of_the_near_ones() {
-        assert_eq!(
-            within(&[0, 0b111, 0b1, u64::MAX, 0b11], 0, 2),
-            vec![0, 2, 4]
-        );
-        assert!(within(&[], 0, 64).is_empty());
     }
 
     #[test]

@@ -18,7 +18,7 @@ fn _near_records(blob: &[u8], fp: u64, k: u32) -> PyResult<Vec<(u64, u64, u32)>>
 #[pyfunction]
 fn _within(fps: &Bound<'_, PyAny>, fp: u64, k: u32) -> PyResult<Vec<u32>> {
     let fps = array::<u64>(fps, "fps", "uint64")?;
-    Ok(records::within(&slice(&fps), fp, k))
+    Ok(neardup_core::hamming::within(&slice(&fps), fp, k))
 }
 
 /// Keys of the buckets a query for `fp` at `k` reads: for each prefix, every block's values
