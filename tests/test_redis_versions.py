@@ -31,7 +31,10 @@ from test_redis import (  # noqa: E402, F401  (fixtures and helpers)
 )
 
 
-def test_the_data_cache_saves_reads_and_never_outlives_a_removal(redis_url: str) -> None:  # noqa: F811
+def test_the_data_cache_saves_reads_and_never_outlives_a_removal(
+    redis_url: str,  # noqa: F811
+    cluster_url: str,  # noqa: F811
+) -> None:
     """A process keeps the data of the versions it wrote or read: a check whose near records
     are all known reads no data (no HMGET at all here), a likely copy of one is checked before
     anything is written, and the answers equal those of a process without the cache, also
@@ -71,8 +74,10 @@ def test_the_data_cache_saves_reads_and_never_outlives_a_removal(redis_url: str)
     small = RedisIndex.from_url(redis_url, k=13, namespace=fresh_ns(), cache_size=10)
     small.check_and_add_many(list(range(50)), [rng.getrandbits(64) for _ in range(50)])
     assert len(small._cache) <= 10
-    with pytest.raises(ValueError, match="cache_size"):
-        RedisIndex.from_url(redis_url, k=3, namespace=fresh_ns(), cache_size=-1)
+    for url in (redis_url, cluster_url):  # (checked on a cluster too, where it is not used)
+        for bad in (-1, 1.5, True, "10"):
+            with pytest.raises(ValueError, match="cache_size"):
+                RedisIndex.from_url(url, k=3, namespace=fresh_ns(), cache_size=bad)
     cached.index.clear()
     small.clear()
 
@@ -115,6 +120,71 @@ def test_a_rejected_replacement_keeps_the_ids_stored_version(any_url: str) -> No
     again = a + " again"
     want = local.check_and_add("a", again)
     assert d.check_and_add("a", again) == want and not want[0] and d.get("a") == a
+    d.index.clear()
+
+
+def _boom(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("injected failure")
+
+
+def test_an_error_between_the_write_and_the_decision_retracts_the_write(
+    any_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A check-and-add that fails after its write and before its decision (here the index's
+    decision, the read of the candidates' data, the deduplicator's verifier) retracts that
+    write: the id names its stored version again, nothing new is counted or found, and the
+    same call then succeeds. When the retraction fails too, the error says which versions
+    stay stored."""
+    far = 0xFF00FF00FF00FF00
+    ns = fresh_ns()
+    idx = RedisIndex.from_url(any_url, k=13, namespace=ns)
+    idx.add("A", far)
+    idx.add("B", 0b1111)
+    failures = [(idx, "_sorted")]  # (the decision of an item with candidates)
+    if not idx.cluster:
+        failures.append((idx, "_resolve"))  # (the read of the candidates' data)
+    for obj, name in failures:
+        with monkeypatch.context() as m:
+            m.setattr(obj, name, _boom)
+            with pytest.raises(RuntimeError, match="injected"):
+                idx.check_and_add("A", 0b1110)
+            with pytest.raises(RuntimeError, match="injected"):
+                idx.check_and_add_many(["C", "A"], [0b0111, 0b1110])
+        assert idx.get("A")[0] == far and len(idx) == 2, name
+        assert idx.query(0b1110, 1) == [("B", 1)] and "C" not in idx, name
+        if not idx.cluster:
+            assert len(idx.client.keys(f"{ns}:d:*")) == 2, name
+    assert idx.check_and_add("A", 0b1110) == (False, [("B", 1)])
+    assert idx.check_and_add_many(["C", "A"], [0x0F0F0F0F0F0F0F0F, 0x3C3C3C3C3C3C3C3C]) == [
+        (True, []),
+        (True, []),
+    ]
+    assert len(idx) == 3 and idx.query(far, 0) == []
+    # The retraction fails too: the error says so, and the write stays (the id names it).
+    with monkeypatch.context() as m:
+        m.setattr(idx, "_sorted", _boom)
+        m.setattr(idx, "_settle", _boom)
+        with pytest.raises(RuntimeError, match="injected") as err:
+            idx.check_and_add("A", 0b1101)
+    assert "could not be retracted" in " ".join(getattr(err.value, "__notes__", []))
+    assert idx.get("A")[0] == 0b1101
+    idx.clear()
+    # The deduplicator: its verifier fails.
+    rng = random.Random(11)
+    a, b = _words(rng, 60), _words(rng, 60)
+    d = RedisDeduplicator.from_url(any_url, namespace=fresh_ns())
+    assert d.check_and_add("a", a) == (True, [])
+    with monkeypatch.context() as m:
+        m.setattr(d, "_verify", _boom)
+        with pytest.raises(RuntimeError, match="injected"):
+            d.check_and_add("a", b)
+        with pytest.raises(RuntimeError, match="injected"):
+            d.check_and_add_many(["x", "a"], [b, b])
+    assert d.get("a") == a and len(d) == 1 and d.check(b) == [] and "x" not in d
+    assert d.stats()["adds"] == 1
+    assert d.check_and_add("a", b) == (True, []) and d.get("a") == b and len(d) == 1
+    assert d.check(a) == []
     d.index.clear()
 
 

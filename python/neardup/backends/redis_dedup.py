@@ -336,21 +336,26 @@ class RedisDeduplicator(Closing):
         out: list[tuple[bool, list[Match]]] = []
         settled: list[tuple[str, int, _Written, bool]] = []
         gone = _Gone()
-        for n, x, w, h in zip(norms, batch, written, sketches):
-            preds = [e for e in self.index._sorted(w.predecessors) if e.ref not in gone.refs]
-            self._counters["checks"] += 1
-            self._counters["candidates"] += len(preds)
-            matches = self._verify(n, self._payloads(preds), h)
-            if matches:
-                self._counters["matches"] += len(matches)
-                out.append((False, matches))
-            else:
-                self._counters["adds"] += 1
-                self._counters["added"] += 1
-                out.append((True, []))
-            gone.decided(x.idenc, w, not matches)
-            settled.append((x.idenc, x.fp, w, not matches))
+        candidates: list[int] = []
+        try:
+            for n, x, w, h in zip(norms, batch, written, sketches):
+                preds = [e for e in self.index._sorted(w.predecessors) if e.ref not in gone.refs]
+                candidates.append(len(preds))
+                matches = self._verify(n, self._payloads(preds), h)
+                out.append((not matches, matches))
+                gone.decided(x.idenc, w, not matches)
+                settled.append((x.idenc, x.fp, w, not matches))
+        except BaseException as e:
+            # (verifying may read, and fail; the writes of the call are retracted)
+            self.index._abandon(list(zip(batch, written)), e)
+            raise
         self.index._settle(settled)
+        for n_candidates, (added, matches) in zip(candidates, out):
+            self._counters["checks"] += 1
+            self._counters["candidates"] += n_candidates
+            self._counters["matches"] += len(matches)
+            self._counters["adds"] += added
+            self._counters["added"] += added
         return out
 
     def _check_and_add_in_script(

@@ -162,7 +162,10 @@ class RedisIndex(Closing):
         self._period_prefixes: dict[range, list[str]] = {}
         self._probe_counts: dict[int, int] = {}
         # The data of versions this process wrote or read (one server; see redis_cache).
-        self._cache = VersionCache(0 if self.cluster else cache_size)
+        # (Checked everywhere, kept on one server only: see VersionCache.)
+        self._cache = VersionCache(cache_size)
+        if self.cluster:
+            self._cache = VersionCache(0)
         self._head_cache: dict[int, list[str]] = {}
         self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
         # One server decides a check-and-add inside one script at probe radius 0: k < blocks.
@@ -476,9 +479,32 @@ class RedisIndex(Closing):
     def _write_many(self, batch: Sequence[_Pending], payload: str | None = None) -> list[_Written]:
         """:meth:`_write` for each item, in order (:func:`~neardup.backends.redis_single.write_many`
         on one server, :func:`~neardup.backends.redis_cluster.write_cluster` on a cluster)."""
-        if self.cluster:
-            return [write_cluster(self, x, payload) for x in batch]
-        return write_many(self, batch, payload)
+        if not self.cluster:
+            return write_many(self, batch, payload)
+        done: list[_Written] = []
+        try:
+            for x in batch:
+                done.append(write_cluster(self, x, payload))
+        except BaseException as e:
+            self._abandon([(x, w) for x, w in zip(batch, done) if x.probe_k is not None], e)
+            raise
+        return done
+
+    def _abandon(self, items: Sequence[tuple[_Pending, _Written]], err: BaseException) -> None:
+        """Retract the check-and-add writes ``items`` of a call that fails before deciding
+        them (``err``): its caller gets no answer, so none counts as added, and each id names
+        again the version it had. Best effort: when the retraction fails too (the server is
+        gone), a note on ``err`` says which versions stay stored (each id names its newest)."""
+        if not items:
+            return
+        try:
+            self._settle([(x.idenc, x.fp, w, False) for x, w in items])
+        except Exception as again:
+            refs = ", ".join(f"{w.ref:016x}" for _, w in items)
+            err.add_note(
+                f"neardup: the undecided check-and-add writes of this call ({refs}) could not "
+                f"be retracted ({again!r}); they stay stored and their ids name them"
+            )
 
     def _decides_in_script(self, k: int) -> bool:
         """Whether a check-and-add at ``k`` runs whole inside :data:`_CHECK_ADD_LUA`: one server
@@ -647,14 +673,19 @@ class RedisIndex(Closing):
         written = self._write_many(batch)
         settled: list[tuple[str, int, _Written, bool]] = []
         gone = _Gone()
-        for x, w in zip(batch, written):
-            preds = [e for e in w.predecessors if e.ref not in gone.refs]
-            if preds:
-                out.append((False, [(_dec_id(e.idenc), e.distance) for e in self._sorted(preds)]))
-            else:
-                out.append((True, []))
-            gone.decided(x.idenc, w, not preds)
-            settled.append((x.idenc, x.fp, w, not preds))
+        try:
+            for x, w in zip(batch, written):
+                preds = [e for e in w.predecessors if e.ref not in gone.refs]
+                if preds:
+                    matches = [(_dec_id(e.idenc), e.distance) for e in self._sorted(preds)]
+                    out.append((False, matches))
+                else:
+                    out.append((True, []))
+                gone.decided(x.idenc, w, not preds)
+                settled.append((x.idenc, x.fp, w, not preds))
+        except BaseException as e:
+            self._abandon(list(zip(batch, written)), e)
+            raise
         self._settle(settled)
         return out
 

@@ -45,6 +45,31 @@ def write_many(
     calls = [write_call(index, x) for x in batch]
     reads: list[bytes | None] = [None if x.probes is None else x.probes.mget() for x in batch]
     outs = index._link.run_scripts_reading(index._write_script, calls, reads)
+    try:
+        return _written(index, batch, calls, reads, outs, payload)
+    except BaseException as e:
+        # The check-and-adds written are retracted: the caller gets no decision for them.
+        index._abandon(
+            [
+                (x, _Written(int(out[0]), x.ref, x.period))
+                for x, (out, _) in zip(batch, outs)
+                if x.probe_k is not None and int(out[0]) >= 0
+            ],
+            e,
+        )
+        raise
+
+
+def _written(
+    index: RedisIndex,
+    batch: Sequence[_Pending],
+    calls: list[tuple[list[Any], list[Any]]],
+    reads: list[bytes | None],
+    outs: list[Any],
+    payload: str | None,
+) -> list[_Written]:
+    """The rest of :func:`write_many` once the first round trip is answered: items whose ref
+    was in use sent again, then the data of the near records and each item's predecessors."""
     while True:  # again for the (astronomically rare) items whose random ref was in use
         retry = [j for j, (out, _) in enumerate(outs) if int(out[0]) < 0]
         if not retry:
