@@ -188,6 +188,29 @@ def test_an_error_between_the_write_and_the_decision_retracts_the_write(
     d.index.clear()
 
 
+def test_a_cluster_id_key_of_the_bare_ref_reads_as_a_chain(cluster_url: str) -> None:  # noqa: F811
+    """On a cluster the id key holds the id's chain of versions; one written before that (the
+    bare 8-byte ref, with the key's expiry) reads as a chain of that one version, so replacing
+    the id then works as for any other."""
+    far, other = 0xFF00FF00FF00FF00, 0x0F0F0F0F0F0F0F0F
+    idx = RedisIndex.from_url(
+        cluster_url, k=13, namespace=fresh_ns(), retention=3600.0, period=1800.0
+    )
+    idx.add("keep", 0b1111)
+    idx.add("A", far)
+    key = idx._idkey("sA")
+    ttl = idx.client.ttl(key)
+    idx.client.set(key, idx._ref_of("A").to_bytes(8, "big"), ex=ttl)  # (the bare ref)
+    assert idx.check_and_add("A", 0b1100) == (False, [("keep", 2)])
+    assert idx.get("A")[0] == far and len(idx) == 2
+    assert abs(idx.client.ttl(key) - ttl) <= 2
+    assert idx.check_and_add("A", other) == (True, [])
+    assert idx.get("A")[0] == other and idx.query(far, 0) == [] and len(idx) == 2
+    idx.remove("A")
+    assert "A" not in idx and len(idx) == 1 and idx.query(other, 0) == []
+    idx.clear()
+
+
 def test_a_batch_with_replacements_equals_the_one_by_one_loop(any_url: str) -> None:  # noqa: F811
     """A version an earlier item of the batch replaced (or rejected) is not counted by the
     later items, as in a loop of single calls; a restored id key keeps its version's expiry."""
@@ -207,13 +230,11 @@ def test_a_batch_with_replacements_equals_the_one_by_one_loop(any_url: str) -> N
     assert [ok for ok, _ in answers[0]] == [True, True, False, False, False]
 
 
-def test_a_restored_id_keeps_its_versions_expiry(redis_url: str) -> None:  # noqa: F811
+def test_a_restored_id_keeps_its_versions_expiry(any_url: str) -> None:  # noqa: F811
     """A rejected check-and-add with an older timestamp than the id's stored version points the
     id back at it with that version's time to live, not the rejected write's."""
     now = time.time()
-    idx = RedisIndex.from_url(
-        redis_url, k=13, namespace=fresh_ns(), retention=3600.0, period=1800.0
-    )
+    idx = RedisIndex.from_url(any_url, k=13, namespace=fresh_ns(), retention=3600.0, period=1800.0)
     idx.add("keep", 0b1111, timestamp=now)
     idx.add("A", 0xFF00FF00FF00FF00, timestamp=now)
     added, matches = idx.check_and_add("A", 0b1110, timestamp=now - 2000.0)
@@ -302,7 +323,7 @@ def _written(idx: RedisIndex, id: str, fp: int) -> tuple[str, int, Any]:
     ("outcome", "final"), [((False, False), "far"), ((False, True), 2), ((True, True), 2)]
 )
 def test_two_processes_replacing_one_id_at_once_leave_one_version(
-    redis_url: str,  # noqa: F811
+    any_url: str,  # noqa: F811
     first: int,
     outcome: tuple[bool, bool],
     final: Any,
@@ -313,8 +334,8 @@ def test_two_processes_replacing_one_id_at_once_leave_one_version(
     queries but that the id no longer names), and the count is right."""
     far = 0xFF00FF00FF00FF00
     fps = [0b1100 if not ok else far ^ (0xF << (8 * j + 8)) for j, ok in enumerate(outcome)]
-    p1 = RedisIndex.from_url(redis_url, k=13, namespace=fresh_ns())
-    p2 = RedisIndex.from_url(redis_url, k=13, namespace=p1.namespace)
+    p1 = RedisIndex.from_url(any_url, k=13, namespace=fresh_ns())
+    p2 = RedisIndex.from_url(any_url, k=13, namespace=p1.namespace)
     p1.add("keep", 0b1111)
     p1.add("A", far)
     writes = [_written(p1, "A", fps[0]), _written(p2, "A", fps[1])]
@@ -332,14 +353,14 @@ def test_two_processes_replacing_one_id_at_once_leave_one_version(
 
 @pytest.mark.parametrize("added", [False, True])
 def test_remove_while_a_replacement_is_undecided_removes_every_version(
-    redis_url: str,  # noqa: F811
+    any_url: str,  # noqa: F811
     added: bool,
 ) -> None:
     """remove(id) from another process while a check-and-add of the id is written but not yet
     decided: the id is gone afterwards, with every version of it."""
     far = 0xFF00FF00FF00FF00
-    p1 = RedisIndex.from_url(redis_url, k=13, namespace=fresh_ns())
-    p2 = RedisIndex.from_url(redis_url, k=13, namespace=p1.namespace)
+    p1 = RedisIndex.from_url(any_url, k=13, namespace=fresh_ns())
+    p2 = RedisIndex.from_url(any_url, k=13, namespace=p1.namespace)
     p1.add("keep", 0b1111)
     p1.add("A", far)
     idenc, fp, w = _written(p1, "A", 0b1100 if not added else far ^ 0xFF00)
@@ -351,14 +372,14 @@ def test_remove_while_a_replacement_is_undecided_removes_every_version(
 
 
 def test_three_processes_replacing_one_id_in_every_order_leave_one_version(
-    redis_url: str,  # noqa: F811
+    any_url: str,  # noqa: F811
 ) -> None:
     """Three writes of one id in flight at once, every outcome and every order of decisions:
     the id ends naming the last written version that was added (the one from before if none
     was), nothing else of it stays stored, and remove(id) then leaves nothing."""
     far = 0xFF00FF00FF00FF00
     ns = fresh_ns()
-    procs = [RedisIndex.from_url(redis_url, k=13, namespace=ns) for _ in range(3)]
+    procs = [RedisIndex.from_url(any_url, k=13, namespace=ns) for _ in range(3)]
     for outcome in itertools.product((False, True), repeat=3):
         fps = [0b1100 ^ j if not ok else far ^ (0xF << (8 * j + 8)) for j, ok in enumerate(outcome)]
         for order in itertools.permutations(range(3)):

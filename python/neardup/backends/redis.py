@@ -18,7 +18,8 @@ Layout (format 2; all keys start with the namespace ``ns``, default ``"neardup"`
   values in every live period (one round trip per node), measures every record exactly, then
   fetches the data of the near ones.
 - ``ns:d:<ref hex>``: the data of one stored version (id, fingerprint, timestamp, period,
-  ticket, and the text for :class:`RedisDeduplicator`); ``ns:r:<id>``: the id's current ref.
+  ticket, and the text for :class:`RedisDeduplicator`); ``ns:r:<id>``: the id's current ref
+  (on a cluster, its chain of versions, the current one first).
 - ``{ns}:config`` (the settings and format, checked on open), ``{ns}:seq`` (the sequence of
   tickets), ``{ns}:n:<period>`` (item counts), ``{ns}:horizon`` (the first period not expired
   by :meth:`RedisIndex.expire`) and, on a cluster, ``{ns}:tk:<period>`` (ref -> ticket). The

@@ -36,19 +36,20 @@ def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) ->
         index._reref(x)  # the random ref was in use: draw another
     p, exp = x.period, x.expire_at
     record = pack_record(x.fp, x.ref)
+    entry = x.ref.to_bytes(8, "big") + int(exp).to_bytes(8, "big")
+    if x.probe_k is None:  # a plain add: it replaces the id's whole chain
+        for ref in chain(index, x.idenc, "add", entry):
+            index._drop_version(ref)
+        old = None
+    else:  # a check-and-add: what it replaced is dropped once it is added (settle_cluster)
+        replaced = chain(index, x.idenc, "push", entry)
+        old = replaced[0] if replaced else None
     pipe = index.client.pipeline(transaction=False)
-    pipe.set(x.idkey, x.ref.to_bytes(8, "big"), get=True)
-    if exp:
-        pipe.expireat(x.idkey, exp)
     for key in x.own:
         pipe.append(key, record)
         if exp:
             pipe.expireat(key, exp)
-    raw = pipe.execute()[0]
-    old = None if raw is None or int.from_bytes(raw, "big") == x.ref else int.from_bytes(raw, "big")
-    if old is not None and x.probe_k is None:
-        index._drop_version(old)  # (a check-and-add drops it once added: RedisIndex._settle)
-        old = None
+    pipe.execute()
     tk = index._ticket_script(
         keys=[index._k_seq, index._k_tickets + str(p), index._k_count + str(p), index._k_horizon],
         args=[ref_hex(x.ref), exp],
@@ -98,30 +99,24 @@ def _earlier(entries: Iterable[_Entry], tickets: dict[int, int], ticket: int) ->
     return out
 
 
+def chain(index: RedisIndex, idenc: str, mode: str, arg: bytes = b"") -> list[int]:
+    """Change the chain of versions of ``idenc`` held in its id key
+    (:data:`~neardup.backends.redis_lua._CHAIN_LUA`, whose modes say what the refs returned
+    are)."""
+    out = index._chain_script(keys=[index._idkey(idenc)], args=[mode, arg])
+    return [int.from_bytes(r, "big") for r in out]
+
+
 def settle_cluster(index: RedisIndex, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
-    """:meth:`RedisIndex._settle` on a cluster, where no script sees an id's versions together:
-    the client keeps the chain. Each id ends naming its last added version of the batch, or
-    the one it had before (``written.old`` of its first write)."""
-    by_id: dict[str, list[tuple[int, _Written, bool]]] = {}
+    """:meth:`RedisIndex._settle` on a cluster: each decision is one change of the id's chain
+    (its key), then the versions it leaves unnamed are dropped. Each id ends naming its last
+    added version, or the one it had before; writes of one id decided by several processes in
+    any order give the same."""
+    removals: list[tuple[int, int, int, str | None]] = []
     for idenc, fp, w, added in items:
-        by_id.setdefault(idenc, []).append((fp, w, added))
-    removals: list[tuple[int, int, int, str | None, int | None]] = []
-    drops: list[int] = []
-    for idenc, versions in by_id.items():
-        before = versions[0][1].old
-        winners = [w for _, w, added in versions if added]
-        final = winners[-1].ref if winners else before
-        last = versions[-1][1]
-        for fp, w, added in versions:
-            if not added:
-                named = w is last  # (the id key names the batch's last version of it)
-                removals.append(
-                    (w.ref, fp, w.period, idenc if named else None, final if named else None)
-                )
-            elif w is not winners[-1]:
-                drops.append(w.ref)
-        if winners and before is not None:
-            drops.append(before)
+        if added:
+            for ref in chain(index, idenc, "added", w.ref.to_bytes(8, "big")):
+                index._drop_version(ref)
+        else:
+            removals.append((w.ref, fp, w.period, idenc))
     index._remove_versions(removals)
-    for ref in drops:
-        index._drop_version(ref)

@@ -7,9 +7,9 @@ Every key of a namespace ``ns`` and what it holds is listed in docs/scale-out.md
 A bucket is one Redis string of fixed 16-byte records: the fingerprint (8 bytes, big-endian)
 then the item's *ref* (8 bytes, big-endian), a random 64-bit name of one stored version of an
 item. ``ns:d:<ref hex>`` holds that version's data (id, fingerprint, timestamp, period, ticket,
-text) and ``ns:r:<id>`` the id's current ref. A read is one ``GET`` per bucket; the distances
-are computed on the client over the whole reply at once (in the Rust core), and only the near
-records' data are fetched.
+text) and ``ns:r:<id>`` the id's current ref (on a cluster, the id's chain of versions,
+current first). A read is one ``GET`` per bucket; the distances are computed on the client
+over the whole reply at once (in the Rust core), and only the near records' data are fetched.
 """
 
 from __future__ import annotations

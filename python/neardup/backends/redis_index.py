@@ -19,7 +19,7 @@ from neardup._closing import Closing
 from neardup._core import IncompatibleIndexError, _probe_keys
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.backends.redis_cache import DEFAULT_CACHE_SIZE, Cached, VersionCache
-from neardup.backends.redis_cluster import settle_cluster, write_cluster
+from neardup.backends.redis_cluster import chain, settle_cluster, write_cluster
 from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, connect
 from neardup.backends.redis_format import (
     _NO_RETENTION_PERIOD,
@@ -40,9 +40,9 @@ from neardup.backends.redis_format import (
 )
 from neardup.backends.redis_link import ServerLink
 from neardup.backends.redis_lua import (
+    _CHAIN_LUA,
     _CHECK_ADD_LUA,
     _CLAIM_LUA,
-    _DEL_IF_LUA,
     _EXPIRE_LUA,
     _REMOVE_RECORD_LUA,
     _RETRACT_LUA,
@@ -178,7 +178,7 @@ class RedisIndex(Closing):
         self._remove_record_script = reg(_REMOVE_RECORD_LUA)
         self._retract_script = reg(_RETRACT_LUA)
         self._take_replaced_script = reg(_TAKE_REPLACED_LUA)
-        self._del_if_script = reg(_DEL_IF_LUA)
+        self._chain_script = reg(_CHAIN_LUA)
         self._expire_script = reg(_EXPIRE_LUA)
         if not self.cluster:  # (a cluster client loads a script on the node that needs it)
             for script in (
@@ -523,49 +523,47 @@ class RedisIndex(Closing):
             f, p = self._link.send_all([row])[0]
         if f is None:  # (dropped already)
             return
-        self._remove_versions([(ref, int(f, 16), int(p), None, None)])
+        self._remove_versions([(ref, int(f, 16), int(p), None)])
 
-    def _remove_versions(
-        self, items: Sequence[tuple[int, int, int, str | None, int | None]]
-    ) -> None:
-        """Remove stored versions ``(ref, fp, period, idenc, previous)``: their records from
-        their buckets, their data, one count each and (``idenc`` given) the id key while it
-        still names them (a later add of the same id must survive): it names the version this
-        one replaced again (one server: field ``o`` of its data; a cluster: ``previous``)."""
+    def _remove_versions(self, items: Sequence[tuple[int, int, int, str | None]]) -> None:
+        """Remove stored versions ``(ref, fp, period, idenc)``: their records from their
+        buckets, their data, one count each and (``idenc`` given) their place in the id's
+        chain: an id that names one names again the version it replaced (a later add of the
+        id survives). The chain is in the ``o`` fields of the data on one server, in the id
+        key on a cluster (:data:`~neardup.backends.redis_lua._CHAIN_LUA`)."""
         if not items:
             return
         if not self.cluster:
             self._retract(items, "")
             return
         # Redis Cluster: the keys live on several masters; one command (or script) per key.
+        # The id first names what it named before (its chain), then the data go.
+        for ref, _, _, idenc in items:
+            if idenc is not None:
+                chain(self, idenc, "rejected", ref.to_bytes(8, "big"))
         pipe = self.client.pipeline(transaction=False)
-        for ref, _, _, _, _ in items:
+        for ref, _, _, _ in items:
             pipe.delete(self._datakey(ref))
         deleted = pipe.execute()
         pipe = self.client.pipeline(transaction=False)
-        for (ref, fp, p, idenc, prev), gone in zip(items, deleted):
+        for (ref, fp, p, _), gone in zip(items, deleted):
             if not gone:  # (removed meanwhile by another process: nothing to undo)
                 continue
             record = pack_record(fp, ref)
             for b, v in enumerate(self.layout.values(fp)):
                 self._remove_record_script(keys=[self._bucket(p, b, v)], args=[record])
-            if idenc is not None:
-                prev8 = prev.to_bytes(8, "big") if prev is not None else b""
-                self._del_if_script(keys=[self._idkey(idenc)], args=[ref.to_bytes(8, "big"), prev8])
             pipe.decr(self._k_count + str(p))
         pipe.execute()
 
-    def _retract(
-        self, items: Sequence[tuple[int, int, int, str | None, int | None]], mode: str
-    ) -> None:
+    def _retract(self, items: Sequence[tuple[int, int, int, str | None]], mode: str) -> None:
         """One server: :data:`_RETRACT_LUA` for each item of :meth:`_remove_versions` (``mode``
         ``"forget"``: the id key is deleted, not pointed back); a version each removed one had
         replaced that nothing links any more is dropped with the rest of its chain."""
         if not items:
             return
-        self._cache.forget(ref for ref, _, _, _, _ in items)
+        self._cache.forget(ref for ref, _, _, _ in items)
         calls: list[tuple[list[Any], list[Any]]] = []
-        for ref, fp, p, idenc, _ in items:
+        for ref, fp, p, idenc in items:
             keys = [self._idkey(idenc or ""), self._datakey(ref), self._k_count + str(p)]
             keys += self._own_keys(p, fp)
             ref8 = ref.to_bytes(8, "big") if idenc is not None else b""
@@ -584,7 +582,7 @@ class RedisIndex(Closing):
         outs = self._link.run_scripts(self._take_replaced_script, calls)
         self._retract(
             [
-                (int.from_bytes(raw, "big"), int(f, 16), int(p), None, None)
+                (int.from_bytes(raw, "big"), int(f, 16), int(p), None)
                 for raw, f, p in (out for out in outs if out)
                 if f is not None
             ],
@@ -598,9 +596,7 @@ class RedisIndex(Closing):
         check-and-add never loses the id's stored text)."""
         if not self.cluster:
             # The scripts keep each id's chain of replaced versions (field o) on the server.
-            self._remove_versions(
-                [(w.ref, fp, w.period, i, None) for i, fp, w, ok in items if not ok]
-            )
+            self._remove_versions([(w.ref, fp, w.period, i) for i, fp, w, ok in items if not ok])
             self._drop_replaced([w.ref for _, _, w, ok in items if ok and w.old is not None])
             return
         settle_cluster(self, items)
@@ -699,7 +695,7 @@ class RedisIndex(Closing):
         raw: Any = self.client.get(self._idkey(_enc_id(id)))
         if raw is None:
             raise KeyError(f"id {id!r} is not in the index")
-        return int.from_bytes(raw, "big")
+        return int.from_bytes(raw[:8], "big")  # (on a cluster, the head of the id's chain)
 
     def _get_record(self, id: Id, names: Sequence[str]) -> list[Any]:
         """The data fields ``names`` of ``id`` (str; the text ``x`` as bytes)."""
@@ -722,12 +718,13 @@ class RedisIndex(Closing):
         f, p = self.client.hmget(self._datakey(ref), ["f", "p"])  # type: ignore[misc]
         if f is None or p is None:
             raise KeyError(f"id {id!r} is not in the index")
-        if self.cluster:
-            self._remove_versions([(ref, int(f, 16), int(p), idenc, None)])
+        if self.cluster:  # (the id key goes, with every version its chain names)
+            for r in chain(self, idenc, "forget"):
+                self._drop_version(r)
             return
         # One server: the id key goes, and the versions the removed one had replaced with it
         # (still stored while the check-and-add that replaced them is undecided).
-        self._retract([(ref, int(f, 16), int(p), idenc, None)], "forget")
+        self._retract([(ref, int(f, 16), int(p), idenc)], "forget")
 
     def __contains__(self, id: object) -> bool:
         try:

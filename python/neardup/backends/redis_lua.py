@@ -272,19 +272,69 @@ return {o, row[1] or false, row[2] or false}
 """
 )
 
-# Redis Cluster: if the id key KEYS[1] still names ref ARGV[1] (a later add of the id must
-# survive), point it at ARGV[2] (the version it replaced; it keeps the key's expiry, which is
-# the later write's: the previous version's data are in another slot) or, ARGV[2] empty,
-# delete it.
-_DEL_IF_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  if ARGV[2] ~= '' then
-    redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
-  else
-    redis.call('DEL', KEYS[1])
+# Redis Cluster: an id's versions, where no script sees an id key and a version's data together
+# (they hash to different slots). The id key holds the id's chain itself: 16-byte entries,
+# newest first, each a ref (8 bytes) and its expiry (8 bytes, Unix seconds, 0: none); the head
+# is the version the id names, and the key expires with it. Entries past their expiry are
+# dropped whenever the chain is read; a key of the bare 8-byte ref (written before the chain
+# was kept in it) reads as a chain of that one version. Every change is one script on the one
+# key, so writes and decisions of one id from any number of processes interleave safely (a
+# one-server index keeps the same chain in the `o` fields of the data instead).
+# KEYS: idkey. ARGV: mode, the entry (push) or the ref (other modes).
+#  'push' (a check-and-add wrote this version): put it first; reply {the version it replaced}
+#         or {} (a push sent again after a lost reply answers the same, changing nothing);
+#  'add' (a plain add): put it first and drop every older entry; reply their refs (to drop);
+#  'added' (a check-and-add was added): drop the entries older than it; reply their refs;
+#  'rejected': take it out of the chain wherever it is (the id names what it named before);
+#  'forget' (remove(id)): delete the key; reply every ref of the chain.
+_CHAIN_LUA = """
+local mode, key = ARGV[1], KEYS[1]
+local raw = redis.call('GET', key)
+local now = tonumber(redis.call('TIME')[1])
+local es = {}
+if raw and #raw == 8 then
+  -- (written before the chain was kept here: the ref alone, with the key's expiry)
+  local ttl = redis.call('TTL', key)
+  es[1] = raw .. struct.pack('>I4I4', 0, ttl > 0 and now + ttl or 0)
+elseif raw then
+  for off = 1, #raw - 15, 16 do
+    local hi, lo = struct.unpack('>I4I4', raw, off + 8)
+    local exp = hi * 4294967296 + lo
+    if exp == 0 or exp > now then es[#es + 1] = string.sub(raw, off, off + 15) end
   end
 end
-return 0
+local ref = string.sub(ARGV[2], 1, 8)
+local pos = nil
+for i, e in ipairs(es) do
+  if string.sub(e, 1, 8) == ref then pos = i; break end
+end
+local out = {}
+if mode == 'push' or mode == 'add' then
+  if not pos then table.insert(es, 1, ARGV[2]); pos = 1 end
+end
+if mode == 'forget' then
+  for i, e in ipairs(es) do out[i] = string.sub(e, 1, 8) end
+  redis.call('DEL', key)
+  return out
+elseif mode == 'push' then
+  if es[pos + 1] then out[1] = string.sub(es[pos + 1], 1, 8) end
+elseif pos and (mode == 'add' or mode == 'added') then
+  for i = #es, pos + 1, -1 do
+    out[#out + 1] = string.sub(es[i], 1, 8)
+    table.remove(es, i)
+  end
+elseif pos and mode == 'rejected' then
+  table.remove(es, pos)
+end
+if #es == 0 then
+  redis.call('DEL', key)
+else
+  redis.call('SET', key, table.concat(es))
+  local hi, lo = struct.unpack('>I4I4', es[1], 9)
+  local exp = hi * 4294967296 + lo
+  if exp > 0 then redis.call('EXPIREAT', key, exp) end
+end
+return out
 """
 
 # Move the horizon to ARGV[1] (periods before it are expired); return how many items the
