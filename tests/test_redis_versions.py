@@ -211,6 +211,40 @@ def test_a_cluster_id_key_of_the_bare_ref_reads_as_a_chain(cluster_url: str) -> 
     idx.clear()
 
 
+def test_each_step_of_a_cluster_chain_sent_again_answers_the_same(
+    cluster_url: str,  # noqa: F811
+) -> None:
+    """Each change of an id's chain on a cluster is safe to send again after a lost reply
+    (redis-py's cluster client resends on a connection error): the second run answers as the
+    first and leaves the chain as it was."""
+    from neardup.backends.redis_cluster import chain
+
+    idx = RedisIndex.from_url(cluster_url, k=13, namespace=fresh_ns())
+    key = idx._idkey("sA")
+
+    def entry(ref: int) -> bytes:
+        return ref.to_bytes(8, "big") + bytes(8)
+
+    def run_twice(mode: str, *args: bytes) -> list[int]:
+        first = chain(idx, "sA", mode, *args)
+        after = idx.client.get(key)
+        assert chain(idx, "sA", mode, *args) == first and idx.client.get(key) == after, mode
+        return first
+
+    assert run_twice("push", entry(1)) == []
+    assert run_twice("push", entry(2)) == [1]
+    assert run_twice("push", entry(3)) == [2]
+    assert idx.client.get(key) == entry(3) + entry(2) + entry(1)
+    assert run_twice("older", (2).to_bytes(8, "big")) == [1]
+    assert run_twice("cut", (1).to_bytes(8, "big")) == []
+    assert run_twice("cut", (3).to_bytes(8, "big")) == []
+    assert idx._ref_of("A") == 2
+    assert run_twice("push", entry(4)) == [2]
+    assert run_twice("older") == [4, 2]
+    assert run_twice("cut", (4).to_bytes(8, "big"), (2).to_bytes(8, "big")) == []
+    assert idx.client.get(key) is None
+
+
 def test_a_batch_with_replacements_equals_the_one_by_one_loop(any_url: str) -> None:  # noqa: F811
     """A version an earlier item of the batch replaced (or rejected) is not counted by the
     later items, as in a loop of single calls; a restored id key keeps its version's expiry."""

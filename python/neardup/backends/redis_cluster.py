@@ -37,13 +37,11 @@ def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) ->
     p, exp = x.period, x.expire_at
     record = pack_record(x.fp, x.ref)
     entry = x.ref.to_bytes(8, "big") + int(exp).to_bytes(8, "big")
-    if x.probe_k is None:  # a plain add: it replaces the id's whole chain
-        for ref in chain(index, x.idenc, "add", entry):
-            index._drop_version(ref)
+    replaced = chain(index, x.idenc, "push", entry)
+    old = replaced[0] if replaced else None
+    if x.probe_k is None:  # a plain add replaces the id's whole chain (a check-and-add, once
+        stored_for_good(index, x.idenc, x.ref)  # it is added: settle_cluster)
         old = None
-    else:  # a check-and-add: what it replaced is dropped once it is added (settle_cluster)
-        replaced = chain(index, x.idenc, "push", entry)
-        old = replaced[0] if replaced else None
     pipe = index.client.pipeline(transaction=False)
     for key in x.own:
         pipe.append(key, record)
@@ -99,12 +97,22 @@ def _earlier(entries: Iterable[_Entry], tickets: dict[int, int], ticket: int) ->
     return out
 
 
-def chain(index: RedisIndex, idenc: str, mode: str, arg: bytes = b"") -> list[int]:
-    """Change the chain of versions of ``idenc`` held in its id key
+def chain(index: RedisIndex, idenc: str, mode: str, *args: bytes) -> list[int]:
+    """Read or change the chain of versions of ``idenc`` held in its id key
     (:data:`~neardup.backends.redis_lua._CHAIN_LUA`, whose modes say what the refs returned
     are)."""
-    out = index._chain_script(keys=[index._idkey(idenc)], args=[mode, arg])
+    out = index._chain_script(keys=[index._idkey(idenc)], args=[mode, *args])
     return [int.from_bytes(r, "big") for r in out]
+
+
+def stored_for_good(index: RedisIndex, idenc: str, ref: int) -> None:
+    """Version ``ref`` of ``idenc`` is added: drop the versions older than it in the id's chain,
+    then take them out of it (each step safe to send again)."""
+    older = chain(index, idenc, "older", ref.to_bytes(8, "big"))
+    for r in older:
+        index._drop_version(r)
+    if older:
+        chain(index, idenc, "cut", *(r.to_bytes(8, "big") for r in older))
 
 
 def settle_cluster(index: RedisIndex, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
@@ -115,8 +123,7 @@ def settle_cluster(index: RedisIndex, items: Sequence[tuple[str, int, _Written, 
     removals: list[tuple[int, int, int, str | None]] = []
     for idenc, fp, w, added in items:
         if added:
-            for ref in chain(index, idenc, "added", w.ref.to_bytes(8, "big")):
-                index._drop_version(ref)
+            stored_for_good(index, idenc, w.ref)
         else:
             removals.append((w.ref, fp, w.period, idenc))
     index._remove_versions(removals)

@@ -540,7 +540,7 @@ class RedisIndex(Closing):
         # The id first names what it named before (its chain), then the data go.
         for ref, _, _, idenc in items:
             if idenc is not None:
-                chain(self, idenc, "rejected", ref.to_bytes(8, "big"))
+                chain(self, idenc, "cut", ref.to_bytes(8, "big"))
         pipe = self.client.pipeline(transaction=False)
         for ref, _, _, _ in items:
             pipe.delete(self._datakey(ref))
@@ -718,9 +718,11 @@ class RedisIndex(Closing):
         f, p = self.client.hmget(self._datakey(ref), ["f", "p"])  # type: ignore[misc]
         if f is None or p is None:
             raise KeyError(f"id {id!r} is not in the index")
-        if self.cluster:  # (the id key goes, with every version its chain names)
-            for r in chain(self, idenc, "forget"):
+        if self.cluster:  # (every version the id's chain names goes, then the chain)
+            refs = chain(self, idenc, "older")
+            for r in refs:
                 self._drop_version(r)
+            chain(self, idenc, "cut", *(r.to_bytes(8, "big") for r in refs))
             return
         # One server: the id key goes, and the versions the removed one had replaced with it
         # (still stored while the check-and-add that replaced them is undecided).

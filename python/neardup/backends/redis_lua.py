@@ -280,13 +280,15 @@ return {o, row[1] or false, row[2] or false}
 # was kept in it) reads as a chain of that one version. Every change is one script on the one
 # key, so writes and decisions of one id from any number of processes interleave safely (a
 # one-server index keeps the same chain in the `o` fields of the data instead).
-# KEYS: idkey. ARGV: mode, the entry (push) or the ref (other modes).
-#  'push' (a check-and-add wrote this version): put it first; reply {the version it replaced}
-#         or {} (a push sent again after a lost reply answers the same, changing nothing);
-#  'add' (a plain add): put it first and drop every older entry; reply their refs (to drop);
-#  'added' (a check-and-add was added): drop the entries older than it; reply their refs;
-#  'rejected': take it out of the chain wherever it is (the id names what it named before);
-#  'forget' (remove(id)): delete the key; reply every ref of the chain.
+# KEYS: idkey. ARGV: mode, then the entry ('push') or refs (8 bytes each).
+#  'push' (a version was written): put it first; reply {the version it replaced} or {} (sent
+#         again after a lost reply it answers the same, changing nothing);
+#  'older' (read only): the refs of the entries older than ARGV[2] (a version now stored for
+#         good: the client drops those versions, then 'cut's them), without ARGV[2] every
+#         ref (remove(id): dropped and cut the same way);
+#  'cut': take the refs ARGV[2..] out of the chain wherever they are (a rejected version: the
+#         id names again what it named before);
+# Each mode changes the chain the same way when sent again, so a lost reply loses nothing.
 _CHAIN_LUA = """
 local mode, key = ARGV[1], KEYS[1]
 local raw = redis.call('GET', key)
@@ -303,28 +305,28 @@ elseif raw then
     if exp == 0 or exp > now then es[#es + 1] = string.sub(raw, off, off + 15) end
   end
 end
-local ref = string.sub(ARGV[2], 1, 8)
-local pos = nil
-for i, e in ipairs(es) do
-  if string.sub(e, 1, 8) == ref then pos = i; break end
-end
 local out = {}
-if mode == 'push' or mode == 'add' then
-  if not pos then table.insert(es, 1, ARGV[2]); pos = 1 end
+local function find(ref)
+  for i, e in ipairs(es) do
+    if string.sub(e, 1, 8) == ref then return i end
+  end
 end
-if mode == 'forget' then
-  for i, e in ipairs(es) do out[i] = string.sub(e, 1, 8) end
-  redis.call('DEL', key)
+if mode == 'older' then
+  local pos = 0
+  if ARGV[2] then pos = find(ARGV[2]) end
+  if pos then
+    for i = pos + 1, #es do out[#out + 1] = string.sub(es[i], 1, 8) end
+  end
   return out
 elseif mode == 'push' then
+  local pos = find(string.sub(ARGV[2], 1, 8))
+  if not pos then table.insert(es, 1, ARGV[2]); pos = 1 end
   if es[pos + 1] then out[1] = string.sub(es[pos + 1], 1, 8) end
-elseif pos and (mode == 'add' or mode == 'added') then
-  for i = #es, pos + 1, -1 do
-    out[#out + 1] = string.sub(es[i], 1, 8)
-    table.remove(es, i)
+elseif mode == 'cut' then
+  for j = 2, #ARGV do
+    local pos = find(ARGV[j])
+    if pos then table.remove(es, pos) end
   end
-elseif pos and mode == 'rejected' then
-  table.remove(es, pos)
 end
 if #es == 0 then
   redis.call('DEL', key)
