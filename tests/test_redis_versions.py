@@ -9,6 +9,7 @@ per-process cache of versions saves reads and never outlives a removal.
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import time
 from typing import Any
@@ -141,9 +142,13 @@ def test_an_error_between_the_write_and_the_decision_retracts_the_write(
     idx = RedisIndex.from_url(any_url, k=13, namespace=ns)
     idx.add("A", far)
     idx.add("B", 0b1111)
-    failures = [(idx, "_sorted")]  # (the decision of an item with candidates)
+    failures: list[tuple[Any, str]] = [(idx, "_sorted")]  # (the decision of an item)
     if not idx.cluster:
         failures.append((idx, "_resolve"))  # (the read of the candidates' data)
+    else:  # (the read of the probe buckets, inside the cluster's write of an item)
+        from neardup.backends import redis_cluster
+
+        failures.append((redis_cluster, "near_records"))
     for obj, name in failures:
         with monkeypatch.context() as m:
             m.setattr(obj, name, _boom)
@@ -167,7 +172,7 @@ def test_an_error_between_the_write_and_the_decision_retracts_the_write(
         m.setattr(idx, "_settle", _boom)
         with pytest.raises(RuntimeError, match="injected") as err:
             idx.check_and_add("A", 0b1101)
-    assert "could not be retracted" in " ".join(getattr(err.value, "__notes__", []))
+    assert "could not be fully retracted" in " ".join(getattr(err.value, "__notes__", []))
     assert idx.get("A")[0] == 0b1101
     idx.clear()
     # The deduplicator: its verifier fails.
@@ -216,7 +221,8 @@ def test_each_step_of_a_cluster_chain_sent_again_answers_the_same(
 ) -> None:
     """Each change of an id's chain on a cluster is safe to send again after a lost reply
     (redis-py's cluster client resends on a connection error): the second run answers as the
-    first and leaves the chain as it was."""
+    first and leaves the chain as it was; a write of a ref cut meanwhile (sent again late) is
+    refused, so it cannot bring back a dropped version."""
     from neardup.backends.redis_cluster import chain
 
     idx = RedisIndex.from_url(cluster_url, k=13, namespace=fresh_ns())
@@ -242,7 +248,77 @@ def test_each_step_of_a_cluster_chain_sent_again_answers_the_same(
     assert run_twice("push", entry(4)) == [2]
     assert run_twice("older") == [4, 2]
     assert run_twice("cut", (4).to_bytes(8, "big"), (2).to_bytes(8, "big")) == []
-    assert idx.client.get(key) is None
+    with pytest.raises(KeyError):
+        idx._ref_of("A")  # (only tombstones left, for 10 minutes)
+    assert 0 < idx.client.ttl(key) <= 600
+    assert idx._chain_script(keys=[key], args=["push", entry(2)]) == [0]  # (refused)
+    with pytest.raises(KeyError):
+        idx._ref_of("A")
+    assert run_twice("push", entry(5)) == [] and idx._ref_of("A") == 5
+    assert idx.client.ttl(key) == -1  # (no retention: an entry without expiry)
+
+
+def test_a_cluster_write_whose_chain_entry_was_cut_meanwhile_is_written_again(
+    cluster_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A write's chain entry sent again late (its first reply lost) after another process
+    removed the id meanwhile is refused: the write starts over with a new ref, so the id
+    names it and nothing the removal dropped comes back."""
+    idx = RedisIndex.from_url(cluster_url, k=13, namespace=fresh_ns())
+    other = RedisIndex.from_url(cluster_url, k=13, namespace=idx.namespace)
+    idx.add("keep", 0b1111)
+    idx.add("A", 0xFF00FF00FF00FF00)
+    real = idx._chain_script
+    pushes: list[bytes] = []
+
+    def lost_then_late(keys: Any, args: Any, client: Any = None) -> Any:
+        if args[0] == "push" and not pushes:
+            pushes.append(args[1])
+            real(keys=keys, args=args)  # it ran; the reply never came, and before the
+            other.remove("A")  # resend another process removed the id
+        return real(keys=keys, args=args)
+
+    monkeypatch.setattr(idx, "_chain_script", lost_then_late)
+    fp = 0x0F0F0F0F0F0F0F0F
+    assert idx.check_and_add("A", fp) == (True, [])
+    monkeypatch.undo()
+    assert pushes and idx._ref_of("A") != int.from_bytes(pushes[0][:8], "big")
+    assert idx.get("A")[0] == fp and len(idx) == 2
+    assert idx.query(fp, 0) == [("A", 0)] and idx.query(0xFF00FF00FF00FF00, 0) == []
+    idx.clear()
+
+
+def test_a_check_and_add_older_than_the_retention_keeps_the_ids_version(
+    any_url: str,  # noqa: F811
+) -> None:
+    """A check-and-add whose timestamp is past the retention (its keys would expire at once)
+    keeps its keys until it is decided: rejected, the id names its stored version as before;
+    added, it is in no live period (expired) and replaces nothing it should not."""
+    now = time.time()
+    idx = RedisIndex.from_url(any_url, k=13, namespace=fresh_ns(), retention=3600.0, period=1800.0)
+    idx.add("keep", 0b1111, timestamp=now)
+    idx.add("A", 0xFF00FF00FF00FF00, timestamp=now)
+    assert idx.check_and_add("A", 0b1110, timestamp=now - 20000.0) == (False, [("keep", 1)])
+    assert idx.get("A")[0] == 0xFF00FF00FF00FF00 and len(idx) == 2
+    assert idx.check_and_add("B", 0x0F0F0F0F0F0F0F0F, timestamp=now - 20000.0) == (True, [])
+    assert "B" not in idx and len(idx) == 2 and idx.query(0x0F0F0F0F0F0F0F0F, 0) == []
+    idx.clear()
+
+
+def test_a_cluster_namespace_from_before_the_chains_is_upgraded(
+    cluster_url: str,  # noqa: F811
+) -> None:
+    """A cluster namespace's settings name its id keys' layout (chains), so a version that
+    keeps bare refs there refuses it; one written before that is upgraded on open."""
+    idx = RedisIndex.from_url(cluster_url, k=3, namespace=fresh_ns())
+    stored = json.loads(idx.client.get(idx._k_config))
+    assert stored["id_keys"] == "chain"
+    del stored["id_keys"]
+    idx.client.set(idx._k_config, json.dumps(stored, sort_keys=True))
+    again = RedisIndex.from_url(cluster_url, k=3, namespace=idx.namespace)
+    assert json.loads(again.client.get(again._k_config))["id_keys"] == "chain"
+    idx.clear()
 
 
 def test_a_batch_with_replacements_equals_the_one_by_one_loop(any_url: str) -> None:  # noqa: F811

@@ -1,11 +1,12 @@
 """The check-and-add protocol on Redis Cluster, where no script can touch all of an item's keys.
 
 (0) Create the data of a fresh random ref (a script on that one key, refusing a ref in use);
-(1) point the id at it and append the record to the item's buckets; (2) take the ticket and
-publish ``ref -> ticket``, in one script on the ``{ns}`` slot; (3) read the probe buckets, and
-the tickets of the near records found. If X and Y are near and ``ticket(Y) < ticket(X)``, X
-sees Y: Y's appends precede Y's step (2), which precedes X's step (2), which precedes X's
-reads (the proof in docs/scale-out.md).
+(1) append the record to the item's buckets and put the ref first in the id's chain (its id
+key, :data:`~neardup.backends.redis_lua._CHAIN_LUA`); (2) take the ticket and publish
+``ref -> ticket``, in one script on the ``{ns}`` slot; (3) read the probe buckets, and the
+tickets of the near records found. If X and Y are near and ``ticket(Y) < ticket(X)``, X sees
+Y: Y's appends precede Y's step (2), which precedes X's step (2), which precedes X's reads
+(the proof in docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from neardup.backends.redis_format import (
     _Entry,
     _Pending,
     _Written,
+    add_note,
     near_records,
     pack_record,
     ref_hex,
@@ -26,28 +28,51 @@ from neardup.backends.redis_format import (
 if TYPE_CHECKING:
     from neardup.backends.redis_index import RedisIndex
 
-__all__ = ["settle_cluster", "write_cluster"]
+__all__ = ["chain", "head_ref", "settle_cluster", "stored_for_good", "write_cluster"]
+
+# The top bit of a chain entry's expiry: a tombstone (a ref cut out of the chain).
+_TOMB = 1 << 63
 
 
 def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) -> _Written:
     """Store ``x`` on a cluster (steps 0-3 above); with ``x.probe_k``, the stored items near
-    it whose ticket is smaller than its own are its predecessors."""
-    while not index._claim_script(keys=[x.datakey], args=[x.expire_at, *x.fields]):
-        index._reref(x)  # the random ref was in use: draw another
+    it whose ticket is smaller than its own are its predecessors. A check-and-add that fails
+    part-way is retracted before the error propagates (its caller gets no decision)."""
+    while True:
+        while not index._claim_script(keys=[x.datakey], args=[x.expire_at, *x.fields]):
+            index._reref(x)  # the random ref was in use: draw another
+        try:
+            w = _write_claimed(index, x, payload)
+        except BaseException as e:
+            if x.probe_k is not None:
+                _undo_write(index, x, e)
+            raise
+        if w is not None:
+            return w
+        # Its chain entry was refused: another process dropped this version meanwhile (a
+        # push sent again late, after a lost reply). Its drop counted one item too many.
+        index.client.incr(index._k_count + str(x.period))
+        index._reref(x)
+
+
+def _write_claimed(index: RedisIndex, x: _Pending, payload: str | None) -> _Written | None:
+    """Steps 1-3 of ``x`` once its data exist; None if its chain entry was refused."""
     p, exp = x.period, x.expire_at
     record = pack_record(x.fp, x.ref)
-    entry = x.ref.to_bytes(8, "big") + int(exp).to_bytes(8, "big")
-    replaced = chain(index, x.idenc, "push", entry)
-    old = replaced[0] if replaced else None
-    if x.probe_k is None:  # a plain add replaces the id's whole chain (a check-and-add, once
-        stored_for_good(index, x.idenc, x.ref)  # it is added: settle_cluster)
-        old = None
     pipe = index.client.pipeline(transaction=False)
     for key in x.own:
         pipe.append(key, record)
         if exp:
             pipe.expireat(key, exp)
     pipe.execute()
+    entry = x.ref.to_bytes(8, "big") + int(exp).to_bytes(8, "big")
+    replaced = index._chain_script(keys=[x.idkey], args=["push", entry])
+    if replaced and replaced[0] == 0:
+        return None
+    old = int.from_bytes(replaced[0], "big") if replaced else None
+    if x.probe_k is None:  # a plain add replaces the id's whole chain (a check-and-add, once
+        stored_for_good(index, x.idenc, x.ref)  # it is added: settle_cluster)
+        old = None
     tk = index._ticket_script(
         keys=[index._k_seq, index._k_tickets + str(p), index._k_count + str(p), index._k_horizon],
         args=[ref_hex(x.ref), exp],
@@ -95,6 +120,37 @@ def _earlier(entries: Iterable[_Entry], tickets: dict[int, int], ticket: int) ->
             e.ticket = t
             out.append(e)
     return out
+
+
+def _undo_write(index: RedisIndex, x: _Pending, err: BaseException) -> None:
+    """Best effort after a check-and-add write failed part-way: take its ref out of the id's
+    chain, then its data, records and (if its ticket was taken) count."""
+    try:
+        chain(index, x.idenc, "cut", x.ref.to_bytes(8, "big"))
+        if index.client.delete(x.datakey):
+            record = pack_record(x.fp, x.ref)
+            for key in x.own:
+                index._remove_record_script(keys=[key], args=[record])
+            if index.client.hexists(index._k_tickets + str(x.period), ref_hex(x.ref)):
+                index.client.decr(index._k_count + str(x.period))
+    except Exception as again:
+        add_note(
+            err,
+            f"neardup: the failed check-and-add write {x.ref:016x} could not be fully "
+            f"retracted ({again!r}): its data, records or count may stay until they expire",
+        )
+
+
+def head_ref(raw: bytes, now: float) -> int | None:
+    """The ref an id key names: the whole key on one server (8 bytes); on a cluster, the
+    first entry of its chain that is neither a tombstone nor past its expiry."""
+    if len(raw) == 8:
+        return int.from_bytes(raw, "big")
+    for off in range(0, len(raw) - 15, 16):
+        exp = int.from_bytes(raw[off + 8 : off + 16], "big")
+        if not exp & _TOMB and (exp == 0 or exp > now):
+            return int.from_bytes(raw[off : off + 8], "big")
+    return None
 
 
 def chain(index: RedisIndex, idenc: str, mode: str, *args: bytes) -> list[int]:

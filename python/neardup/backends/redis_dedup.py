@@ -349,7 +349,7 @@ class RedisDeduplicator(Closing):
             # (verifying may read, and fail; the writes of the call are retracted)
             self.index._abandon(list(zip(batch, written)), e)
             raise
-        self.index._settle(settled)
+        self.index._settle_or_note(settled)
         for n_candidates, (added, matches) in zip(candidates, out):
             self._counters["checks"] += 1
             self._counters["candidates"] += n_candidates

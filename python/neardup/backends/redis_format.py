@@ -14,6 +14,7 @@ over the whole reply at once (in the Rust core), and only the near records' data
 
 from __future__ import annotations
 
+import logging
 import operator
 import os
 import random
@@ -33,6 +34,15 @@ _U64 = (1 << 64) - 1
 _NO_RETENTION_PERIOD = float(1 << 40)
 # Sorts entries whose ticket is unknown (cluster, not yet ticketed) after every ticketed one.
 _NO_TICKET = 1 << 64
+
+
+def add_note(err: BaseException, note: str) -> None:
+    """Add ``note`` to ``err`` (Python 3.11+); older Pythons log it as a warning instead."""
+    adder = getattr(err, "add_note", None)
+    if adder is not None:
+        adder(note)
+    else:
+        logging.getLogger("neardup").warning("%s (%r)", note, err)
 
 
 # -- encodings -------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from neardup._closing import Closing
 from neardup._core import IncompatibleIndexError, _probe_keys
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.backends.redis_cache import DEFAULT_CACHE_SIZE, Cached, VersionCache
-from neardup.backends.redis_cluster import chain, settle_cluster, write_cluster
+from neardup.backends.redis_cluster import chain, head_ref, settle_cluster, write_cluster
 from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, connect
 from neardup.backends.redis_format import (
     _NO_RETENTION_PERIOD,
@@ -34,6 +34,7 @@ from neardup.backends.redis_format import (
     _Pending,
     _s,
     _Written,
+    add_note,
     near_records,
     new_ref,
     pack_record,
@@ -54,6 +55,9 @@ from neardup.backends.redis_single import check_add_in_script, write_many
 from neardup.textstore import Id, check_id
 
 __all__ = ["DEFAULT_CACHE_SIZE", "RedisIndex"]
+
+# Seconds a written version's keys live at least (see RedisIndex._expire_at).
+_MIN_TTL = 60
 
 
 class _Gone:
@@ -212,6 +216,9 @@ class RedisIndex(Closing):
             "blocks": self.layout.blocks,
             "retention": self.retention,
             "period": self.period,
+            # (a cluster keeps each id's chain of versions in its id key: versions before that
+            # kept the bare ref there and must not share the namespace)
+            **({"id_keys": "chain"} if self.cluster else {}),
             **meta,
         }
 
@@ -228,6 +235,10 @@ class RedisIndex(Closing):
                 "(buckets of 16-byte records since neardup 0.1): index into a new namespace, "
                 "or delete the old one's keys"
             )
+        if self.cluster and "id_keys" not in stored and {**stored, "id_keys": "chain"} == want:
+            # Written before the chains: its bare-ref id keys read as chains of one version.
+            self.client.set(self._k_config, raw)
+            stored = want
         if stored != want:
             diff = sorted(k for k in set(stored) | set(want) if stored.get(k) != want.get(k))
             detail = ", ".join(
@@ -244,9 +255,16 @@ class RedisIndex(Closing):
         return int(math.floor(ts / self.period))
 
     def _expire_at(self, p: int) -> int:
+        """When the keys of period ``p`` expire (0: never); at least ``_MIN_TTL`` seconds (or
+        the retention, if shorter) from now, so that a check-and-add of an item older than the
+        retention keeps its keys until it is decided (an expiry in the past would delete the
+        id key at once, and with it the id's stored version). Such an item is in a period no
+        query reads any more."""
         if self.retention is None:
             return 0
-        return int(math.ceil((p + 1) * self.period + self.retention))
+        at = int(math.ceil((p + 1) * self.period + self.retention))
+        grace = math.ceil(min(_MIN_TTL, self.retention))
+        return max(at, int(math.ceil(time.time())) + grace)
 
     def _live_periods(self, now: float | None = None) -> range:
         if self.retention is None:
@@ -501,10 +519,25 @@ class RedisIndex(Closing):
             self._settle([(x.idenc, x.fp, w, False) for x, w in items])
         except Exception as again:
             refs = ", ".join(f"{w.ref:016x}" for _, w in items)
-            err.add_note(
+            add_note(
+                err,
                 f"neardup: the undecided check-and-add writes of this call ({refs}) could not "
-                f"be retracted ({again!r}); they stay stored and their ids name them"
+                f"be fully retracted ({again!r}): some may stay stored (named by their ids), "
+                "or leave data, records or counts behind until they expire",
             )
+
+    def _settle_or_note(self, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
+        """:meth:`_settle`; if it fails, a note on the error says what may be left."""
+        try:
+            self._settle(items)
+        except Exception as err:
+            add_note(
+                err,
+                "neardup: the call's check-and-adds were decided but not all settled: rejected "
+                "versions may stay stored (named by their ids) and replaced ones may stay "
+                "until they expire",
+            )
+            raise
 
     def _decides_in_script(self, k: int) -> bool:
         """Whether a check-and-add at ``k`` runs whole inside :data:`_CHECK_ADD_LUA`: one server
@@ -682,7 +715,7 @@ class RedisIndex(Closing):
         except BaseException as e:
             self._abandon(list(zip(batch, written)), e)
             raise
-        self._settle(settled)
+        self._settle_or_note(settled)
         return out
 
     def get(self, id: Id) -> tuple[int, float]:
@@ -695,7 +728,10 @@ class RedisIndex(Closing):
         raw: Any = self.client.get(self._idkey(_enc_id(id)))
         if raw is None:
             raise KeyError(f"id {id!r} is not in the index")
-        return int.from_bytes(raw[:8], "big")  # (on a cluster, the head of the id's chain)
+        ref = head_ref(raw, time.time())
+        if ref is None:
+            raise KeyError(f"id {id!r} is not in the index")
+        return ref
 
     def _get_record(self, id: Id, names: Sequence[str]) -> list[Any]:
         """The data fields ``names`` of ``id`` (str; the text ``x`` as bytes)."""

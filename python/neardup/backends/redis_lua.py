@@ -273,69 +273,90 @@ return {o, row[1] or false, row[2] or false}
 )
 
 # Redis Cluster: an id's versions, where no script sees an id key and a version's data together
-# (they hash to different slots). The id key holds the id's chain itself: 16-byte entries,
-# newest first, each a ref (8 bytes) and its expiry (8 bytes, Unix seconds, 0: none); the head
-# is the version the id names, and the key expires with it. Entries past their expiry are
-# dropped whenever the chain is read; a key of the bare 8-byte ref (written before the chain
-# was kept in it) reads as a chain of that one version. Every change is one script on the one
-# key, so writes and decisions of one id from any number of processes interleave safely (a
-# one-server index keeps the same chain in the `o` fields of the data instead).
+# (they hash to different slots). The id key holds the id's chain itself: 16-byte entries, a
+# ref (8 bytes) and its expiry (8 bytes, Unix seconds, 0: none), the newest first; the first
+# entry not past its expiry is the version the id names. Refs cut out of the chain stay as
+# tombstones for 10 minutes (the expiry's top bit set), so that a write sent again late (a
+# lost reply) is refused instead of bringing back a version that was dropped. The key expires
+# with its last entry. Entries past their expiry are dropped whenever the chain is changed; a
+# key of the bare 8-byte ref (written before the chain was kept in it) reads as a chain of
+# that one version. Every change is one script on the one key, so writes and decisions of one
+# id from any number of processes interleave safely (a one-server index keeps the same chain
+# in the `o` fields of the data instead).
 # KEYS: idkey. ARGV: mode, then the entry ('push') or refs (8 bytes each).
-#  'push' (a version was written): put it first; reply {the version it replaced} or {} (sent
-#         again after a lost reply it answers the same, changing nothing);
+#  'push' (a version was written): put it first; reply {the version it replaced} or {}, the
+#         same when sent again; {0} if the ref was cut meanwhile (refused);
 #  'older' (read only): the refs of the entries older than ARGV[2] (a version now stored for
 #         good: the client drops those versions, then 'cut's them), without ARGV[2] every
 #         ref (remove(id): dropped and cut the same way);
 #  'cut': take the refs ARGV[2..] out of the chain wherever they are (a rejected version: the
-#         id names again what it named before);
+#         id names again what it named before).
 # Each mode changes the chain the same way when sent again, so a lost reply loses nothing.
 _CHAIN_LUA = """
 local mode, key = ARGV[1], KEYS[1]
+local TOMB = 2147483648
 local raw = redis.call('GET', key)
 local now = tonumber(redis.call('TIME')[1])
-local es = {}
+local function expiry(e)
+  local hi, lo = struct.unpack('>I4I4', e, 9)
+  if hi >= TOMB then hi = hi - TOMB end
+  return hi * 4294967296 + lo
+end
+local es, tombs = {}, {}
 if raw and #raw == 8 then
   -- (written before the chain was kept here: the ref alone, with the key's expiry)
   local ttl = redis.call('TTL', key)
   es[1] = raw .. struct.pack('>I4I4', 0, ttl > 0 and now + ttl or 0)
 elseif raw then
   for off = 1, #raw - 15, 16 do
-    local hi, lo = struct.unpack('>I4I4', raw, off + 8)
-    local exp = hi * 4294967296 + lo
-    if exp == 0 or exp > now then es[#es + 1] = string.sub(raw, off, off + 15) end
+    local e = string.sub(raw, off, off + 15)
+    local exp = expiry(e)
+    if exp == 0 or exp > now then
+      if struct.unpack('>I4', e, 9) >= TOMB then tombs[#tombs + 1] = e else es[#es + 1] = e end
+    end
   end
 end
-local out = {}
-local function find(ref)
-  for i, e in ipairs(es) do
+local function find(list, ref)
+  for i, e in ipairs(list) do
     if string.sub(e, 1, 8) == ref then return i end
   end
 end
+local out = {}
 if mode == 'older' then
   local pos = 0
-  if ARGV[2] then pos = find(ARGV[2]) end
+  if ARGV[2] then pos = find(es, ARGV[2]) end
   if pos then
     for i = pos + 1, #es do out[#out + 1] = string.sub(es[i], 1, 8) end
   end
   return out
 elseif mode == 'push' then
-  local pos = find(string.sub(ARGV[2], 1, 8))
+  local ref = string.sub(ARGV[2], 1, 8)
+  if find(tombs, ref) then return {0} end
+  local pos = find(es, ref)
   if not pos then table.insert(es, 1, ARGV[2]); pos = 1 end
   if es[pos + 1] then out[1] = string.sub(es[pos + 1], 1, 8) end
 elseif mode == 'cut' then
   for j = 2, #ARGV do
-    local pos = find(ARGV[j])
+    local pos = find(es, ARGV[j])
     if pos then table.remove(es, pos) end
+    if not find(tombs, ARGV[j]) then
+      tombs[#tombs + 1] = ARGV[j] .. struct.pack('>I4I4', TOMB, now + 600)
+    end
   end
 end
-if #es == 0 then
+if #es == 0 and #tombs == 0 then
   redis.call('DEL', key)
-else
-  redis.call('SET', key, table.concat(es))
-  local hi, lo = struct.unpack('>I4I4', es[1], 9)
-  local exp = hi * 4294967296 + lo
-  if exp > 0 then redis.call('EXPIREAT', key, exp) end
+  return out
 end
+redis.call('SET', key, table.concat(es) .. table.concat(tombs))
+local last, forever = 0, false
+for _, list in ipairs({es, tombs}) do
+  for _, e in ipairs(list) do
+    local x = expiry(e)
+    if x == 0 then forever = true elseif x > last then last = x end
+  end
+end
+if not forever then redis.call('EXPIREAT', key, last) end
 return out
 """
 
