@@ -672,6 +672,15 @@ def test_wait_replicas_with_a_real_replica(redis_server: RedisServer, tmp_path: 
         )
         with pytest.raises(TimeoutError, match="wait_replicas=2"):
             strict.add(5, 123)
+        # A check-and-add whose write no replica confirmed gives no decision: it is retracted
+        # (on the primary; the retraction is not confirmed either, which its note says).
+        ticketed = RedisIndex.from_url(
+            base.replace(ns, fresh_ns()) + "&wait_replicas=2&wait_timeout=100", k=13
+        )
+        with pytest.raises(TimeoutError, match="wait_replicas=2") as err:
+            ticketed.check_and_add(6, 0xF0F0)
+        assert "retracted" in " ".join(getattr(err.value, "__notes__", []))
+        assert 6 not in ticketed and len(ticketed) == 0
     finally:
         replica.stop()
 

@@ -44,7 +44,15 @@ def write_many(
     again: probability ~2**-64 per item.)"""
     calls = [write_call(index, x) for x in batch]
     reads: list[bytes | None] = [None if x.probes is None else x.probes.mget() for x in batch]
-    outs = index._link.run_scripts_reading(index._write_script, calls, reads)
+    try:
+        outs = index._link.run_scripts_reading(index._write_script, calls, reads)
+    except Exception as e:
+        # (the writes may have run: replicas that did not confirm them in time, an error
+        # reply, a connection lost twice; retracting one that did not run changes nothing)
+        index._abandon(
+            [(x, _Written(0, x.ref, x.period)) for x in batch if x.probe_k is not None], e
+        )
+        raise
     try:
         return _written(index, batch, calls, reads, outs, payload)
     except BaseException as e:
