@@ -18,7 +18,8 @@ near-copies of them (a few characters changed), shuffled, 20 % copies.
 Each line also gives the CPU time per check-and-add of the client processes and of the
 redis-server (when the benchmark started it): on a machine shared with other jobs the rates
 move with their load, the CPU figures much less; cores / (client + server CPU) bounds the rate
-on an idle machine.
+on an idle machine. ``steal`` is the share of the machine's CPU time its hypervisor gave to
+others during the run (a virtual machine): it slows every library alike.
 
     python benches/redis_backend.py --quick       # 4 000 documents per run
     python benches/redis_backend.py               # 20 000 documents per run
@@ -187,11 +188,23 @@ def _cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _cpu_times() -> tuple[int, int]:
+    """(steal, total) jiffies of the whole machine so far (Linux /proc/stat; 0s if unknown):
+    time the hypervisor gave our virtual CPUs to others, which slows every run alike."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return (fields[7] if len(fields) > 7 else 0), sum(fields)
+
+
 def run(
     target: Any, url: str, jobs: list[Any], procs: int, server_pid: int | None
-) -> tuple[float, int, float, float]:
-    """Docs/s of ``target`` over ``procs`` processes sharing ``jobs``, how many were added, and
-    the CPU microseconds per check-and-add spent by the clients and by the redis-server."""
+) -> tuple[float, int, float, float, float]:
+    """Docs/s of ``target`` over ``procs`` processes sharing ``jobs``, how many were added, the
+    CPU microseconds per check-and-add spent by the clients and by the redis-server, and the
+    share of the machine's CPU time stolen by the hypervisor meanwhile."""
     ns = "bench" + uuid.uuid4().hex[:10]
     ctx = mp.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
@@ -201,15 +214,18 @@ def run(
         p.start()
     time.sleep(2.0 + procs)  # imports and connections, then all go at once
     server0 = _cpu_seconds(server_pid)
+    steal0, total0 = _cpu_times()
     start.set()
     results = [out.get(timeout=3600) for _ in ps]
     server = _cpu_seconds(server_pid) - server0
+    steal1, total1 = _cpu_times()
+    stolen = (steal1 - steal0) / max(1, total1 - total0)
     for p in ps:
         p.join()
     wall = max(r[0] for r in results)
     n = len(jobs)
     client_us = sum(r[2] for r in results) / n * 1e6
-    return n / wall, sum(r[1] for r in results), client_us, server / n * 1e6
+    return n / wall, sum(r[1] for r in results), client_us, server / n * 1e6, stolen
 
 
 def main() -> None:
@@ -261,19 +277,19 @@ def main() -> None:
         rates: dict[tuple[str, int], float] = {}
         for p in procs:
             for name, target, data in runs:
-                best: tuple[float, int, float, float] | None = None
+                best: tuple[float, int, float, float, float] | None = None
                 for _ in range(max(1, args.repeat)):
                     got = run(target, url, list(enumerate(data)), p, pid)
                     if best is None or got[0] > best[0]:
                         best = got
                 assert best is not None
-                rate, added, client_us, server_us = best
+                rate, added, client_us, server_us, stolen = best
                 rates[(name, p)] = rate
                 load = os.getloadavg()[0]
                 cpu = f"client CPU {client_us:>5,.0f} us, server CPU {server_us:>4,.0f} us"
                 print(f"{p} process(es) | {name:<30} | {rate:>8,.0f} check-and-add/s | "
-                      f"added {added} | {cpu} per check-and-add | load {load:.1f}",
-                      flush=True)  # fmt: skip
+                      f"added {added} | {cpu} per check-and-add | load {load:.1f} | "
+                      f"steal {stolen:.0%}", flush=True)  # fmt: skip
         print(f"\nload average {os.getloadavg()}")
         print(
             "CPU per check-and-add bounds the rate on an idle machine: "
