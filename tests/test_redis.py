@@ -681,6 +681,13 @@ def test_wait_replicas_with_a_real_replica(redis_server: RedisServer, tmp_path: 
             ticketed.check_and_add(6, 0xF0F0)
         assert "retracted" in " ".join(getattr(err.value, "__notes__", []))
         assert 6 not in ticketed and len(ticketed) == 0
+        # The same on the one-script path (k = 3): the item it added is retracted.
+        in_script = RedisIndex.from_url(
+            base.replace(ns, fresh_ns()) + "&wait_replicas=2&wait_timeout=100", k=3
+        )
+        with pytest.raises(TimeoutError, match="wait_replicas=2"):
+            in_script.check_and_add(7, 0xF0F0)
+        assert 7 not in in_script and len(in_script) == 0
     finally:
         replica.stop()
 

@@ -249,8 +249,8 @@ def test_each_step_of_a_cluster_chain_sent_again_answers_the_same(
     assert run_twice("older") == [4, 2]
     assert run_twice("cut", (4).to_bytes(8, "big"), (2).to_bytes(8, "big")) == []
     with pytest.raises(KeyError):
-        idx._ref_of("A")  # (only tombstones left, for 10 minutes)
-    assert 0 < idx.client.ttl(key) <= 600
+        idx._ref_of("A")  # (only tombstones left, for a minute)
+    assert 0 < idx.client.ttl(key) <= 60
     assert idx._chain_script(keys=[key], args=["push", entry(2)]) == [0]  # (refused)
     with pytest.raises(KeyError):
         idx._ref_of("A")
@@ -318,6 +318,70 @@ def test_a_cluster_namespace_from_before_the_chains_is_upgraded(
     idx.client.set(idx._k_config, json.dumps(stored, sort_keys=True))
     again = RedisIndex.from_url(cluster_url, k=3, namespace=idx.namespace)
     assert json.loads(again.client.get(again._k_config))["id_keys"] == "chain"
+    idx.clear()
+
+
+def test_cluster_writes_that_fail_part_way_leave_nothing_behind(
+    cluster_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a cluster: a plain add that fails before the id names it is undone (its records
+    would answer queries, and nothing would drop them); a check-and-add whose version another
+    process dropped before its ticket, and whose ticket step then fails, leaves the count
+    right; an id replaced many times keeps at most 32 tombstones; the claim and the ticket
+    answer as their first run when sent again (a lost reply)."""
+    idx = RedisIndex.from_url(cluster_url, k=13, namespace=fresh_ns())
+    other = RedisIndex.from_url(cluster_url, k=13, namespace=idx.namespace)
+    idx.add("keep", 0b1111)
+    real_chain = idx._chain_script
+
+    def push_fails(keys: Any, args: Any, client: Any = None) -> Any:
+        return _boom() if args[0] == "push" else real_chain(keys=keys, args=args)
+
+    with monkeypatch.context() as m:
+        m.setattr(idx, "_chain_script", push_fails)
+        with pytest.raises(RuntimeError, match="injected"):
+            idx.add("A", 0xFF00FF00FF00FF00)
+    assert "A" not in idx and idx.query(0xFF00FF00FF00FF00, 0) == [] and len(idx) == 1
+    real_ticket = idx._ticket_script
+
+    def dropped_then_failing(*args: Any, **kwargs: Any) -> Any:
+        other.add("A", 0x0F0F0F0F0F0F0F0F)  # drops the version being written
+        raise RuntimeError("injected failure")
+
+    with monkeypatch.context() as m:
+        m.setattr(idx, "_ticket_script", dropped_then_failing)
+        with pytest.raises(RuntimeError, match="injected"):
+            idx.check_and_add("A", 0x3C3C3C3C3C3C3C3C)
+    assert idx._ticket_script is real_ticket
+    assert idx.get("A")[0] == 0x0F0F0F0F0F0F0F0F and len(idx) == 2
+    assert idx.query(0x3C3C3C3C3C3C3C3C, 0) == []
+    for j in range(80):
+        idx.add("B", j << 20)
+    assert len(idx.client.get(idx._idkey("sB"))) <= 16 * (1 + 32) and len(idx) == 3
+    # The claim and the ticket, each sent twice.
+    x = idx._prepare("C", 0xAAAA, None, {}, 13)
+    assert idx._claim_script(keys=[x.datakey], args=[x.expire_at, *x.fields]) == 1
+    assert idx._claim_script(keys=[x.datakey], args=[x.expire_at, *x.fields]) == 1
+    tk_keys = [idx._k_seq, idx._k_tickets + "0", idx._k_count + "0", idx._k_horizon]
+    first = idx._ticket_script(keys=tk_keys, args=[f"{x.ref:016x}", 0])
+    assert idx._ticket_script(keys=tk_keys, args=[f"{x.ref:016x}", 0]) == first
+    assert len(idx) == 4
+    idx.clear()
+
+
+def test_expire_counts_only_live_periods(any_url: str) -> None:  # noqa: F811
+    """An item written with a timestamp past the retention counts in a period that is no
+    longer live (for the short while its keys stay): expire() does not count it, even when the
+    stored horizon has fallen behind the live periods."""
+    idx = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns(), retention=2.0, period=1.0)
+    t0 = time.time()
+    assert idx.expire(t0) == 0  # (the horizon: t0's period)
+    time.sleep(3.2)  # (now the first live period is after it)
+    p0 = idx._period_of(t0)
+    assert idx.check_and_add("B", 0x0F0F0F0F0F0F0F0F, timestamp=p0 + 0.5) == (True, [])
+    assert "B" not in idx and len(idx) == 0
+    assert idx.expire(time.time()) == 0
     idx.clear()
 
 

@@ -41,10 +41,13 @@ def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) ->
     while True:
         while not index._claim_script(keys=[x.datakey], args=[x.expire_at, *x.fields]):
             index._reref(x)  # the random ref was in use: draw another
+        named: list[bool] = []  # (set once the id's chain names the version)
         try:
-            w = _write_claimed(index, x, payload)
+            w = _write_claimed(index, x, payload, named)
         except BaseException as e:
-            if x.probe_k is not None:
+            # A check-and-add gives no decision: undone. A plain add is undone until the id
+            # names it (its records would answer queries, and nothing would drop them).
+            if x.probe_k is not None or not named:
                 _undo_write(index, x, e)
             raise
         if w is not None:
@@ -55,8 +58,11 @@ def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) ->
         index._reref(x)
 
 
-def _write_claimed(index: RedisIndex, x: _Pending, payload: str | None) -> _Written | None:
-    """Steps 1-3 of ``x`` once its data exist; None if its chain entry was refused."""
+def _write_claimed(
+    index: RedisIndex, x: _Pending, payload: str | None, named: list[bool]
+) -> _Written | None:
+    """Steps 1-3 of ``x`` once its data exist; None if its chain entry was refused
+    (``named`` gets an item once the chain names it)."""
     p, exp = x.period, x.expire_at
     record = pack_record(x.fp, x.ref)
     pipe = index.client.pipeline(transaction=False)
@@ -69,6 +75,7 @@ def _write_claimed(index: RedisIndex, x: _Pending, payload: str | None) -> _Writ
     replaced = index._chain_script(keys=[x.idkey], args=["push", entry])
     if replaced and replaced[0] == 0:
         return None
+    named.append(True)
     old = int.from_bytes(replaced[0], "big") if replaced else None
     if x.probe_k is None:  # a plain add replaces the id's whole chain (a check-and-add, once
         stored_for_good(index, x.idenc, x.ref)  # it is added: settle_cluster)
@@ -123,16 +130,22 @@ def _earlier(entries: Iterable[_Entry], tickets: dict[int, int], ticket: int) ->
 
 
 def _undo_write(index: RedisIndex, x: _Pending, err: BaseException) -> None:
-    """Best effort after a check-and-add write failed part-way: take its ref out of the id's
-    chain, then its data, records and (if its ticket was taken) count."""
+    """Best effort after a write failed part-way: take its ref out of the id's chain, then
+    its data, records and count (counted once its ticket is taken). If another process
+    dropped it meanwhile (it found it in the chain), that drop took one off the count: put
+    back if no ticket had counted it."""
     try:
         chain(index, x.idenc, "cut", x.ref.to_bytes(8, "big"))
+        counted = index.client.hexists(index._k_tickets + str(x.period), ref_hex(x.ref))
+        count = index._k_count + str(x.period)
         if index.client.delete(x.datakey):
             record = pack_record(x.fp, x.ref)
             for key in x.own:
                 index._remove_record_script(keys=[key], args=[record])
-            if index.client.hexists(index._k_tickets + str(x.period), ref_hex(x.ref)):
-                index.client.decr(index._k_count + str(x.period))
+            if counted:
+                index.client.decr(count)
+        elif not counted:
+            index.client.incr(count)
     except Exception as again:
         add_note(
             err,

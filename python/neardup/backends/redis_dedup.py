@@ -347,7 +347,7 @@ class RedisDeduplicator(Closing):
                 settled.append((x.idenc, x.fp, w, not matches))
         except BaseException as e:
             # (verifying may read, and fail; the writes of the call are retracted)
-            self.index._abandon(list(zip(batch, written)), e)
+            self.index._abandon([(x.idenc, x.fp, w) for x, w in zip(batch, written)], e)
             raise
         self.index._settle_or_note(settled)
         for n_candidates, (added, matches) in zip(candidates, out):

@@ -504,26 +504,34 @@ class RedisIndex(Closing):
             for x in batch:
                 done.append(write_cluster(self, x, payload))
         except BaseException as e:
-            self._abandon([(x, w) for x, w in zip(batch, done) if x.probe_k is not None], e)
+            self._abandon(
+                [(x.idenc, x.fp, w) for x, w in zip(batch, done) if x.probe_k is not None], e
+            )
             raise
         return done
 
-    def _abandon(self, items: Sequence[tuple[_Pending, _Written]], err: BaseException) -> None:
+    def _abandon(self, items: Sequence[tuple[str, int, _Written]], err: BaseException) -> None:
         """Retract the check-and-add writes ``items`` of a call that fails before deciding
         them (``err``): its caller gets no answer, so none counts as added, and each id names
         again the version it had. Best effort: when the retraction fails too (the server is
         gone), a note on ``err`` says which versions stay stored (each id names its newest)."""
         if not items:
             return
+        refs = ", ".join(f"{w.ref:016x}" for _, _, w in items)
         try:
-            self._settle([(x.idenc, x.fp, w, False) for x, w in items])
-        except Exception as again:
-            refs = ", ".join(f"{w.ref:016x}" for _, w in items)
+            self._settle([(idenc, fp, w, False) for idenc, fp, w in items])
+        except TimeoutError as again:  # (WAIT: the retraction ran on this server)
             add_note(
                 err,
-                f"neardup: the undecided check-and-add writes of this call ({refs}) could not "
-                f"be fully retracted ({again!r}): some may stay stored (named by their ids), "
-                "or leave data, records or counts behind until they expire",
+                f"neardup: the writes of this call ({refs}) were retracted, but no replica "
+                f"confirmed the retraction in time ({again})",
+            )
+        except Exception as again:
+            add_note(
+                err,
+                f"neardup: the undecided writes of this call ({refs}) could not be fully "
+                f"retracted ({again!r}): some may stay stored (named by their ids), or leave "
+                "data, records or counts behind until they expire",
             )
 
     def _settle_or_note(self, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
@@ -573,7 +581,7 @@ class RedisIndex(Closing):
         # The id first names what it named before (its chain), then the data go.
         for ref, _, _, idenc in items:
             if idenc is not None:
-                chain(self, idenc, "cut", ref.to_bytes(8, "big"))
+                chain(self, idenc, "unlink", ref.to_bytes(8, "big"))
         pipe = self.client.pipeline(transaction=False)
         for ref, _, _, _ in items:
             pipe.delete(self._datakey(ref))
@@ -713,7 +721,7 @@ class RedisIndex(Closing):
                 gone.decided(x.idenc, w, not preds)
                 settled.append((x.idenc, x.fp, w, not preds))
         except BaseException as e:
-            self._abandon(list(zip(batch, written)), e)
+            self._abandon([(x.idenc, x.fp, w) for x, w in zip(batch, written)], e)
             raise
         self._settle_or_note(settled)
         return out

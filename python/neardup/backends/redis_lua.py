@@ -144,9 +144,14 @@ local t = redis.call('INCR', KEYS[1])
 )
 
 # Redis Cluster, first step of a write: create the data of a new ref, unless that ref is in use
-# (reply 0: draw another). KEYS: data. ARGV: expireat (0: none), data fields...
+# (reply 0: draw another). KEYS: data. ARGV: expireat (0: none), data fields (first 'i', id)...
 _CLAIM_LUA = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  -- in use; by this same write when sent again after a lost reply (the same id: p ~ 2**-64
+  -- otherwise), which answers as its first run did
+  if ARGV[2] == 'i' and redis.call('HGET', KEYS[1], 'i') == ARGV[3] then return 1 end
+  return 0
+end
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 if tonumber(ARGV[1]) > 0 then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end
 return 1
@@ -156,6 +161,11 @@ return 1
 # same slot, so a reader holding a later ticket finds it. KEYS: seq, tickets, count, horizon.
 # ARGV: ref (hex), expireat (0: none).
 _TICKET_LUA = """
+local had = redis.call('HGET', KEYS[2], ARGV[1])
+if had then
+  -- sent again after a lost reply: the ticket its first run took (counted once)
+  return {tonumber(had), redis.call('GET', KEYS[4]) or false}
+end
 local t = redis.call('INCR', KEYS[1])
 redis.call('HSET', KEYS[2], ARGV[1], t)
 redis.call('INCR', KEYS[3])
@@ -276,21 +286,23 @@ return {o, row[1] or false, row[2] or false}
 # (they hash to different slots). The id key holds the id's chain itself: 16-byte entries, a
 # ref (8 bytes) and its expiry (8 bytes, Unix seconds, 0: none), the newest first; the first
 # entry not past its expiry is the version the id names. Refs cut out of the chain stay as
-# tombstones for 10 minutes (the expiry's top bit set), so that a write sent again late (a
-# lost reply) is refused instead of bringing back a version that was dropped. The key expires
-# with its last entry. Entries past their expiry are dropped whenever the chain is changed; a
-# key of the bare 8-byte ref (written before the chain was kept in it) reads as a chain of
-# that one version. Every change is one script on the one key, so writes and decisions of one
-# id from any number of processes interleave safely (a one-server index keeps the same chain
-# in the `o` fields of the data instead).
+# tombstones for a minute (the expiry's top bit set; the newest 32), so that a write sent
+# again late (a lost reply) is refused instead of bringing back a version that was dropped.
+# The key expires with its last entry. Entries past their expiry are dropped whenever the chain
+# is changed; a key of the bare 8-byte ref (written before the chain was kept in it) reads as a
+# chain of that one version. Every change is one script on the one key, so writes and
+# decisions of one id from any number of processes interleave safely (a one-server index
+# keeps the same chain in the `o` fields of the data instead).
 # KEYS: idkey. ARGV: mode, then the entry ('push') or refs (8 bytes each).
 #  'push' (a version was written): put it first; reply {the version it replaced} or {}, the
 #         same when sent again; {0} if the ref was cut meanwhile (refused);
 #  'older' (read only): the refs of the entries older than ARGV[2] (a version now stored for
 #         good: the client drops those versions, then 'cut's them), without ARGV[2] every
 #         ref (remove(id): dropped and cut the same way);
-#  'cut': take the refs ARGV[2..] out of the chain wherever they are (a rejected version: the
-#         id names again what it named before).
+#  'cut': take the refs ARGV[2..] out of the chain wherever they are, leaving tombstones
+#         (versions dropped: replaced, removed, or a write undone);
+#  'unlink': the same without tombstones (a rejected version: the id names again what it
+#         named before; its own write was answered, so it is never sent again).
 # Each mode changes the chain the same way when sent again, so a lost reply loses nothing.
 _CHAIN_LUA = """
 local mode, key = ARGV[1], KEYS[1]
@@ -335,14 +347,15 @@ elseif mode == 'push' then
   local pos = find(es, ref)
   if not pos then table.insert(es, 1, ARGV[2]); pos = 1 end
   if es[pos + 1] then out[1] = string.sub(es[pos + 1], 1, 8) end
-elseif mode == 'cut' then
+elseif mode == 'cut' or mode == 'unlink' then
   for j = 2, #ARGV do
     local pos = find(es, ARGV[j])
     if pos then table.remove(es, pos) end
-    if not find(tombs, ARGV[j]) then
-      tombs[#tombs + 1] = ARGV[j] .. struct.pack('>I4I4', TOMB, now + 600)
+    if mode == 'cut' and not find(tombs, ARGV[j]) then
+      table.insert(tombs, 1, ARGV[j] .. struct.pack('>I4I4', TOMB, now + 60))
     end
   end
+  while #tombs > 32 do table.remove(tombs) end
 end
 if #es == 0 and #tombs == 0 then
   redis.call('DEL', key)
@@ -363,7 +376,9 @@ return out
 # Move the horizon to ARGV[1] (periods before it are expired); return how many items the
 # dropped periods held. KEYS: horizon. ARGV: new horizon, count key prefix, first live period.
 _EXPIRE_LUA = """
-local old = tonumber(redis.call('GET', KEYS[1]) or ARGV[3])
+-- (periods before the first live one are not counted: their keys are expiring, and a write
+-- of an item older than the retention may have counted one for a minute)
+local old = math.max(tonumber(redis.call('GET', KEYS[1]) or ARGV[3]), tonumber(ARGV[3]))
 local new = tonumber(ARGV[1])
 local n = 0
 if new > old then

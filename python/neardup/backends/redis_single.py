@@ -47,11 +47,10 @@ def write_many(
     try:
         outs = index._link.run_scripts_reading(index._write_script, calls, reads)
     except Exception as e:
-        # (the writes may have run: replicas that did not confirm them in time, an error
-        # reply, a connection lost twice; retracting one that did not run changes nothing)
-        index._abandon(
-            [(x, _Written(0, x.ref, x.period)) for x in batch if x.probe_k is not None], e
-        )
+        # The writes may have run (replicas that did not confirm them in time, an error
+        # reply, a connection lost twice): all are retracted, adds too (each id names what it
+        # named before; retracting one that did not run changes nothing).
+        index._abandon([(x.idenc, x.fp, _Written(0, x.ref, x.period)) for x in batch], e)
         raise
     try:
         return _written(index, batch, calls, reads, outs, payload)
@@ -59,7 +58,7 @@ def write_many(
         # The check-and-adds written are retracted: the caller gets no decision for them.
         index._abandon(
             [
-                (x, _Written(int(out[0]), x.ref, x.period))
+                (x.idenc, x.fp, _Written(int(out[0]), x.ref, x.period))
                 for x, (out, _) in zip(batch, outs)
                 if x.probe_k is not None and int(out[0]) >= 0
             ],
@@ -190,7 +189,18 @@ def check_add_in_script(
         if more_fields is not None:
             args += more_fields[j]
         calls.append((keys, args))
-    outs = index._link.run_scripts(index._check_add_script, calls)
+    try:
+        outs = index._link.run_scripts(index._check_add_script, calls)
+    except Exception as e:
+        # (as in write_many: the items the scripts added, if they ran, are retracted)
+        index._abandon(
+            [
+                (idenc, fp, _Written(0, int.from_bytes(args[3], "big"), int(args[6])))
+                for (idenc, fp, _), (_, args) in zip(items, calls)
+            ],
+            e,
+        )
+        raise
     results: list[list[_Entry] | None] = []
     for out, j in zip(outs, range(len(outs))):
         while out[0] < 0:  # the random ref was in use: draw another
