@@ -149,7 +149,7 @@ def _undo_write(index: RedisIndex, x: _Pending, err: BaseException) -> None:
     except Exception as again:
         add_note(
             err,
-            f"neardup: the failed check-and-add write {x.ref:016x} could not be fully "
+            f"neardup: the failed write {x.ref:016x} could not be fully "
             f"retracted ({again!r}): its data, records or count may stay until they expire",
         )
 

@@ -511,10 +511,10 @@ class RedisIndex(Closing):
         return done
 
     def _abandon(self, items: Sequence[tuple[str, int, _Written]], err: BaseException) -> None:
-        """Retract the check-and-add writes ``items`` of a call that fails before deciding
-        them (``err``): its caller gets no answer, so none counts as added, and each id names
-        again the version it had. Best effort: when the retraction fails too (the server is
-        gone), a note on ``err`` says which versions stay stored (each id names its newest)."""
+        """Retract the writes ``items`` ``(idenc, fp, written)`` of a call that fails before
+        it could answer (``err``): none counts as added, and each id names again the version
+        it had. Best effort: when the retraction fails too (the server is gone), or runs but
+        no replica confirms it, a note on ``err`` says so."""
         if not items:
             return
         refs = ", ".join(f"{w.ref:016x}" for _, _, w in items)
