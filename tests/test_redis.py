@@ -672,6 +672,10 @@ def test_wait_replicas_with_a_real_replica(redis_server: RedisServer, tmp_path: 
         )
         with pytest.raises(TimeoutError, match="wait_replicas=2"):
             strict.add(5, 123)
+        # A plain add that others may have seen stays, and is finished: what it replaced goes.
+        with pytest.raises(TimeoutError, match="wait_replicas=2"):
+            strict.add(5, 456)
+        assert strict.get(5)[0] == 456 and len(strict) == 1 and strict.query(123, 0) == []
         # A check-and-add whose write no replica confirmed gives no decision: it is retracted
         # (on the primary; the retraction is not confirmed either, which its note says).
         ticketed = RedisIndex.from_url(
@@ -679,7 +683,7 @@ def test_wait_replicas_with_a_real_replica(redis_server: RedisServer, tmp_path: 
         )
         with pytest.raises(TimeoutError, match="wait_replicas=2") as err:
             ticketed.check_and_add(6, 0xF0F0)
-        assert "retracted" in " ".join(getattr(err.value, "__notes__", []))
+        assert "retraction" in " ".join(getattr(err.value, "__notes__", []))
         assert 6 not in ticketed and len(ticketed) == 0
         # The same on the one-script path (k = 3): the item it added is retracted.
         in_script = RedisIndex.from_url(

@@ -258,13 +258,16 @@ def test_each_step_of_a_cluster_chain_sent_again_answers_the_same(
     assert idx.client.ttl(key) == -1  # (no retention: an entry without expiry)
 
 
+@pytest.mark.parametrize("meanwhile", ["remove", "40 adds"])
 def test_a_cluster_write_whose_chain_entry_was_cut_meanwhile_is_written_again(
     cluster_url: str,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
+    meanwhile: str,
 ) -> None:
     """A write's chain entry sent again late (its first reply lost) after another process
-    removed the id meanwhile is refused: the write starts over with a new ref, so the id
-    names it and nothing the removal dropped comes back."""
+    removed the id, or replaced it more often than the chain keeps tombstones, meanwhile: the
+    write starts over with a new ref (its entry refused, or accepted and found without
+    data), so the id names it and nothing another process dropped comes back."""
     idx = RedisIndex.from_url(cluster_url, k=13, namespace=fresh_ns())
     other = RedisIndex.from_url(cluster_url, k=13, namespace=idx.namespace)
     idx.add("keep", 0b1111)
@@ -276,7 +279,11 @@ def test_a_cluster_write_whose_chain_entry_was_cut_meanwhile_is_written_again(
         if args[0] == "push" and not pushes:
             pushes.append(args[1])
             real(keys=keys, args=args)  # it ran; the reply never came, and before the
-            other.remove("A")  # resend another process removed the id
+            if meanwhile == "remove":  # resend another process removed or replaced the id
+                other.remove("A")
+            else:
+                for j in range(40):
+                    other.add("A", 0xABCD << 20 | j)
         return real(keys=keys, args=args)
 
     monkeypatch.setattr(idx, "_chain_script", lost_then_late)
@@ -286,6 +293,7 @@ def test_a_cluster_write_whose_chain_entry_was_cut_meanwhile_is_written_again(
     assert pushes and idx._ref_of("A") != int.from_bytes(pushes[0][:8], "big")
     assert idx.get("A")[0] == fp and len(idx) == 2
     assert idx.query(fp, 0) == [("A", 0)] and idx.query(0xFF00FF00FF00FF00, 0) == []
+    assert idx.query(0xABCD << 20, 8) == []
     idx.clear()
 
 
@@ -382,6 +390,8 @@ def test_expire_counts_only_live_periods(any_url: str) -> None:  # noqa: F811
     assert idx.check_and_add("B", 0x0F0F0F0F0F0F0F0F, timestamp=p0 + 0.5) == (True, [])
     assert "B" not in idx and len(idx) == 0
     assert idx.expire(time.time()) == 0
+    idx.add("C", 0xF0F0F0F0F0F0F0F0)
+    assert idx.expire(time.time() + 1e6) == 1 and len(idx) == 0
     idx.clear()
 
 

@@ -41,28 +41,40 @@ def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) ->
     while True:
         while not index._claim_script(keys=[x.datakey], args=[x.expire_at, *x.fields]):
             index._reref(x)  # the random ref was in use: draw another
-        named: list[bool] = []  # (set once the id's chain names the version)
+        done: list[str] = []  # ("ticketed" once counted)
         try:
-            w = _write_claimed(index, x, payload, named)
+            w = _write_claimed(index, x, payload, done)
         except BaseException as e:
-            # A check-and-add gives no decision: undone. A plain add is undone until the id
-            # names it (its records would answer queries, and nothing would drop them).
-            if x.probe_k is not None or not named:
+            # A check-and-add gives no decision: undone. A plain add is undone until it is
+            # counted (before that it has dropped nothing, and its records would answer
+            # queries with nothing to drop them).
+            if x.probe_k is not None or not done:
                 _undo_write(index, x, e)
             raise
         if w is not None:
             return w
-        # Its chain entry was refused: another process dropped this version meanwhile (a
-        # push sent again late, after a lost reply). Its drop counted one item too many.
-        index.client.incr(index._k_count + str(x.period))
+        # Its version was dropped by another process before the chain named it (a push sent
+        # again late, after a lost reply): that drop counted one item too many. Again, anew.
+        _count(index, x, +1)
         index._reref(x)
 
 
+def _count(index: RedisIndex, x: _Pending, delta: int) -> None:
+    """Add ``delta`` to the count of ``x``'s period (the key keeps the period's expiry)."""
+    key = index._k_count + str(x.period)
+    pipe = index.client.pipeline(transaction=False)
+    pipe.incrby(key, delta)
+    if x.expire_at:
+        pipe.expireat(key, x.expire_at)
+    pipe.execute()
+
+
 def _write_claimed(
-    index: RedisIndex, x: _Pending, payload: str | None, named: list[bool]
+    index: RedisIndex, x: _Pending, payload: str | None, done: list[str]
 ) -> _Written | None:
-    """Steps 1-3 of ``x`` once its data exist; None if its chain entry was refused
-    (``named`` gets an item once the chain names it)."""
+    """Steps 1-3 of ``x`` once its data exist (``done`` gets "ticketed" once it is counted);
+    None if its version was dropped meanwhile by another process: its chain entry was
+    refused, or accepted after the drop (a push sent again late)."""
     p, exp = x.period, x.expire_at
     record = pack_record(x.fp, x.ref)
     pipe = index.client.pipeline(transaction=False)
@@ -71,21 +83,25 @@ def _write_claimed(
         if exp:
             pipe.expireat(key, exp)
     pipe.execute()
-    entry = x.ref.to_bytes(8, "big") + int(exp).to_bytes(8, "big")
+    ref8 = x.ref.to_bytes(8, "big")
+    entry = ref8 + int(exp).to_bytes(8, "big")
     replaced = index._chain_script(keys=[x.idkey], args=["push", entry])
     if replaced and replaced[0] == 0:
         return None
-    named.append(True)
+    if not index.client.exists(x.datakey):  # (dropped before a late push was accepted)
+        chain(index, x.idenc, "cut", ref8)
+        return None
     old = int.from_bytes(replaced[0], "big") if replaced else None
-    if x.probe_k is None:  # a plain add replaces the id's whole chain (a check-and-add, once
-        stored_for_good(index, x.idenc, x.ref)  # it is added: settle_cluster)
-        old = None
     tk = index._ticket_script(
         keys=[index._k_seq, index._k_tickets + str(p), index._k_count + str(p), index._k_horizon],
         args=[ref_hex(x.ref), exp],
     )
+    done.append("ticketed")
     ticket = int(tk[0])
-    if x.probe_k is None or x.probes is None:
+    if x.probe_k is None:  # a plain add replaces the id's whole chain (a check-and-add, once
+        stored_for_good(index, x.idenc, x.ref)  # it is added: settle_cluster)
+        return _Written(ticket, x.ref, p)
+    if x.probes is None:
         return _Written(ticket, x.ref, p, old=old)
     # (3) the probe buckets (the horizon came with the ticket), then in one pipeline the data
     # of the near records and their tickets (looked up in every live period's hash: the
@@ -137,15 +153,14 @@ def _undo_write(index: RedisIndex, x: _Pending, err: BaseException) -> None:
     try:
         chain(index, x.idenc, "cut", x.ref.to_bytes(8, "big"))
         counted = index.client.hexists(index._k_tickets + str(x.period), ref_hex(x.ref))
-        count = index._k_count + str(x.period)
         if index.client.delete(x.datakey):
             record = pack_record(x.fp, x.ref)
             for key in x.own:
                 index._remove_record_script(keys=[key], args=[record])
             if counted:
-                index.client.decr(count)
+                _count(index, x, -1)
         elif not counted:
-            index.client.incr(count)
+            _count(index, x, +1)
     except Exception as again:
         add_note(
             err,

@@ -520,11 +520,11 @@ class RedisIndex(Closing):
         refs = ", ".join(f"{w.ref:016x}" for _, _, w in items)
         try:
             self._settle([(idenc, fp, w, False) for idenc, fp, w in items])
-        except TimeoutError as again:  # (WAIT: the retraction ran on this server)
+        except TimeoutError as again:  # (WAIT: the retraction was sent to this server)
             add_note(
                 err,
-                f"neardup: the writes of this call ({refs}) were retracted, but no replica "
-                f"confirmed the retraction in time ({again})",
+                f"neardup: the retraction of the writes of this call ({refs}) was sent, but "
+                f"no replica confirmed it in time ({again})",
             )
         except Exception as again:
             add_note(
@@ -581,7 +581,7 @@ class RedisIndex(Closing):
         # The id first names what it named before (its chain), then the data go.
         for ref, _, _, idenc in items:
             if idenc is not None:
-                chain(self, idenc, "unlink", ref.to_bytes(8, "big"))
+                chain(self, idenc, "cut", ref.to_bytes(8, "big"))
         pipe = self.client.pipeline(transaction=False)
         for ref, _, _, _ in items:
             pipe.delete(self._datakey(ref))
@@ -620,7 +620,7 @@ class RedisIndex(Closing):
         if not refs:
             return
         calls = [([self._datakey(ref)], [self._data_prefix]) for ref in refs]
-        outs = self._link.run_scripts(self._take_replaced_script, calls)
+        outs = self._link.run_scripts(self._take_replaced_script, calls, wait=False)
         self._retract(
             [
                 (int.from_bytes(raw, "big"), int(f, 16), int(p), None)
@@ -803,7 +803,8 @@ class RedisIndex(Closing):
         if self.retention is None and self.period == _NO_RETENTION_PERIOD:
             horizon = min(horizon, 0)
         first = self._live_periods().start
-        n = self._expire_script(keys=[self._k_horizon], args=[horizon, self._k_count, first])
+        top = self._period_of(time.time()) + 1  # (no item is counted in a later period)
+        n = self._expire_script(keys=[self._k_horizon], args=[horizon, self._k_count, first, top])
         return int(n)
 
     def stats(self) -> dict[str, Any]:

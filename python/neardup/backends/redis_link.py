@@ -151,19 +151,24 @@ class ServerLink:
         return out
 
     def run_scripts(
-        self, script: Any, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
+        self,
+        script: Any,
+        calls: Sequence[tuple[Sequence[Any], Sequence[Any]]],
+        wait: bool = True,
     ) -> list[Any]:
         """One server: ``script`` for each ``(keys, args)``, in order, in one round trip (then
-        ``WAIT`` for ``wait_replicas``); the replies. See :meth:`run_scripts_reading`."""
+        ``WAIT`` for ``wait_replicas``, unless ``wait`` is false: a script that only reads);
+        the replies. See :meth:`run_scripts_reading`."""
         if len(calls) == 1 and not self.wait_replicas:
             return [self.call(script, *calls[0])]
-        return [out for out, _ in self.run_scripts_reading(script, calls, None)]
+        return [out for out, _ in self.run_scripts_reading(script, calls, None, wait)]
 
     def run_scripts_reading(
         self,
         script: Any,
         calls: Sequence[tuple[Sequence[Any], Sequence[Any]]],
         reads: Sequence[Sequence[Any] | None] | None,
+        wait: bool = True,
     ) -> list[tuple[Any, Any]]:
         """One server: for each ``(keys, args)`` of ``calls``, ``script`` then the command
         ``reads[j]`` (if any) right after it, all in order in one round trip (then ``WAIT``
@@ -179,14 +184,14 @@ class ServerLink:
             if r is not None:
                 group.append(r)
             groups.append(group)
-        wait: list[Sequence[Any]] = []
-        if self.wait_replicas:
-            wait.append(("WAIT", self.wait_replicas, self.wait_timeout))
+        waits: list[Sequence[Any]] = []
+        if self.wait_replicas and wait:
+            waits.append(("WAIT", self.wait_replicas, self.wait_timeout))
         results: list[tuple[Any, Any]] = [(None, None)] * len(calls)
         todo = list(range(len(calls)))
         for attempt in (0, 1):
-            flat = self.roundtrip([c for j in todo for c in groups[j]] + wait)
-            if wait:
+            flat = self.roundtrip([c for j in todo for c in groups[j]] + waits)
+            if waits:
                 acked = flat.pop()
                 if isinstance(acked, Exception):
                     raise acked

@@ -299,10 +299,10 @@ return {o, row[1] or false, row[2] or false}
 #  'older' (read only): the refs of the entries older than ARGV[2] (a version now stored for
 #         good: the client drops those versions, then 'cut's them), without ARGV[2] every
 #         ref (remove(id): dropped and cut the same way);
-#  'cut': take the refs ARGV[2..] out of the chain wherever they are, leaving tombstones
-#         (versions dropped: replaced, removed, or a write undone);
-#  'unlink': the same without tombstones (a rejected version: the id names again what it
-#         named before; its own write was answered, so it is never sent again).
+#  'cut': take the refs ARGV[2..] out of the chain wherever they are, leaving tombstones (a
+#         rejected version: the id names again what it named before; versions dropped).
+# (A write also checks that its data still exist once its push is accepted, so a tombstone
+# that aged out only costs it that check.)
 # Each mode changes the chain the same way when sent again, so a lost reply loses nothing.
 _CHAIN_LUA = """
 local mode, key = ARGV[1], KEYS[1]
@@ -347,11 +347,11 @@ elseif mode == 'push' then
   local pos = find(es, ref)
   if not pos then table.insert(es, 1, ARGV[2]); pos = 1 end
   if es[pos + 1] then out[1] = string.sub(es[pos + 1], 1, 8) end
-elseif mode == 'cut' or mode == 'unlink' then
+elseif mode == 'cut' then
   for j = 2, #ARGV do
     local pos = find(es, ARGV[j])
     if pos then table.remove(es, pos) end
-    if mode == 'cut' and not find(tombs, ARGV[j]) then
+    if not find(tombs, ARGV[j]) then
       table.insert(tombs, 1, ARGV[j] .. struct.pack('>I4I4', TOMB, now + 60))
     end
   end
@@ -374,7 +374,8 @@ return out
 """
 
 # Move the horizon to ARGV[1] (periods before it are expired); return how many items the
-# dropped periods held. KEYS: horizon. ARGV: new horizon, count key prefix, first live period.
+# dropped periods held. KEYS: horizon. ARGV: new horizon, count key prefix, first live period,
+# the period after the current one.
 _EXPIRE_LUA = """
 -- (periods before the first live one are not counted: their keys are expiring, and a write
 -- of an item older than the retention may have counted one for a minute)
@@ -382,7 +383,9 @@ local old = math.max(tonumber(redis.call('GET', KEYS[1]) or ARGV[3]), tonumber(A
 local new = tonumber(ARGV[1])
 local n = 0
 if new > old then
-  for p = old, new - 1 do
+  -- (ARGV[4]: after the current period, where nothing is counted: a `before` far ahead costs
+  -- nothing more)
+  for p = old, math.min(new, tonumber(ARGV[4])) - 1 do
     local key = ARGV[2] .. p
     n = n + tonumber(redis.call('GET', key) or '0')
     redis.call('DEL', key)

@@ -20,6 +20,7 @@ from neardup.backends.redis_format import (
     _Entry,
     _Pending,
     _Written,
+    add_note,
     near_records,
     new_ref,
     pack_record,
@@ -48,9 +49,19 @@ def write_many(
         outs = index._link.run_scripts_reading(index._write_script, calls, reads)
     except Exception as e:
         # The writes may have run (replicas that did not confirm them in time, an error
-        # reply, a connection lost twice): all are retracted, adds too (each id names what it
-        # named before; retracting one that did not run changes nothing).
-        index._abandon([(x.idenc, x.fp, _Written(0, x.ref, x.period)) for x in batch], e)
+        # reply, a connection lost twice). The check-and-adds are retracted (each id names
+        # what it named before; retracting one that did not run changes nothing); the plain
+        # adds, which others may have seen already, are finished: what they replaced goes.
+        index._abandon(
+            [(x.idenc, x.fp, _Written(0, x.ref, x.period)) for x in batch if x.probe_k is not None],
+            e,
+        )
+        adds = [x.ref for x in batch if x.probe_k is None]
+        if adds:
+            try:
+                index._drop_replaced(adds)
+            except Exception as again:
+                add_note(e, f"neardup: the versions these adds replaced may stay ({again!r})")
         raise
     try:
         return _written(index, batch, calls, reads, outs, payload)
