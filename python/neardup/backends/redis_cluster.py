@@ -41,15 +41,10 @@ def write_cluster(index: RedisIndex, x: _Pending, payload: str | None = None) ->
     while True:
         while not index._claim_script(keys=[x.datakey], args=[x.expire_at, *x.fields]):
             index._reref(x)  # the random ref was in use: draw another
-        done: list[str] = []  # ("ticketed" once counted)
         try:
-            w = _write_claimed(index, x, payload, done)
+            w = _write_claimed(index, x, payload)
         except BaseException as e:
-            # A check-and-add gives no decision: undone. A plain add is undone until it is
-            # counted (before that it has dropped nothing, and its records would answer
-            # queries with nothing to drop them).
-            if x.probe_k is not None or not done:
-                _undo_write(index, x, e)
+            _undo_write(index, x, e)
             raise
         if w is not None:
             return w
@@ -69,12 +64,10 @@ def _count(index: RedisIndex, x: _Pending, delta: int) -> None:
     pipe.execute()
 
 
-def _write_claimed(
-    index: RedisIndex, x: _Pending, payload: str | None, done: list[str]
-) -> _Written | None:
-    """Steps 1-3 of ``x`` once its data exist (``done`` gets "ticketed" once it is counted);
-    None if its version was dropped meanwhile by another process: its chain entry was
-    refused, or accepted after the drop (a push sent again late)."""
+def _write_claimed(index: RedisIndex, x: _Pending, payload: str | None) -> _Written | None:
+    """Steps 1-3 of ``x`` once its data exist; None if its version was dropped meanwhile by
+    another process: its chain entry was refused, or accepted after the drop (a push sent
+    again late)."""
     p, exp = x.period, x.expire_at
     record = pack_record(x.fp, x.ref)
     pipe = index.client.pipeline(transaction=False)
@@ -96,7 +89,6 @@ def _write_claimed(
         keys=[index._k_seq, index._k_tickets + str(p), index._k_count + str(p), index._k_horizon],
         args=[ref_hex(x.ref), exp],
     )
-    done.append("ticketed")
     ticket = int(tk[0])
     if x.probe_k is None:  # a plain add replaces the id's whole chain (a check-and-add, once
         stored_for_good(index, x.idenc, x.ref)  # it is added: settle_cluster)
@@ -146,13 +138,17 @@ def _earlier(entries: Iterable[_Entry], tickets: dict[int, int], ticket: int) ->
 
 
 def _undo_write(index: RedisIndex, x: _Pending, err: BaseException) -> None:
-    """Best effort after a write failed part-way: take its ref out of the id's chain, then
-    its data, records and count (counted once its ticket is taken). If another process
+    """Best effort after a write failed part-way. A check-and-add gives no decision, so it is
+    undone; a plain add is undone until its ticket counts it (before that it has dropped
+    nothing, and its records would answer queries with nothing to drop them). Undoing takes
+    its ref out of the id's chain, then its data, records and count. If another process
     dropped it meanwhile (it found it in the chain), that drop took one off the count: put
     back if no ticket had counted it."""
     try:
-        chain(index, x.idenc, "cut", x.ref.to_bytes(8, "big"))
         counted = index.client.hexists(index._k_tickets + str(x.period), ref_hex(x.ref))
+        if x.probe_k is None and counted:
+            return
+        chain(index, x.idenc, "cut", x.ref.to_bytes(8, "big"))
         if index.client.delete(x.datakey):
             record = pack_record(x.fp, x.ref)
             for key in x.own:
