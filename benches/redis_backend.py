@@ -129,6 +129,11 @@ def _neardup_worker(
         d = RedisDeduplicator.from_url(url, policy=plain, namespace=ns)
     else:
         d = RedisIndex.from_url(url, k=3, namespace=ns)
+    # warm-up: one read-only check (lazily built tables, the connection), as the peer does
+    if jobs and what == "index":
+        d.query(jobs[0][1])
+    elif jobs:
+        d.check(jobs[0][1])
     start.wait()
     t0, c0 = time.perf_counter(), time.process_time()
     if batch:
@@ -164,6 +169,10 @@ def _datasketch_worker(url: str, ns: str, jobs: list[tuple[int, str]], start: An
             "redis": {"host": parts.hostname, "port": parts.port},
         },
     )
+    if jobs:  # warm-up: one read-only query, as neardup's workers do
+        m = MinHash(num_perm=128)
+        m.update_batch(_shingles(jobs[0][1]))
+        lsh.query(m)
     start.wait()
     t0, c0 = time.perf_counter(), time.process_time()
     added = 0
