@@ -84,13 +84,17 @@ def _nfkc(text: str) -> str:
     if not _HAN.search(text):
         return unicodedata.normalize("NFKC", text)
     if _NFKC_CHANGED is None:
+        # Only a character with a decomposition mapping can change under NFKC (without one,
+        # its NFKD is itself, and so is the composition of one character): ~4,000 in the
+        # BMP to normalise instead of 63,000 (~10 ms instead of ~30 ms, once per process).
         for i in range(0x10000):
             if 0xD800 <= i < 0xE000:
                 continue
             c = chr(i)
-            n = unicodedata.normalize("NFKC", c)
-            if n != c:
-                _NFKC_TABLE[c] = n
+            if unicodedata.decomposition(c):
+                n = unicodedata.normalize("NFKC", c)
+                if n != c:
+                    _NFKC_TABLE[c] = n
         _NFKC_CHANGED = re.compile("[" + "".join(map(re.escape, sorted(_NFKC_TABLE))) + "]")
     out = _NFKC_CHANGED.sub(lambda m: _NFKC_TABLE[m.group()], text)
     return out if unicodedata.is_normalized("NFKC", out) else unicodedata.normalize("NFKC", out)
