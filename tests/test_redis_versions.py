@@ -58,8 +58,10 @@ def test_the_data_cache_saves_reads_and_never_outlives_a_removal(
     stats = admin.info("commandstats")
     assert stats.get("cmdstat_hmget") is None  # every near ref was known
     # A copy of a version this process just wrote is only checked (one read, confirmed):
-    # one write script per original, none for the copies (no ticket, no retraction).
-    assert stats["cmdstat_evalsha"]["calls"] == len(bases)
+    # one write per original, none for the copies (no ticket, no retraction); each check
+    # reads the recent ring with its buckets (one more script).
+    assert int(admin.get("{" + ns + "}:seq")) == len(bases)
+    assert stats["cmdstat_evalsha"]["calls"] == 2 * len(bases)
     assert len(cached.index._cache) == len(bases)  # the rejected copies were forgotten
     # Another process (its own cache) removes the originals; the cached process must not
     # match the copies against them.

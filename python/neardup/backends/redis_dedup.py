@@ -89,6 +89,10 @@ class RedisDeduplicator(Closing):
         # text for the others, nothing without a verifier.
         verifier = self.policy.verifier
         self._payload = {"jaccard": "h", "none": None}.get(verifier, "x")
+        # One server, Jaccard verifier: read the recent ring with each call, so that a copy of
+        # another process's recent text is also guessed (check_and_add).
+        index = self.index
+        index._watching = self._payload == "h" and not index.cluster and index._cache.size > 0
         self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
         self._closed = False
 
@@ -210,11 +214,17 @@ class RedisDeduplicator(Closing):
         return matches
 
     def _lookup(
-        self, norm: str, fp: int, radius: int, hashes: npt.NDArray[np.uint32] | None = None
+        self,
+        norm: str,
+        fp: int,
+        radius: int,
+        hashes: npt.NDArray[np.uint32] | None = None,
+        prefetch: Mapping[int, int] | None = None,
     ) -> tuple[list[_Entry], list[Match]]:
         """The stored items within ``radius`` of ``fp`` and those that pass the verifier
-        (``hashes``: the sketch of ``norm`` when already computed)."""
-        entries = self.index._sorted(self.index._read(fp, radius, self._payload))
+        (``hashes``: the sketch of ``norm`` when already computed; ``prefetch``: versions
+        likely near whose data are read with the buckets)."""
+        entries = self.index._sorted(self.index._read(fp, radius, self._payload, prefetch))
         return entries, self._verify(norm, self._payloads(entries), hashes)
 
     def _count(self, entries: Sequence[_Entry], matches: Sequence[Match]) -> None:
@@ -235,31 +245,46 @@ class RedisDeduplicator(Closing):
         processes and machines exactly one is added: each write takes a ticket, and a text is
         a duplicate when a near, verified text with a smaller ticket is stored.
 
-        With the Jaccard verifier, when a version this process recently wrote or read is near
-        and similar, the text is first only checked (one read): if a stored near-duplicate is
-        confirmed, nothing is written (no ticket, no retraction); otherwise it goes the usual
-        way.
+        With the Jaccard verifier, when a text is likely a copy, it is first only checked
+        (one read): if a stored near-duplicate is confirmed, nothing is written (no ticket, no
+        retraction); otherwise it goes the usual way. Likely: a version this process recently
+        wrote or read is near and similar, or (one server) a version another process recently
+        wrote is near; that one's data are read with the check.
         """
         tss, norms, fps, sketches = self._prepare_batch([id], [text], [timestamp])
         norm, fp, h = norms[0], fps[0], sketches[0]
         radius = self._radius(norm, None)
-        if self._payload == "h" and self._likely_duplicate(fp, radius, h):
-            entries, matches = self._lookup(norm, fp, radius, h)
-            if matches:
-                self._count(entries, matches)
-                return False, matches
+        if self._payload == "h":
+            likely, unknown = self._likely_duplicate(fp, radius, h)
+            if likely or unknown:
+                entries, matches = self._lookup(norm, fp, radius, h, unknown)
+                if matches:
+                    self._count(entries, matches)
+                    return False, matches
         return self._check_and_add_prepared([id], [text], tss, norms, fps, sketches)[0]
 
-    def _likely_duplicate(self, fp: int, radius: int, hashes: Any) -> bool:
-        """Whether a recently cached version is within ``radius`` and passes the Jaccard
-        threshold: a guess only (it may have been removed since)."""
+    def _likely_duplicate(self, fp: int, radius: int, hashes: Any) -> tuple[bool, dict[int, int]]:
+        """Whether a version whose data this process keeps is within ``radius`` and passes
+        the Jaccard threshold, and ``{ref: fp}`` of the newest versions of other processes
+        within ``radius`` whose data it does not keep: guesses only (they may be gone)."""
         cache = self.index._cache
         rows = []
-        for ref in cache.recent_near(fp, radius):
-            c = cache.get(ref, "h")
-            if c is not None and c[4] is not None:
-                rows.append(c[4])
-        return any(sim >= self.policy.threshold for sim in _sketch_jaccard_le(hashes, rows))
+        unknown: dict[int, int] = {}
+        if self.index._watching:  # (the newest versions of every process, this one's too)
+            for ref, near in cache.seen_near(fp, radius).items():
+                c = cache.get(ref, "h")
+                if c is None:
+                    unknown[ref] = near
+                elif c[4] is not None:
+                    rows.append(c[4])
+        else:
+            for ref in cache.recent_near(fp, radius):
+                c = cache.get(ref, "h")
+                if c is not None and c[4] is not None:
+                    rows.append(c[4])
+        if rows and any(s >= self.policy.threshold for s in _sketch_jaccard_le(hashes, rows)):
+            return True, {}
+        return False, unknown
 
     def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
         """:meth:`check` for each text."""

@@ -45,6 +45,7 @@ from neardup.backends.redis_lua import (
     _CHECK_ADD_LUA,
     _CLAIM_LUA,
     _EXPIRE_LUA,
+    _RECENT_LUA,
     _REMOVE_RECORD_LUA,
     _RETRACT_LUA,
     _TAKE_REPLACED_LUA,
@@ -159,6 +160,7 @@ class RedisIndex(Closing):
         self._k_horizon = f"{tag}:horizon"
         self._k_count = f"{tag}:n:"
         self._k_tickets = f"{tag}:tk:"
+        self._k_recent = f"{tag}:recent"
         self._bucket_prefix = f"{namespace}:b:"
         self._data_prefix = f"{namespace}:d:"
         self._idkey_prefix = f"{namespace}:r:"
@@ -170,6 +172,10 @@ class RedisIndex(Closing):
         self._cache = VersionCache(cache_size)
         if self.cluster:
             self._cache = VersionCache(0)
+        # One server: whether this process reads the recent ring with its calls (set by a
+        # RedisDeduplicator that guesses copies), and the last ticket it read there.
+        self._watching = False
+        self._seen = 0
         self._head_cache: dict[int, list[str]] = {}
         self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
         # One server decides a check-and-add inside one script at probe radius 0: k < blocks.
@@ -184,8 +190,10 @@ class RedisIndex(Closing):
         self._take_replaced_script = reg(_TAKE_REPLACED_LUA)
         self._chain_script = reg(_CHAIN_LUA)
         self._expire_script = reg(_EXPIRE_LUA)
+        self._recent_script = reg(_RECENT_LUA)
         if not self.cluster:  # (a cluster client loads a script on the node that needs it)
             for script in (
+                self._recent_script,
                 self._write_script,
                 self._check_add_script,
                 self._retract_script,
@@ -395,8 +403,14 @@ class RedisIndex(Closing):
             each = self._probe_counts[k] = len(_probe_keys([""], 0, self.layout.blocks, k))
         return Probes(prefixes, [(q, each) for q in periods], fp, self.layout.blocks, k)
 
-    def _read(self, fp: int, k: int, payload: str | None = None) -> list[_Entry]:
-        return self._read_keys(fp, k, self._probe_keys(fp, k), payload)
+    def _read(
+        self,
+        fp: int,
+        k: int,
+        payload: str | None = None,
+        prefetch: Mapping[int, int] | None = None,
+    ) -> list[_Entry]:
+        return self._read_keys(fp, k, self._probe_keys(fp, k), payload, prefetch)
 
     def _read_keys(
         self,
@@ -404,9 +418,12 @@ class RedisIndex(Closing):
         k: int,
         probes: Probes,
         payload: str | None = None,
+        prefetch: Mapping[int, int] | None = None,
     ) -> list[_Entry]:
         """Items within ``k`` of ``fp`` in the ``probes`` buckets: one round trip per node for
-        the buckets (and the horizon), one for the data of the near records."""
+        the buckets (and the horizon), one for the data of the near records. One server:
+        the data of the versions ``prefetch`` ``{ref: fp}`` (likely near) are read with the
+        buckets, and so is the recent ring when watched (:meth:`_saw`)."""
         res: list[Any]
         if self.cluster:
             pipe = self.client.pipeline(transaction=False)
@@ -414,10 +431,59 @@ class RedisIndex(Closing):
             for key in probes.keys:
                 pipe.get(key)
             res = pipe.execute()
+        elif prefetch or self._watching:
+            res = self._read_with(probes, payload, prefetch or {})
         else:
             res = self._link.send_all([probes.mget(self._k_horizon)])[0]
         blob = probes.live_blob(res[1:], res[0])
         return self._resolve(near_records(blob, fp, k), payload)
+
+    def _read_with(self, probes: Probes, payload: str | None, prefetch: Mapping[int, int]) -> Any:
+        """One server, one round trip: the ``MGET`` of ``probes`` (its reply is returned), the
+        data of the versions ``prefetch`` (kept in the cache) and, when watched, the recent
+        ring's new slots."""
+        fields = ["i", "p", "q", payload] if payload else ["i", "p", "q"]
+        refs = list(prefetch)
+        commands: list[Any] = [probes.mget(self._k_horizon)]
+        commands += [("HMGET", self._datakey(ref), *fields) for ref in refs]
+        if self._watching:
+            commands.append(self._recent_read())
+        replies = self._link.roundtrip(commands)
+        for r in replies[: 1 + len(refs)]:
+            if isinstance(r, Exception):
+                raise r
+        if self._watching:
+            self._take_recent(replies[-1])
+        if self._cache.keeps(payload):
+            for ref, row in zip(refs, replies[1:]):
+                c = self._data_of(row, payload)
+                if c is not None:  # (else removed meanwhile)
+                    self._cache.remember(ref, prefetch[ref], c)
+        return replies[0]
+
+    # -- the recent ring (one server) ----------------------------------------------------------
+
+    def _recent_read(self) -> tuple[Any, ...]:
+        """The command that reads the recent ring's slots after the last ticket seen."""
+        return ("EVALSHA", self._recent_script.sha, 2, self._k_seq, self._k_recent, self._seen)
+
+    def _take_recent(self, reply: Any) -> None:
+        """Note the reply of :meth:`_recent_read` (a server that lost its scripts is given
+        the script again for the next read: the ring only serves guesses)."""
+        if isinstance(reply, Exception):
+            if not str(reply).startswith("NOSCRIPT"):
+                raise reply
+            self.client.script_load(self._recent_script.script)
+            return
+        self._saw(int(reply[0]), reply[1])
+
+    def _saw(self, ticket: int, slots: bytes) -> None:
+        """The recent ring's slots up to ``ticket`` were read: remember their records. (A
+        ticket below the last one seen: the counter started over, the namespace was cleared
+        or the server lost its data; reading goes on from there.)"""
+        if ticket > self._seen:
+            self._cache.saw(slots)
+        self._seen = ticket
 
     @staticmethod
     def _sorted(entries: Iterable[_Entry]) -> list[_Entry]:
@@ -833,6 +899,7 @@ class RedisIndex(Closing):
             for key in keys:
                 self.client.delete(key)
         self._cache.clear()
+        self._seen = 0
 
     def __repr__(self) -> str:
         kind = "RedisCluster" if self.cluster else "Redis"

@@ -29,34 +29,75 @@ end
 """
 
 
+# One Redis server: the most recent writes' records, a ring of RECENT_SIZE 16-byte slots
+# (ticket t in slot t % RECENT_SIZE), which every process reads along with its own calls to
+# guess that a text is a copy of another process's recent one (RedisDeduplicator: the guess
+# only picks the cheaper way; what is decided is always read from the buckets). Lua that
+# returns, as one string, the slots of tickets `from`..`s` (the newest RECENT_SIZE at most) of
+# the ring KEYS[ring] (a slot never written reads as zeros: ref 0, skipped by the reader).
+RECENT_SIZE = 2048
+_RECENT_FN = f"""
+local function recent(ring, from, s)
+  local n = {RECENT_SIZE}
+  if from < s - n + 1 then from = s - n + 1 end
+  if from > s then return '' end
+  local a, b = (from % n) * 16, (s % n) * 16 + 15
+  if a <= b then return redis.call('GETRANGE', ring, a, b) end
+  local head = redis.call('GETRANGE', ring, a, n * 16 - 1)
+  if #head < n * 16 - a then head = head .. string.rep('\\0', n * 16 - a - #head) end
+  return head .. redis.call('GETRANGE', ring, 0, b)
+end
+"""
+
+# One Redis server, the writes since ticket ARGV[1] (RECENT_FN). KEYS: seq, ring.
+# Reply: {the newest ticket, their slots}.
+_RECENT_LUA = (
+    _RECENT_FN
+    + """
+local s = tonumber(redis.call('GET', KEYS[1]) or '0')
+return {s, recent(KEYS[2], tonumber(ARGV[1]) + 1, s)}
+"""
+)
+
 # One Redis server, the ticketed write: refuse a ref already in use ({-1}: draw another); take
 # a ticket, append the record to the item's own buckets, write its data (with the ticket as
-# field q) and the id's ref, all in one atomic step. It reads no bucket: the client sends an
-# MGET of the probe buckets right after it on the same connection, and counts as predecessors
-# the near records whose ticket is smaller than its own (a writer with a smaller ticket ran
-# its whole script before this one, so the MGET sees its records; docs/scale-out.md).
-# KEYS: seq, count, idkey, horizon, data, own buckets...
-# ARGV: record (16 bytes), ref (8 bytes), expireat (0: none), data fields...
-# Reply: {ticket, previous ref of the id or false, horizon or false}; the same for a write sent
-# again whose first run stored it (that run's ticket and previous ref); {-1}: draw another ref.
+# field q), the id's ref and the record's slot of the recent ring, all in one atomic step. It
+# reads no bucket: the client sends an MGET of the probe buckets right after it on the same
+# connection, and counts as predecessors the near records whose ticket is smaller than its
+# own (a writer with a smaller ticket ran its whole script before this one, so the MGET sees
+# its records; docs/scale-out.md). With ARGV[4] >= 0 it also returns the ring's slots of the
+# tickets after ARGV[4] up to its own.
+# KEYS: seq, count, idkey, horizon, data, recent ring, own buckets...
+# ARGV: record (16 bytes), ref (8 bytes), expireat (0: none), last ticket seen (-1: none),
+# data fields...
+# Reply: {ticket, previous ref of the id or false, horizon or false[, ticket, slots]}; for a
+# write sent again whose first run stored it, that run's ticket and previous ref (no slots);
+# {-1}: draw another ref.
 _WRITE_LUA = (
-    """
+    _RECENT_FN
+    + """
 if redis.call('EXISTS', KEYS[5]) == 1 then
   -- The ref is in use: this item's own write sent again after its reply was lost (the same
   -- id: answer what the first run did), or, p ~ 2**-64, another version's ({-1}).
   local mine = redis.call('HMGET', KEYS[5], 'i', 'q', 'o')
-  if mine[1] == ARGV[5] then
+  if mine[1] == ARGV[6] then
     return {tonumber(mine[2]), mine[3] or false, redis.call('GET', KEYS[4])}
   end
   return {-1}
 end
 local exp = tonumber(ARGV[3])
 local t = redis.call('INCR', KEYS[1])
+redis.call('SETRANGE', KEYS[6], (t % """
+    + str(RECENT_SIZE)
+    + """) * 16, ARGV[1])
 local old = redis.call('GET', KEYS[3])
 """
-    + _store_lua(first=6, last="#KEYS", record=1, ref=2, fields="4")
+    + _store_lua(first=7, last="#KEYS", record=1, ref=2, fields="5")
     + """-- Without a retention (no expiry, one period) no period is ever dropped: no horizon.
-return {t, old or false, exp > 0 and redis.call('GET', KEYS[4]) or false}
+local hz = exp > 0 and redis.call('GET', KEYS[4]) or false
+local seen = tonumber(ARGV[4])
+if seen < 0 then return {t, old or false, hz} end
+return {t, old or false, hz, t, recent(KEYS[6], seen + 1, t)}
 """
 )
 

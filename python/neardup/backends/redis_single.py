@@ -43,7 +43,11 @@ def write_many(
     (records of later tickets it may also return are left out). Items are ticketed in order,
     so each sees the earlier ones of the batch. (An item whose random ref was in use is sent
     again: probability ~2**-64 per item.)"""
-    calls = [write_call(index, x) for x in batch]
+    # (the first item's script also returns the recent ring's new slots, when watched)
+    calls = [
+        write_call(index, x, index._seen if j == 0 and index._watching else -1)
+        for j, x in enumerate(batch)
+    ]
     reads: list[bytes | None] = [None if x.probes is None else x.probes.mget() for x in batch]
     try:
         outs = index._link.run_scripts_reading(index._write_script, calls, reads)
@@ -100,6 +104,9 @@ def _written(
         )
         for j, out in zip(retry, again):
             outs[j] = out
+    first = outs[0][0] if outs else None
+    if first is not None and len(first) > 3:
+        index._saw(int(first[3]), first[4])
     written: list[_Written] = []
     near: dict[int, tuple[int, int]] = {}
     per_item: list[dict[int, tuple[int, int]]] = []
@@ -141,11 +148,13 @@ def _written(
     return written
 
 
-def write_call(index: RedisIndex, x: _Pending) -> tuple[list[Any], list[Any]]:
-    """``(KEYS, ARGV)`` of :data:`~neardup.backends.redis_lua._WRITE_LUA` for ``x``."""
+def write_call(index: RedisIndex, x: _Pending, seen: int = -1) -> tuple[list[Any], list[Any]]:
+    """``(KEYS, ARGV)`` of :data:`~neardup.backends.redis_lua._WRITE_LUA` for ``x`` (``seen``:
+    the last ticket whose recent slot this process read, -1: read none)."""
     keys = [index._k_seq, index._k_count + str(x.period), x.idkey, index._k_horizon, x.datakey]
+    keys.append(index._k_recent)
     keys += x.own
-    args: list[Any] = [pack_record(x.fp, x.ref), x.ref.to_bytes(8, "big"), x.expire_at]
+    args: list[Any] = [pack_record(x.fp, x.ref), x.ref.to_bytes(8, "big"), x.expire_at, seen]
     args += x.fields
     return keys, args
 
