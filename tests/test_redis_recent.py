@@ -86,27 +86,45 @@ def test_a_copy_of_another_process_text_costs_one_read_and_no_write(
     assert _seq(admin, ns) == tickets + 3
 
 
-def test_a_wrong_guess_still_adds_the_text(redis_url: str) -> None:  # noqa: F811
-    """At a wide radius every recent version of another process is near (a guess), but
-    unrelated texts fail the Jaccard check: each is checked, then added, and the results
-    equal those of a process that never guesses; a copy among them is still caught."""
+@pytest.mark.parametrize("watching", [True, False])
+def test_a_wrong_guess_still_adds_the_text(
+    redis_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    watching: bool,
+) -> None:
+    """At a wide radius every recent version of another process is near: B's first text
+    guesses A's versions (data not yet read) as likely copies, but it fails the Jaccard
+    check, so it is checked, then added. The answers equal those of a process that never
+    guesses, and a copy is still caught."""
     rng = random.Random(12)
     ns, ns_plain = fresh_ns(), fresh_ns()
     a = RedisDeduplicator.from_url(redis_url, namespace=ns, k=40)
     b = RedisDeduplicator.from_url(redis_url, namespace=ns, k=40)
     plain = RedisDeduplicator.from_url(redis_url, namespace=ns_plain, k=40, cache_size=0)
-    texts = [_words(rng, 40) for _ in range(12)]
-    bases, copies = _copies(rng, 1, 40)
-    texts[7] = bases[0]
-    texts[10] = copies[0]
-    got = []
-    for j, t in enumerate(texts):
-        got.append((a if j % 2 == 0 else b).check_and_add(j, t))
-    want = [plain.check_and_add(j, t) for j, t in enumerate(texts)]
+    bases, copies = _copies(rng, 6, 40)
+    texts = [_words(rng, 40) for _ in range(4)] + [copies[2]]
+    for j, t in enumerate(bases):
+        assert a.check_and_add(j, t) == plain.check_and_add(j, t) == (True, [])
+    b.index._watching = watching
+    b.check(texts[0], k=0)  # (B hears of A's versions, reads none of their data)
+    guesses: list[bool] = []  # (per call: whether another process's version was guessed)
+    real = RedisDeduplicator._likely_duplicate
+
+    def noted(self: RedisDeduplicator, *args: Any) -> tuple[bool, dict[int, int]]:
+        out = real(self, *args)
+        guesses.append(bool(out[1]))
+        return out
+
+    monkeypatch.setattr(RedisDeduplicator, "_likely_duplicate", noted)
+    got = [b.check_and_add(10 + j, t) for j, t in enumerate(texts)]
+    # (the first guess reads the data of A's versions; later ones find them cached)
+    assert guesses == [watching, False, False, False, False]
+    monkeypatch.undo()
+    want = [plain.check_and_add(10 + j, t) for j, t in enumerate(texts)]
     assert got == want
-    assert [ok for ok, _ in got] == [True] * 10 + [False, True]
-    assert got[10][1][0].id == 7
-    assert b.stats()["documents"] == 11
+    assert [ok for ok, _ in got] == [True] * 4 + [False]
+    assert got[4][1][0].id == 2
+    assert b.stats()["documents"] == 10
 
 
 def test_the_ring_keeps_the_newest_writes_across_its_wrap(redis_url: str) -> None:  # noqa: F811

@@ -97,7 +97,9 @@ class VersionCache:
 
     def saw(self, slots: bytes) -> None:
         """Remember the records ``slots`` (16 bytes each: fingerprint, ref; ref 0: an empty
-        slot) of versions some process wrote, oldest first."""
+        slot) of versions some process wrote, oldest first. Not locked: threads sharing an
+        index may see a slot half updated (a ref with another's fingerprint) or read slots
+        twice: a wrong guess at worst, never a wrong answer (data are found by ref)."""
         m = len(self._seen_refs)
         n = len(slots) // 16
         if not m or not n:
