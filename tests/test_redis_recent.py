@@ -48,6 +48,15 @@ class _RoundTrips:
         monkeypatch.setattr(redis_link._Socket, "roundtrip", counted)
 
 
+def _two_processes(url: str) -> tuple[str, Any, RedisDeduplicator, RedisDeduplicator]:
+    """A fresh namespace, an admin client and two deduplicators on it (each its own cache,
+    as two processes have)."""
+    ns = fresh_ns()
+    a = RedisDeduplicator.from_url(url, namespace=ns)
+    b = RedisDeduplicator.from_url(url, namespace=ns)
+    return ns, redis.Redis.from_url(url), a, b
+
+
 def _seq(admin: Any, ns: str) -> int:
     return int(admin.get("{" + ns + "}:seq") or 0)
 
@@ -62,10 +71,7 @@ def test_a_copy_of_another_process_text_costs_one_read_and_no_write(
     the cache. Texts B sends that are not copies are added as usual."""
     rng = random.Random(11)
     bases, copies = _copies(rng, 10)
-    ns = fresh_ns()
-    admin = redis.Redis.from_url(redis_url)
-    a = RedisDeduplicator.from_url(redis_url, namespace=ns)
-    b = RedisDeduplicator.from_url(redis_url, namespace=ns)
+    ns, admin, a, b = _two_processes(redis_url)
     plain = RedisDeduplicator.from_url(redis_url, namespace=ns, cache_size=0)
     assert a.index._watching and b.index._watching and not plain.index._watching
     for j, t in enumerate(bases):
@@ -132,9 +138,7 @@ def test_the_ring_keeps_the_newest_writes_across_its_wrap(redis_url: str) -> Non
     cross the end of the server's ring, and the newest RECENT_SIZE of them after a long
     silence."""
     rng = random.Random(13)
-    ns = fresh_ns()
-    a = RedisDeduplicator.from_url(redis_url, namespace=ns)
-    b = RedisDeduplicator.from_url(redis_url, namespace=ns)
+    ns, _, a, b = _two_processes(redis_url)
     probe = _words(rng, 30)
 
     def added(n: int, start: int) -> list[int]:
@@ -165,10 +169,7 @@ def test_a_server_that_lost_its_scripts_only_skips_one_ring_read(
     the script is loaded again, and the next call reads everything since."""
     rng = random.Random(14)
     bases, copies = _copies(rng, 4)
-    ns = fresh_ns()
-    admin = redis.Redis.from_url(redis_url)
-    a = RedisDeduplicator.from_url(redis_url, namespace=ns)
-    b = RedisDeduplicator.from_url(redis_url, namespace=ns)
+    ns, admin, a, b = _two_processes(redis_url)
     a.check_and_add(0, bases[0])
     b.check(bases[0])
     admin.script_flush()
@@ -190,9 +191,7 @@ def test_a_namespace_cleared_by_another_process_is_heard_of_again(
     written afterwards are again answered by one round trip."""
     rng = random.Random(15)
     bases, copies = _copies(rng, 6)
-    ns = fresh_ns()
-    a = RedisDeduplicator.from_url(redis_url, namespace=ns)
-    b = RedisDeduplicator.from_url(redis_url, namespace=ns)
+    ns, _, a, b = _two_processes(redis_url)
     for j in range(20):
         a.add(1000 + j, _words(rng, 30))
     b.check(bases[0])
