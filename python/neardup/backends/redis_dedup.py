@@ -247,9 +247,10 @@ class RedisDeduplicator(Closing):
 
         With the Jaccard verifier, when a text is likely a copy, it is first only checked
         (one read): if a stored near-duplicate is confirmed, nothing is written (no ticket, no
-        retraction); otherwise it goes the usual way. Likely: a version this process recently
-        wrote or read is near and similar, or (one server) a version another process recently
-        wrote is near; that one's data are read with the check.
+        retraction); otherwise it goes the usual way. Likely: one of the newest versions (on
+        one server, written by any process, heard of through the recent ring; on a cluster,
+        written or read by this process) is near, and either passes the Jaccard threshold with
+        data this process keeps, or its data are not kept yet (they are read with the check).
         """
         tss, norms, fps, sketches = self._prepare_batch([id], [text], [timestamp])
         norm, fp, h = norms[0], fps[0], sketches[0]
