@@ -312,7 +312,7 @@ class RedisIndex(Closing):
         are. Refs whose data are gone (removed, retracted, expired) are skipped."""
         if not near:
             return []
-        fields = ["i", "p", "q", payload] if payload else ["i", "p", "q"]
+        fields = self._data_fields(payload)
         refs = list(near)
         rows: list[Any]
         if self.cluster:
@@ -330,14 +330,7 @@ class RedisIndex(Closing):
         misses = [ref for ref in refs if ref not in known]
         if misses:
             rows = self._link.send_all([("HMGET", self._datakey(ref), *fields) for ref in misses])
-            keep = cache.keeps(payload)
-            for ref, row in zip(misses, rows):
-                c = self._data_of(row, payload)
-                if c is None:  # removed meanwhile
-                    continue
-                known[ref] = c
-                if keep:
-                    cache.remember(ref, near[ref][0], c)
+            known.update(self._keep_read(misses, [near[r][0] for r in misses], rows, payload))
         out: list[_Entry] = []
         for ref in refs:
             c = known.get(ref)
@@ -345,6 +338,28 @@ class RedisIndex(Closing):
                 continue
             fp, dist = near[ref]
             out.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4] if payload else None))
+        return out
+
+    @staticmethod
+    def _data_fields(payload: str | None) -> list[str]:
+        """The fields of a version's data read for its entry: id, period, ticket (and the
+        payload)."""
+        return ["i", "p", "q", payload] if payload else ["i", "p", "q"]
+
+    def _keep_read(
+        self, refs: Sequence[int], fps: Sequence[int], rows: Sequence[Any], payload: str | None
+    ) -> dict[int, Cached]:
+        """The data read (``rows``, of :meth:`_data_fields`) of the versions ``refs``
+        (fingerprints ``fps``), kept in the cache when it keeps ``payload``; those whose data
+        are gone (removed meanwhile) are left out."""
+        keep = self._cache.keeps(payload)
+        out: dict[int, Cached] = {}
+        for ref, fp, row in zip(refs, fps, rows):
+            c = self._data_of(row, payload)
+            if c is not None:
+                out[ref] = c
+                if keep:
+                    self._cache.remember(ref, fp, c)
         return out
 
     @staticmethod
@@ -442,7 +457,7 @@ class RedisIndex(Closing):
         """One server, one round trip: the ``MGET`` of ``probes`` (its reply is returned), the
         data of the versions ``prefetch`` (kept in the cache) and, when watched, the recent
         ring's new slots."""
-        fields = ["i", "p", "q", payload] if payload else ["i", "p", "q"]
+        fields = self._data_fields(payload)
         refs = list(prefetch)
         commands: list[Any] = [probes.mget(self._k_horizon)]
         commands += [("HMGET", self._datakey(ref), *fields) for ref in refs]
@@ -454,11 +469,7 @@ class RedisIndex(Closing):
                 raise r
         if self._watching:
             self._take_recent(replies[-1])
-        if self._cache.keeps(payload):
-            for ref, row in zip(refs, replies[1:]):
-                c = self._data_of(row, payload)
-                if c is not None:  # (else removed meanwhile)
-                    self._cache.remember(ref, prefetch[ref], c)
+        self._keep_read(refs, list(prefetch.values()), replies[1:], payload)
         return replies[0]
 
     # -- the recent ring (one server) ----------------------------------------------------------

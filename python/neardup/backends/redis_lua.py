@@ -70,7 +70,7 @@ return {s, recent(KEYS[2], tonumber(ARGV[1]) + 1, s)}
 # KEYS: seq, count, idkey, horizon, data, recent ring, own buckets...
 # ARGV: record (16 bytes), ref (8 bytes), expireat (0: none), last ticket seen (-1: none),
 # data fields...
-# Reply: {ticket, previous ref of the id or false, horizon or false[, ticket, slots]}; for a
+# Reply: {ticket, previous ref of the id or false, horizon or false[, slots]}; for a
 # write sent again whose first run stored it, that run's ticket and previous ref (no slots);
 # {-1}: draw another ref.
 _WRITE_LUA = (
@@ -97,7 +97,7 @@ local old = redis.call('GET', KEYS[3])
 local hz = exp > 0 and redis.call('GET', KEYS[4]) or false
 local seen = tonumber(ARGV[4])
 if seen < 0 then return {t, old or false, hz} end
-return {t, old or false, hz, t, recent(KEYS[6], seen + 1, t)}
+return {t, old or false, hz, recent(KEYS[6], seen + 1, t)}
 """
 )
 

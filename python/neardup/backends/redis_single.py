@@ -105,8 +105,8 @@ def _written(
         for j, out in zip(retry, again):
             outs[j] = out
     first = outs[0][0] if outs else None
-    if first is not None and len(first) > 3:
-        index._saw(int(first[3]), first[4])
+    if first is not None and len(first) > 3:  # (the ring's slots up to its own ticket)
+        index._saw(int(first[0]), first[3])
     written: list[_Written] = []
     near: dict[int, tuple[int, int]] = {}
     per_item: list[dict[int, tuple[int, int]]] = []
