@@ -24,6 +24,7 @@ from neardup.backends.redis_format import (
     pack_record,
     ref_hex,
 )
+from neardup.backends.redis_read import entries
 
 if TYPE_CHECKING:
     from neardup.backends.redis_index import RedisIndex
@@ -115,7 +116,7 @@ def _write_claimed(index: RedisIndex, x: _Pending, payload: str | None) -> _Writ
         for q in periods:
             pipe.hget(index._k_tickets + str(q), ref_hex(ref))
     res = pipe.execute()
-    found = index._entries(near, refs, res[: len(refs)], payload)
+    found = entries(near, refs, res[: len(refs)], payload)
     tickets: dict[int, int] = {}
     per_ref = iter(res[len(refs) :])
     for ref in refs:
@@ -196,10 +197,10 @@ def stored_for_good(index: RedisIndex, idenc: str, ref: int) -> None:
 
 
 def settle_cluster(index: RedisIndex, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
-    """:meth:`RedisIndex._settle` on a cluster: each decision is one change of the id's chain
-    (its key), then the versions it leaves unnamed are dropped. Each id ends naming its last
-    added version, or the one it had before; writes of one id decided by several processes in
-    any order give the same."""
+    """:func:`~neardup.backends.redis_versions.settle` on a cluster: each decision is one
+    change of the id's chain (its key), then the versions it leaves unnamed are dropped. Each id
+    ends naming its last added version, or the one it had before; writes of one id decided by
+    several processes in any order give the same."""
     removals: list[tuple[int, int, int, str | None]] = []
     for idenc, fp, w, added in items:
         if added:

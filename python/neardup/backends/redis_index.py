@@ -3,7 +3,9 @@
 ``query(fp, k)`` returns every stored item whose Hamming distance to ``fp`` is **<= k**
 (inclusive), never one farther, nearest first. The one-server write path is one Lua script per
 item (:mod:`neardup.backends.redis_lua`); the cluster protocol is in
-:mod:`neardup.backends.redis_cluster`; the format in :mod:`neardup.backends.redis_format`.
+:mod:`neardup.backends.redis_cluster`; the format in :mod:`neardup.backends.redis_format`;
+settling and removing versions in :mod:`neardup.backends.redis_versions`; reading the data of
+near records (and the recent ring) in :mod:`neardup.backends.redis_read`.
 The key layout and the proofs are in docs/scale-out.md.
 """
 
@@ -18,8 +20,8 @@ from typing import Any
 from neardup._closing import Closing
 from neardup._core import IncompatibleIndexError, _probe_keys
 from neardup.backends.layout import BlockLayout, default_blocks
-from neardup.backends.redis_cache import DEFAULT_CACHE_SIZE, Cached, VersionCache
-from neardup.backends.redis_cluster import chain, head_ref, settle_cluster, write_cluster
+from neardup.backends.redis_cache import DEFAULT_CACHE_SIZE, VersionCache
+from neardup.backends.redis_cluster import head_ref, write_cluster
 from neardup.backends.redis_connect import _OUR_OPTIONS, Client, RedisCluster, connect
 from neardup.backends.redis_format import (
     _NO_RETENTION_PERIOD,
@@ -34,10 +36,8 @@ from neardup.backends.redis_format import (
     _Pending,
     _s,
     _Written,
-    add_note,
     near_records,
     new_ref,
-    pack_record,
 )
 from neardup.backends.redis_link import ServerLink
 from neardup.backends.redis_lua import (
@@ -52,35 +52,23 @@ from neardup.backends.redis_lua import (
     _TICKET_LUA,
     _WRITE_LUA,
 )
+from neardup.backends.redis_read import read_with, resolve
 from neardup.backends.redis_single import check_add_in_script, write_many
+from neardup.backends.redis_versions import (
+    _Gone,
+    abandon,
+    drop_version,
+    forget,
+    remove_versions,
+    settle,
+    settle_or_note,
+)
 from neardup.textstore import Id, check_id
 
 __all__ = ["DEFAULT_CACHE_SIZE", "RedisIndex"]
 
 # Seconds a written version's keys live at least (see RedisIndex._expire_at).
 _MIN_TTL = 60
-
-
-class _Gone:
-    """The versions a batch of check-and-adds has done with, as it decides item by item: the
-    rejected writes, and the versions an added write replaced (the id's version from before
-    the batch, or its earlier added write in it). They are stored until the batch settles;
-    later items of the batch must not count them (as in a one-by-one loop)."""
-
-    __slots__ = ("refs", "current")
-
-    def __init__(self) -> None:
-        self.refs: set[int] = set()
-        self.current: dict[str, int | None] = {}
-
-    def decided(self, idenc: str, w: _Written, added: bool) -> None:
-        if not added:
-            self.refs.add(w.ref)
-            return
-        previous = self.current.get(idenc, w.old)
-        if previous is not None:
-            self.refs.add(previous)
-        self.current[idenc] = w.ref
 
 
 class RedisIndex(Closing):
@@ -301,94 +289,6 @@ class RedisIndex(Closing):
 
     # -- reading buckets ---------------------------------------------------------------------
 
-    def _resolve(
-        self,
-        near: Mapping[int, tuple[int, int]],
-        payload: str | None = None,
-    ) -> list[_Entry]:
-        """The data of the near records ``{ref: (fp, distance)}``, with the data field
-        ``payload`` (``x`` the text, ``h`` its Jaccard sketch) as :attr:`_Entry.text`: one
-        pipelined round trip (per node) for the refs not in this process's cache, none when all
-        are. Refs whose data are gone (removed, retracted, expired) are skipped."""
-        if not near:
-            return []
-        fields = self._data_fields(payload)
-        refs = list(near)
-        rows: list[Any]
-        if self.cluster:
-            pipe = self.client.pipeline(transaction=False)
-            for ref in refs:
-                pipe.hmget(self._datakey(ref), fields)
-            rows = pipe.execute()
-            return self._entries(near, refs, rows, payload)
-        cache = self._cache
-        known: dict[int, Cached] = {}
-        for ref in refs:
-            c = cache.get(ref, payload)
-            if c is not None:
-                known[ref] = c
-        misses = [ref for ref in refs if ref not in known]
-        if misses:
-            rows = self._link.send_all([("HMGET", self._datakey(ref), *fields) for ref in misses])
-            known.update(self._keep_read(misses, [near[r][0] for r in misses], rows, payload))
-        out: list[_Entry] = []
-        for ref in refs:
-            c = known.get(ref)
-            if c is None:
-                continue
-            fp, dist = near[ref]
-            out.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4] if payload else None))
-        return out
-
-    @staticmethod
-    def _data_fields(payload: str | None) -> list[str]:
-        """The fields of a version's data read for its entry: id, period, ticket (and the
-        payload)."""
-        return ["i", "p", "q", payload] if payload else ["i", "p", "q"]
-
-    def _keep_read(
-        self, refs: Sequence[int], fps: Sequence[int], rows: Sequence[Any], payload: str | None
-    ) -> dict[int, Cached]:
-        """The data read (``rows``, of :meth:`_data_fields`) of the versions ``refs``
-        (fingerprints ``fps``), kept in the cache when it keeps ``payload``; those whose data
-        are gone (removed meanwhile) are left out."""
-        keep = self._cache.keeps(payload)
-        out: dict[int, Cached] = {}
-        for ref, fp, row in zip(refs, fps, rows):
-            c = self._data_of(row, payload)
-            if c is not None:
-                out[ref] = c
-                if keep:
-                    self._cache.remember(ref, fp, c)
-        return out
-
-    @staticmethod
-    def _data_of(row: Sequence[Any], payload: str | None) -> Cached | None:
-        """A version's data from its fields ``row`` (``i``, ``p``, ``q`` and the payload read):
-        ``(id, period, ticket, payload, payload value)``; None if its data are gone."""
-        if row[0] is None:
-            return None
-        q = None if row[2] is None else int(row[2])
-        return (_s(row[0]), int(row[1]), q, payload, row[3] if payload else None)
-
-    @classmethod
-    def _entries(
-        cls,
-        near: Mapping[int, tuple[int, int]],
-        refs: Sequence[int],
-        rows: Sequence[Any],
-        payload: str | None,
-    ) -> list[_Entry]:
-        """:class:`_Entry` of each ``refs[j]`` from its data fields ``rows[j]`` (``i``, ``p``,
-        ``q`` and the payload), skipping those whose data are gone."""
-        out: list[_Entry] = []
-        for ref, row in zip(refs, rows):
-            c = cls._data_of(row, payload)
-            if c is not None:
-                fp, dist = near[ref]
-                out.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4]))
-        return out
-
     def _heads(self, q: int) -> list[str]:
         """The bucket key prefix ``ns:b:<q>:<block>:`` of each block in period ``q``."""
         heads = self._head_cache.get(q)
@@ -438,7 +338,8 @@ class RedisIndex(Closing):
         """Items within ``k`` of ``fp`` in the ``probes`` buckets: one round trip per node for
         the buckets (and the horizon), one for the data of the near records. One server:
         the data of the versions ``prefetch`` ``{ref: fp}`` (likely near) are read with the
-        buckets, and so is the recent ring when watched (:meth:`_saw`)."""
+        buckets, and so is the recent ring when watched
+        (:func:`~neardup.backends.redis_read.read_with`)."""
         res: list[Any]
         if self.cluster:
             pipe = self.client.pipeline(transaction=False)
@@ -447,54 +348,17 @@ class RedisIndex(Closing):
                 pipe.get(key)
             res = pipe.execute()
         elif prefetch or self._watching:
-            res = self._read_with(probes, payload, prefetch or {})
+            res = read_with(self, probes, payload, prefetch or {})
         else:
             res = self._link.send_all([probes.mget(self._k_horizon)])[0]
         blob = probes.live_blob(res[1:], res[0])
         return self._resolve(near_records(blob, fp, k), payload)
 
-    def _read_with(self, probes: Probes, payload: str | None, prefetch: Mapping[int, int]) -> Any:
-        """One server, one round trip: the ``MGET`` of ``probes`` (its reply is returned), the
-        data of the versions ``prefetch`` (kept in the cache) and, when watched, the recent
-        ring's new slots."""
-        fields = self._data_fields(payload)
-        refs = list(prefetch)
-        commands: list[Any] = [probes.mget(self._k_horizon)]
-        commands += [("HMGET", self._datakey(ref), *fields) for ref in refs]
-        if self._watching:
-            commands.append(self._recent_read())
-        replies = self._link.roundtrip(commands)
-        for r in replies[: 1 + len(refs)]:
-            if isinstance(r, Exception):
-                raise r
-        if self._watching:
-            self._take_recent(replies[-1])
-        self._keep_read(refs, list(prefetch.values()), replies[1:], payload)
-        return replies[0]
-
-    # -- the recent ring (one server) ----------------------------------------------------------
-
-    def _recent_read(self) -> tuple[Any, ...]:
-        """The command that reads the recent ring's slots after the last ticket seen."""
-        return ("EVALSHA", self._recent_script.sha, 2, self._k_seq, self._k_recent, self._seen)
-
-    def _take_recent(self, reply: Any) -> None:
-        """Note the reply of :meth:`_recent_read` (a server that lost its scripts is given
-        the script again for the next read: the ring only serves guesses)."""
-        if isinstance(reply, Exception):
-            if not str(reply).startswith("NOSCRIPT"):
-                raise reply
-            self.client.script_load(self._recent_script.script)
-            return
-        self._saw(int(reply[0]), reply[1])
-
-    def _saw(self, ticket: int, slots: bytes) -> None:
-        """The recent ring's slots up to ``ticket`` were read: remember their records. (A
-        ticket below the last one seen: the counter started over, the namespace was cleared
-        or the server lost its data; reading goes on from there.)"""
-        if ticket > self._seen:
-            self._cache.saw(slots)
-        self._seen = ticket
+    def _resolve(
+        self, near: Mapping[int, tuple[int, int]], payload: str | None = None
+    ) -> list[_Entry]:
+        """The data of the near records: :func:`~neardup.backends.redis_read.resolve`."""
+        return resolve(self, near, payload)
 
     @staticmethod
     def _sorted(entries: Iterable[_Entry]) -> list[_Entry]:
@@ -581,143 +445,38 @@ class RedisIndex(Closing):
             for x in batch:
                 done.append(write_cluster(self, x, payload))
         except BaseException as e:
-            self._abandon(
-                [(x.idenc, x.fp, w) for x, w in zip(batch, done) if x.probe_k is not None], e
+            abandon(
+                self, [(x.idenc, x.fp, w) for x, w in zip(batch, done) if x.probe_k is not None], e
             )
             raise
         return done
-
-    def _abandon(self, items: Sequence[tuple[str, int, _Written]], err: BaseException) -> None:
-        """Retract the writes ``items`` ``(idenc, fp, written)`` of a call that fails before
-        it could answer (``err``): none counts as added, and each id names again the version
-        it had. Best effort: when the retraction fails too (the server is gone), or runs but
-        no replica confirms it, a note on ``err`` says so."""
-        if not items:
-            return
-        refs = ", ".join(f"{w.ref:016x}" for _, _, w in items)
-        try:
-            self._settle([(idenc, fp, w, False) for idenc, fp, w in items])
-        except TimeoutError as again:  # (WAIT: the retraction was sent to this server)
-            add_note(
-                err,
-                f"neardup: the retraction of the writes of this call ({refs}) was sent, but "
-                f"no replica confirmed it in time ({again})",
-            )
-        except Exception as again:
-            add_note(
-                err,
-                f"neardup: the undecided writes of this call ({refs}) could not be fully "
-                f"retracted ({again!r}): some may stay stored (named by their ids), or leave "
-                "data, records or counts behind until they expire",
-            )
-
-    def _settle_or_note(self, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
-        """:meth:`_settle`; if it fails, a note on the error says what may be left."""
-        try:
-            self._settle(items)
-        except Exception as err:
-            add_note(
-                err,
-                "neardup: the call's check-and-adds were decided but not all settled: rejected "
-                "versions may stay stored (named by their ids) and replaced ones may stay "
-                "until they expire",
-            )
-            raise
 
     def _decides_in_script(self, k: int) -> bool:
         """Whether a check-and-add at ``k`` runs whole inside :data:`_CHECK_ADD_LUA`: one server
         and probe radius 0 (the buckets read are exact blocks of 13+ bits: few records)."""
         return k < self._in_script_below
 
-    # -- removing ----------------------------------------------------------------------------
-
-    def _drop_version(self, ref: int) -> None:
-        """Remove version ``ref`` of an id that is no longer its current one (its records, data
-        and count; one server: with the versions below it in its id's chain)."""
-        row = ("HMGET", self._datakey(ref), "f", "p")
-        if self.cluster:
-            f, p = self.client.execute_command(*row)
-        else:
-            f, p = self._link.send_all([row])[0]
-        if f is None:  # (dropped already)
-            return
-        self._remove_versions([(ref, int(f, 16), int(p), None)])
-
-    def _remove_versions(self, items: Sequence[tuple[int, int, int, str | None]]) -> None:
-        """Remove stored versions ``(ref, fp, period, idenc)``: their records from their
-        buckets, their data, one count each and (``idenc`` given) their place in the id's
-        chain: an id that names one names again the version it replaced (a later add of the
-        id survives). The chain is in the ``o`` fields of the data on one server, in the id
-        key on a cluster (:data:`~neardup.backends.redis_lua._CHAIN_LUA`)."""
-        if not items:
-            return
-        if not self.cluster:
-            self._retract(items, "")
-            return
-        # Redis Cluster: the keys live on several masters; one command (or script) per key.
-        # The id first names what it named before (its chain), then the data go.
-        for ref, _, _, idenc in items:
-            if idenc is not None:
-                chain(self, idenc, "cut", ref.to_bytes(8, "big"))
-        pipe = self.client.pipeline(transaction=False)
-        for ref, _, _, _ in items:
-            pipe.delete(self._datakey(ref))
-        deleted = pipe.execute()
-        pipe = self.client.pipeline(transaction=False)
-        for (ref, fp, p, _), gone in zip(items, deleted):
-            if not gone:  # (removed meanwhile by another process: nothing to undo)
-                continue
-            record = pack_record(fp, ref)
-            for b, v in enumerate(self.layout.values(fp)):
-                self._remove_record_script(keys=[self._bucket(p, b, v)], args=[record])
-            pipe.decr(self._k_count + str(p))
-        pipe.execute()
-
-    def _retract(self, items: Sequence[tuple[int, int, int, str | None]], mode: str) -> None:
-        """One server: :data:`_RETRACT_LUA` for each item of :meth:`_remove_versions` (``mode``
-        ``"forget"``: the id key is deleted, not pointed back); a version each removed one had
-        replaced that nothing links any more is dropped with the rest of its chain."""
-        if not items:
-            return
-        self._cache.forget(ref for ref, _, _, _ in items)
-        calls: list[tuple[list[Any], list[Any]]] = []
-        for ref, fp, p, idenc in items:
-            keys = [self._idkey(idenc or ""), self._datakey(ref), self._k_count + str(p)]
-            keys += self._own_keys(p, fp)
-            ref8 = ref.to_bytes(8, "big") if idenc is not None else b""
-            calls.append((keys, [pack_record(fp, ref), ref8, self._data_prefix, mode]))
-        for out in self._link.run_scripts(self._retract_script, calls):
-            if out and out[0] and not out[1]:
-                self._drop_version(int.from_bytes(out[0], "big"))
-
-    def _drop_replaced(self, refs: Sequence[int]) -> None:
-        """One server, versions ``refs`` now stored for good (added): drop the versions of
-        their ids they replaced (the chains of ``o`` fields, normally one version each), in
-        two round trips for all."""
-        if not refs:
-            return
-        calls = [([self._datakey(ref)], [self._data_prefix]) for ref in refs]
-        outs = self._link.run_scripts(self._take_replaced_script, calls, wait=False)
-        self._retract(
-            [
-                (int.from_bytes(raw, "big"), int(f, 16), int(p), None)
-                for raw, f, p in (out for out in outs if out)
-                if f is not None
-            ],
-            "",
-        )
+    # -- versions (neardup.backends.redis_versions; called by other modules and the tests) ---
 
     def _settle(self, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
-        """After the check-and-adds ``(idenc, fp, written, added)`` of a batch (in order):
-        retract the rejected versions, drop the versions the added ones replaced, and leave
-        each id naming its last added version, or the one it had before the batch (a rejected
-        check-and-add never loses the id's stored text)."""
-        if not self.cluster:
-            # The scripts keep each id's chain of replaced versions (field o) on the server.
-            self._remove_versions([(w.ref, fp, w.period, i) for i, fp, w, ok in items if not ok])
-            self._drop_replaced([w.ref for _, _, w, ok in items if ok and w.old is not None])
-            return
-        settle_cluster(self, items)
+        """:func:`~neardup.backends.redis_versions.settle`."""
+        settle(self, items)
+
+    def _settle_or_note(self, items: Sequence[tuple[str, int, _Written, bool]]) -> None:
+        """:func:`~neardup.backends.redis_versions.settle_or_note`."""
+        settle_or_note(self, items)
+
+    def _abandon(self, items: Sequence[tuple[str, int, _Written]], err: BaseException) -> None:
+        """:func:`~neardup.backends.redis_versions.abandon`."""
+        abandon(self, items, err)
+
+    def _drop_version(self, ref: int) -> None:
+        """:func:`~neardup.backends.redis_versions.drop_version`."""
+        drop_version(self, ref)
+
+    def _remove_versions(self, items: Sequence[tuple[int, int, int, str | None]]) -> None:
+        """:func:`~neardup.backends.redis_versions.remove_versions`."""
+        remove_versions(self, items)
 
     def add(self, id: Id, fingerprint: int, timestamp: float | None = None) -> None:
         """Store ``fingerprint`` under ``id``; an existing ``id`` is replaced."""
@@ -798,9 +557,9 @@ class RedisIndex(Closing):
                 gone.decided(x.idenc, w, not preds)
                 settled.append((x.idenc, x.fp, w, not preds))
         except BaseException as e:
-            self._abandon([(x.idenc, x.fp, w) for x, w in zip(batch, written)], e)
+            abandon(self, [(x.idenc, x.fp, w) for x, w in zip(batch, written)], e)
             raise
-        self._settle_or_note(settled)
+        settle_or_note(self, settled)
         return out
 
     def get(self, id: Id) -> tuple[int, float]:
@@ -839,15 +598,7 @@ class RedisIndex(Closing):
         f, p = self.client.hmget(self._datakey(ref), ["f", "p"])  # type: ignore[misc]
         if f is None or p is None:
             raise KeyError(f"id {id!r} is not in the index")
-        if self.cluster:  # (every version the id's chain names goes, then the chain)
-            refs = chain(self, idenc, "older")
-            for r in refs:
-                self._drop_version(r)
-            chain(self, idenc, "cut", *(r.to_bytes(8, "big") for r in refs))
-            return
-        # One server: the id key goes, and the versions the removed one had replaced with it
-        # (still stored while the check-and-add that replaced them is undecided).
-        self._retract([(ref, int(f, 16), int(p), idenc)], "forget")
+        forget(self, idenc, ref, int(f, 16), int(p))
 
     def __contains__(self, id: object) -> bool:
         try:

@@ -25,6 +25,8 @@ from neardup.backends.redis_format import (
     new_ref,
     pack_record,
 )
+from neardup.backends.redis_read import saw
+from neardup.backends.redis_versions import abandon, drop_replaced
 
 if TYPE_CHECKING:
     from neardup.backends.redis_index import RedisIndex
@@ -56,14 +58,15 @@ def write_many(
         # reply, a connection lost twice). The check-and-adds are retracted (each id names
         # what it named before; retracting one that did not run changes nothing); the plain
         # adds, which others may have seen already, are finished: what they replaced goes.
-        index._abandon(
+        abandon(
+            index,
             [(x.idenc, x.fp, _Written(0, x.ref, x.period)) for x in batch if x.probe_k is not None],
             e,
         )
         adds = [x.ref for x in batch if x.probe_k is None]
         if adds:
             try:
-                index._drop_replaced(adds)
+                drop_replaced(index, adds)
             except Exception as again:
                 add_note(e, f"neardup: the versions these adds replaced may stay ({again!r})")
         raise
@@ -71,7 +74,8 @@ def write_many(
         return _written(index, batch, calls, reads, outs, payload)
     except BaseException as e:
         # The check-and-adds written are retracted: the caller gets no decision for them.
-        index._abandon(
+        abandon(
+            index,
             [
                 (x.idenc, x.fp, _Written(int(out[0]), x.ref, x.period))
                 for x, (out, _) in zip(batch, outs)
@@ -106,7 +110,7 @@ def _written(
             outs[j] = out
     first = outs[0][0] if outs else None
     if first is not None and len(first) > 3:  # (the ring's slots up to its own ticket)
-        index._saw(int(first[0]), first[3])
+        saw(index, int(first[0]), first[3])
     written: list[_Written] = []
     near: dict[int, tuple[int, int]] = {}
     per_item: list[dict[int, tuple[int, int]]] = []
@@ -122,7 +126,7 @@ def _written(
         replaced = None
         if old is not None and old != x.ref:
             if x.probe_k is None:
-                index._drop_replaced([x.ref])
+                drop_replaced(index, [x.ref])
             else:  # (a check-and-add: dropped once added, the id's again if rejected)
                 replaced = old
         found: dict[int, tuple[int, int]] = {}
@@ -213,7 +217,8 @@ def check_add_in_script(
         outs = index._link.run_scripts(index._check_add_script, calls)
     except Exception as e:
         # (as in write_many: the items the scripts added, if they ran, are retracted)
-        index._abandon(
+        abandon(
+            index,
             [
                 (idenc, fp, _Written(0, int.from_bytes(args[3], "big"), int(args[6])))
                 for (idenc, fp, _), (_, args) in zip(items, calls)
@@ -232,7 +237,7 @@ def check_add_in_script(
             out = index._link.run_scripts(index._check_add_script, [(keys, args)])[0]
         if out[0]:
             if out[1]:
-                index._drop_replaced([int.from_bytes(calls[j][1][3], "big")])
+                drop_replaced(index, [int.from_bytes(calls[j][1][3], "big")])
             results.append(None)
             continue
         found = []

@@ -1,0 +1,180 @@
+"""The data of the versions a read finds, and what one server's reads bring along with them.
+
+- :func:`resolve`: the data of the near records an ``MGET`` of probe buckets returned, from
+  this process's cache (:mod:`neardup.backends.redis_cache`, one server) or in one pipelined
+  round trip (per node) for the others.
+- :func:`read_with`: one server, one round trip: the ``MGET`` of the probe buckets, the data of
+  versions a check guesses are near (prefetched: the newest versions of other processes), and
+  the recent ring's new slots.
+- The recent ring (one server): each write script stores its record (fingerprint, ref) in a
+  slot of ``{ns}:recent``; a process that watches it (a deduplicator that guesses copies) reads
+  the slots after the last ticket it saw with its calls (:func:`recent_read`, :func:`saw`) and
+  keeps the records in its cache, to guess a copy of another process's recent text. The ring
+  only steers that guess (docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from neardup.backends.redis_cache import Cached
+from neardup.backends.redis_format import Probes, _Entry, _s
+
+if TYPE_CHECKING:
+    from neardup.backends.redis_index import RedisIndex
+
+__all__ = [
+    "data_fields",
+    "data_of",
+    "entries",
+    "keep_read",
+    "read_with",
+    "recent_read",
+    "resolve",
+    "saw",
+    "take_recent",
+]
+
+
+def resolve(
+    index: RedisIndex,
+    near: Mapping[int, tuple[int, int]],
+    payload: str | None = None,
+) -> list[_Entry]:
+    """The data of the near records ``{ref: (fp, distance)}``, with the data field
+    ``payload`` (``x`` the text, ``h`` its Jaccard sketch) as :attr:`_Entry.text`: one
+    pipelined round trip (per node) for the refs not in this process's cache, none when all
+    are. Refs whose data are gone (removed, retracted, expired) are skipped."""
+    if not near:
+        return []
+    fields = data_fields(payload)
+    refs = list(near)
+    rows: list[Any]
+    if index.cluster:
+        pipe = index.client.pipeline(transaction=False)
+        for ref in refs:
+            pipe.hmget(index._datakey(ref), fields)
+        rows = pipe.execute()
+        return entries(near, refs, rows, payload)
+    cache = index._cache
+    known: dict[int, Cached] = {}
+    for ref in refs:
+        c = cache.get(ref, payload)
+        if c is not None:
+            known[ref] = c
+    misses = [ref for ref in refs if ref not in known]
+    if misses:
+        rows = index._link.send_all([("HMGET", index._datakey(ref), *fields) for ref in misses])
+        known.update(keep_read(index, misses, [near[r][0] for r in misses], rows, payload))
+    out: list[_Entry] = []
+    for ref in refs:
+        c = known.get(ref)
+        if c is None:
+            continue
+        fp, dist = near[ref]
+        out.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4] if payload else None))
+    return out
+
+
+def data_fields(payload: str | None) -> list[str]:
+    """The fields of a version's data read for its entry: id, period, ticket (and the
+    payload)."""
+    return ["i", "p", "q", payload] if payload else ["i", "p", "q"]
+
+
+def keep_read(
+    index: RedisIndex,
+    refs: Sequence[int],
+    fps: Sequence[int],
+    rows: Sequence[Any],
+    payload: str | None,
+) -> dict[int, Cached]:
+    """The data read (``rows``, of :func:`data_fields`) of the versions ``refs``
+    (fingerprints ``fps``), kept in the cache when it keeps ``payload``; those whose data
+    are gone (removed meanwhile) are left out."""
+    keep = index._cache.keeps(payload)
+    out: dict[int, Cached] = {}
+    for ref, fp, row in zip(refs, fps, rows):
+        c = data_of(row, payload)
+        if c is not None:
+            out[ref] = c
+            if keep:
+                index._cache.remember(ref, fp, c)
+    return out
+
+
+def data_of(row: Sequence[Any], payload: str | None) -> Cached | None:
+    """A version's data from its fields ``row`` (``i``, ``p``, ``q`` and the payload read):
+    ``(id, period, ticket, payload, payload value)``; None if its data are gone."""
+    if row[0] is None:
+        return None
+    q = None if row[2] is None else int(row[2])
+    return (_s(row[0]), int(row[1]), q, payload, row[3] if payload else None)
+
+
+def entries(
+    near: Mapping[int, tuple[int, int]],
+    refs: Sequence[int],
+    rows: Sequence[Any],
+    payload: str | None,
+) -> list[_Entry]:
+    """:class:`_Entry` of each ``refs[j]`` from its data fields ``rows[j]`` (``i``, ``p``,
+    ``q`` and the payload), skipping those whose data are gone."""
+    out: list[_Entry] = []
+    for ref, row in zip(refs, rows):
+        c = data_of(row, payload)
+        if c is not None:
+            fp, dist = near[ref]
+            out.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4]))
+    return out
+
+
+def read_with(
+    index: RedisIndex, probes: Probes, payload: str | None, prefetch: Mapping[int, int]
+) -> Any:
+    """One server, one round trip: the ``MGET`` of ``probes`` (its reply is returned), the
+    data of the versions ``prefetch`` (kept in the cache) and, when watched, the recent
+    ring's new slots."""
+    fields = data_fields(payload)
+    refs = list(prefetch)
+    commands: list[Any] = [probes.mget(index._k_horizon)]
+    commands += [("HMGET", index._datakey(ref), *fields) for ref in refs]
+    if index._watching:
+        commands.append(recent_read(index))
+    replies = index._link.roundtrip(commands)
+    for r in replies[: 1 + len(refs)]:
+        if isinstance(r, Exception):
+            raise r
+    if index._watching:
+        take_recent(index, replies[-1])
+    keep_read(index, refs, list(prefetch.values()), replies[1:], payload)
+    return replies[0]
+
+
+# -- the recent ring (one server) ------------------------------------------------------------
+
+
+def recent_read(index: RedisIndex) -> tuple[Any, ...]:
+    """The command that reads the recent ring's slots after the last ticket seen."""
+    return ("EVALSHA", index._recent_script.sha, 2, index._k_seq, index._k_recent, index._seen)
+
+
+def take_recent(index: RedisIndex, reply: Any) -> None:
+    """Note the reply of :func:`recent_read` (a server that lost its scripts is given
+    the script again for the next read: the ring only serves guesses)."""
+    if isinstance(reply, Exception):
+        if not str(reply).startswith("NOSCRIPT"):
+            raise reply
+        index.client.script_load(index._recent_script.script)
+        return
+    saw(index, int(reply[0]), reply[1])
+
+
+def saw(index: RedisIndex, ticket: int, slots: bytes) -> None:
+    """The recent ring's slots up to ``ticket`` were read: remember their records. (A
+    ticket below the last one seen: the counter started over, the namespace was cleared
+    or the server lost its data; reading goes on from there.)"""
+    if ticket > index._seen:
+        index._cache.saw(slots)
+    index._seen = ticket
