@@ -147,46 +147,6 @@ def test_normalise_whitespace_is_regex_whitespace() -> None:
     assert verify.normalise(text) == re.sub(r"\s+", " ", text).strip()
 
 
-@settings(max_examples=500, deadline=None)
-@given(
-    st.text(
-        alphabet=st.sampled_from(
-            list("ab é한국어中文字，。！？（）ＡＢＣ１２３ ｶﾞ①㍿ﬁ\u0301\u0308\u1100\u1161\u11a8")
-        ),
-        max_size=40,
-    )
-)
-def test_fast_nfkc_equals_unicodedata(text: str) -> None:
-    import unicodedata
-
-    assert verify._nfkc(text) == unicodedata.normalize("NFKC", text)
-    assert verify._nfkc("中" + text) == unicodedata.normalize("NFKC", "中" + text)
-
-
-def test_fast_nfkc_table_is_every_bmp_character_that_changes() -> None:
-    """The table built from the characters with a decomposition mapping holds exactly the BMP
-    characters whose NFKC differs (checked against all of them)."""
-    import unicodedata
-
-    verify._nfkc("中，")  # (builds the table)
-    every = {}
-    for i in range(0x10000):
-        if not 0xD800 <= i < 0xE000:
-            c = chr(i)
-            n = unicodedata.normalize("NFKC", c)
-            if n != c:
-                every[c] = n
-    assert verify._NFKC_TABLE == every and len(every) > 2000
-
-
-def test_fast_nfkc_on_real_text() -> None:
-    import unicodedata
-
-    for t in sample_texts(2000):
-        for v in (t, t.replace(",", "，").replace("a", "ａ")):
-            assert verify._nfkc(v) == unicodedata.normalize("NFKC", v)
-
-
 def test_sketch_many_sub_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = [verify.normalise(t) for t in sample_texts(120)] + ["", "ab", "abcdefgh"]
     whole = verify.sketch_many(texts)

@@ -25,6 +25,8 @@ __all__ = [
     "main_text_many",
     "visible_text_many",
     "sketch_jaccard_pairs",
+    "_normalise",
+    "_normalise_many",
     "_sketch",
     "_sketch_many",
     "_sketch_jaccard",
@@ -174,6 +176,10 @@ def sketch_jaccard_pairs(
     b: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.float64]:
     """Jaccard of the sketches of rows a[p] and b[p]; row r owns hashes[offsets[r]:offsets[r+1]]."""
+
+# The text both stages of a policy see: neardup.verify.normalise (crates/neardup-core/src/plain.rs)
+def _normalise(text: str) -> str: ...
+def _normalise_many(texts: Sequence[str]) -> list[str]: ...
 
 # Small-batch helpers of the online deduplicator (crates/neardup-core/src/batch_dedup.rs)
 def _sketch(norm: str, shingle: int) -> npt.NDArray[np.uint32]: ...

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +38,8 @@ from typing import Any, Callable
 import numpy as np
 import numpy.typing as npt
 from rapidfuzz.distance import Levenshtein
+
+from neardup._core import _normalise
 
 __all__ = [
     "VERIFIERS",
@@ -64,49 +65,16 @@ _WORD = re.compile(r"[^\W_]+")
 _G = np.uint32(0x9E3779B1)
 
 
-_NFKC_TABLE: dict[str, str] = {}
-_NFKC_CHANGED: re.Pattern[str] | None = None
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
-
-
-def _nfkc(text: str) -> str:
-    """``unicodedata.normalize("NFKC", text)``, faster on Chinese text.
-
-    CPython's NFKC is slow on CJK text that holds a few compatibility characters (full-width
-    punctuation). Here each BMP character whose NFKC differs is replaced by its NFKC, then the
-    result is returned if it is already NFKC-normal (else normalised fully). That is exact: a
-    character and its NFKC have the same NFKD, and NFKD works character by character, so the
-    replacement does not change the NFKC of the whole text.
-    """
-    global _NFKC_CHANGED
-    if text.isascii() or unicodedata.is_normalized("NFKC", text):
-        return text
-    if not _HAN.search(text):
-        return unicodedata.normalize("NFKC", text)
-    if _NFKC_CHANGED is None:
-        # Only a character with a decomposition mapping can change under NFKC (without one,
-        # its NFKD is itself, and so is the composition of one character): ~4,000 in the
-        # BMP to normalise instead of 63,000 (~10 ms instead of ~30 ms, once per process).
-        for i in range(0x10000):
-            if 0xD800 <= i < 0xE000:
-                continue
-            c = chr(i)
-            if unicodedata.decomposition(c):
-                n = unicodedata.normalize("NFKC", c)
-                if n != c:
-                    _NFKC_TABLE[c] = n
-        _NFKC_CHANGED = re.compile("[" + "".join(map(re.escape, sorted(_NFKC_TABLE))) + "]")
-    out = _NFKC_CHANGED.sub(lambda m: _NFKC_TABLE[m.group()], text)
-    return out if unicodedata.is_normalized("NFKC", out) else unicodedata.normalize("NFKC", out)
-
-
 def normalise(text: str) -> str:
-    """NFKC, lower case, whitespace runs collapsed to one space, stripped."""
+    """NFKC, lower case, whitespace runs collapsed to one space, stripped (in the core).
+
+    Equal to ``" ".join(unicodedata.normalize("NFKC", text).lower().split())`` on every
+    character Python 3.11's Unicode database knows, Greek final sigma included, but with the
+    core's Unicode data, so the same on every Python version (tests/test_normalise.py).
+    """
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
-    # str.split() splits on exactly the characters re's \s matches in str patterns (checked over
-    # all code points in the tests) and is several times faster than re.sub.
-    return " ".join(_nfkc(text).lower().split())
+    return _normalise(text)
 
 
 def shingles(norm: str, n: int = 5) -> set[str]:

@@ -11,6 +11,7 @@ pub mod hamming;
 pub mod html;
 pub mod index;
 pub mod parallel;
+pub mod plain;
 pub mod records;
 pub mod verify;
 

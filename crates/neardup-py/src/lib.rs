@@ -8,6 +8,7 @@ mod errors;
 mod fingerprint;
 mod html;
 mod index;
+mod plain;
 mod records;
 mod verify;
 
@@ -19,6 +20,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fingerprint::register(m)?;
     html::register(m)?;
     index::register(m)?;
+    plain::register(m)?;
     records::register(m)?;
     verify::register(m)?;
     Ok(())

@@ -1,0 +1,92 @@
+"""neardup.verify.normalise (the core's neardup_core::plain) against the Python expression it
+replaced: ``" ".join(unicodedata.normalize("NFKC", t).lower().split())``."""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from neardup import verify
+from neardup._core import _normalise, _normalise_many
+from test_verify import sample_texts
+
+# Characters whose case properties differ between Unicode 14.0 (Python 3.11's database) and the
+# core's newer data, which next to a capital sigma decide its form (final ς or not): U+0295 (ʕ)
+# is a lowercase letter (Ll, cased) in 14.0 and an other letter (Lo) later, U+02E4 is ʕ under
+# NFKC; U+1171E (Ahom medial ra) is a nonspacing mark (Mn, skipped as case-ignorable) in 14.0
+# and a spacing mark (Mc) later. The only known differences.
+CASED_ELSEWHERE = {"\u0295", "\u02e4", "\U0001171e"}
+
+
+def reference(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+def known_chars() -> list[str]:
+    """Every character Python's Unicode database assigns (no surrogates)."""
+    return [
+        chr(i)
+        for i in range(sys.maxunicode + 1)
+        if not 0xD800 <= i < 0xE000 and unicodedata.category(chr(i)) != "Cn"
+    ]
+
+
+def test_every_known_character_alone_and_between_letters() -> None:
+    chars = known_chars()
+    assert len(chars) > 250_000
+    for form in ("{}", "a{}b", "中{}文", "{}\u0301", "x {} y"):
+        bad = [c for c in chars if _normalise(form.format(c)) != reference(form.format(c))]
+        assert bad == [], (form, [hex(ord(c)) for c in bad[:10]])
+
+
+def test_capital_sigma_next_to_every_known_character() -> None:
+    chars = known_chars()
+    for form in ("Σ{}", "ΑΣ{}", "{}Σ", "Α{}Σ"):
+        bad = {c for c in chars if _normalise(form.format(c)) != reference(form.format(c))}
+        assert bad <= CASED_ELSEWHERE, (form, sorted(hex(ord(c)) for c in bad))
+    assert _normalise("ΟΔΟΣ ΣΑΣ Σ") == "οδος σας σ" == reference("ΟΔΟΣ ΣΑΣ Σ")
+
+
+def test_whitespace_is_what_str_split_splits_at() -> None:
+    spaces = [chr(i) for i in range(sys.maxunicode + 1) if chr(i).isspace()]
+    assert len(spaces) == 29
+    for c in spaces:
+        assert _normalise(f"a{c}{c}b{c}") == "a b"
+    assert _normalise("a\u200bb\u180ec") == "a\u200bb\u180ec"  # (not whitespace)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list(
+                "ab AZ é한국어中文字，。！？（）ＡＢＣ１２３ ｶﾞ①㍿ﬁİΣσςΑ\t\n\x0b\x1c\x85\u3000"
+                "\u2028\u0301\u0308\u1100\u1161\u11a8"
+            )
+        ),
+        max_size=60,
+    )
+)
+def test_mixed_text_equals_the_python_expression(text: str) -> None:
+    assert verify.normalise(text) == reference(text)
+    assert _normalise_many([text, text.upper()]) == [reference(text), reference(text.upper())]
+
+
+def test_real_text_one_by_one_and_in_batches() -> None:
+    texts = sample_texts(2000)
+    texts += [t.replace(",", "，").replace("a", "Ａ").upper() for t in texts[:300]]
+    want = [reference(t) for t in texts]
+    assert [verify.normalise(t) for t in texts] == want
+    assert _normalise_many(texts) == want  # (on the pool: more than 256 texts)
+
+
+def test_huge_text_and_wrong_type() -> None:
+    text = ("Ｗord  ΟΔΟΣ\u3000中文，" * 20_000)[:200_000]  # (normalised without the GIL)
+    assert verify.normalise(text) == reference(text)
+    with pytest.raises(TypeError, match="text must be str"):
+        verify.normalise(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _normalise_many(["a", 1])  # type: ignore[list-item]
