@@ -204,6 +204,13 @@ class RedisDeduplicator(Closing):
 
     # -- DedupBackend ------------------------------------------------------------------------
 
+    def _prepare_one(self, text: str) -> tuple[str, int, npt.NDArray[np.uint32] | None]:
+        """The prepared text, fingerprint and (Jaccard verifier) sketch of ``text``: one
+        text's :meth:`_prepare_batch`, without the batch's lists."""
+        norm = self._prepare(check_text(text))
+        fp = int(self.fingerprinter.fingerprint(norm))
+        return norm, fp, (_sketch(norm, self.policy.shingle) if self._payload == "h" else None)
+
     def check(self, text: str, k: int | None = None) -> list[Match]:
         """Stored near-duplicates of ``text``, best first (highest similarity, then distance)."""
         self._ensure_open()
@@ -252,8 +259,9 @@ class RedisDeduplicator(Closing):
         written or read by this process) is near, and either passes the Jaccard threshold with
         data this process keeps, or its data are not kept yet (they are read with the check).
         """
-        tss, norms, fps, sketches = self._prepare_batch([id], [text], [timestamp])
-        norm, fp, h = norms[0], fps[0], sketches[0]
+        self._ensure_open()
+        check_id(id)
+        norm, fp, h = self._prepare_one(text)
         radius = self._radius(norm, None)
         if self._payload == "h":
             likely, unknown = self._likely_duplicate(fp, radius, h)
@@ -262,7 +270,7 @@ class RedisDeduplicator(Closing):
                 if matches:
                     self._count(entries, matches)
                     return False, matches
-        return self._check_and_add_prepared([id], [text], tss, norms, fps, sketches)[0]
+        return self._check_and_add_prepared([id], [text], [timestamp], [norm], [fp], [h])[0]
 
     def _likely_duplicate(self, fp: int, radius: int, hashes: Any) -> tuple[bool, dict[int, int]]:
         """Whether a version whose data this process keeps is within ``radius`` and passes
