@@ -9,7 +9,7 @@ import unicodedata
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from neardup import verify
+from neardup import Policy, verify
 from neardup._core import _normalise, _normalise_many
 from test_verify import sample_texts
 
@@ -90,3 +90,22 @@ def test_huge_text_and_wrong_type() -> None:
         verify.normalise(b"bytes")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         _normalise_many(["a", 1])  # type: ignore[list-item]
+
+
+def test_normalise_many_and_prepare_many_equal_one_by_one() -> None:
+    texts = sample_texts(300)
+    page = (
+        "<html><body><nav>Home | News</nav><article><p>ΟΔΟΣ  Ｗord 中文</p></article></body></html>"
+    )
+    texts = [page, *texts, page.replace("中文", "英文")]
+    assert verify.normalise_many(texts[1:-1]) == [verify.normalise(t) for t in texts[1:-1]]
+    policy = Policy.default()
+    prepared = policy.prepare_many(texts)
+    assert prepared == [policy.prepare(t) for t in texts]
+    assert prepared[0] != verify.normalise(page)  # (the page's main text, not its markup)
+    with pytest.raises(TypeError, match="not a single str"):
+        verify.normalise_many("abc")
+    with pytest.raises(TypeError, match=r"texts\[\] must be str, got int"):
+        verify.normalise_many(["a", 1])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match=r"texts\[\] must be str, got bytes"):
+        policy.prepare_many(["a", b"b"])  # type: ignore[list-item]

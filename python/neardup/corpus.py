@@ -20,7 +20,7 @@ import numpy.typing as npt
 from neardup._core import Fingerprinter, Index, sketch_jaccard_pairs
 from neardup.dedup import Policy, check_text, check_texts
 from neardup.htmltext import main_text
-from neardup.verify import normalise, sketch_many
+from neardup.verify import normalise_many, sketch_many
 
 __all__ = ["CorpusDeduper", "CorpusResult", "SketchedChunk", "resolve_keep"]
 
@@ -231,11 +231,12 @@ class CorpusDeduper:
             check_text(t, "texts[]")
         pages = [i for i, t in enumerate(texts) if self.policy.is_html(t)]
         if not pages:
-            return [normalise(t) for t in texts]
+            return normalise_many(texts)
         # HTML: the main text of each page, then lines (blocks) that recur in many pages of the
         # chunk -- a site's footer or menu that the markup did not mark -- are dropped too.
-        norms = [normalise(t) if not self.policy.is_html(t) else "" for t in texts]
-        lines = {i: [normalise(x) for x in main_text(texts[i]).split("\n")] for i in pages}
+        html = set(pages)
+        norms = normalise_many(["" if i in html else t for i, t in enumerate(texts)])
+        lines = {i: normalise_many(main_text(texts[i]).split("\n")) for i in pages}
         counts: Counter[str] = Counter()
         for i in pages:
             counts.update({x for x in lines[i] if x})

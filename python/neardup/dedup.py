@@ -441,9 +441,7 @@ class Deduplicator(Closing):
         return self.check_and_add_many([id], [text], ts, durable=durable)[0]
 
     def _prepare(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
-        check_texts(texts)
-        prepare = self.policy.prepare
-        norms = [prepare(check_text(t, "texts[]")) for t in texts]
+        norms = self.policy.prepare_many(texts)
         fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
         return norms, fps
 

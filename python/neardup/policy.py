@@ -23,7 +23,7 @@ import numpy.typing as npt
 from neardup._core import Fingerprinter
 from neardup.htmltext import looks_like_html, main_text
 from neardup.textstore import Id
-from neardup.verify import VERIFIERS, normalise
+from neardup.verify import VERIFIERS, normalise, normalise_many
 
 __all__ = [
     "Match",
@@ -131,13 +131,18 @@ class Policy:
             text = main_text(text)
         return normalise(text)
 
+    def prepare_many(self, texts: Sequence[str]) -> list[str]:
+        """:meth:`prepare` of each text (normalised in one batch in the core)."""
+        check_texts(texts)
+        for t in texts:
+            check_text(t, "texts[]")
+        return normalise_many([main_text(t) if self.is_html(t) else t for t in texts])
+
     def fingerprint_many(
         self, fingerprinter: Fingerprinter, texts: Sequence[str]
     ) -> npt.NDArray[np.uint64]:
         """Fingerprints of ``texts`` exactly as the deduplicators compute them."""
-        return np.asarray(
-            fingerprinter.fingerprint_many([self.prepare(t) for t in texts]), dtype=np.uint64
-        )
+        return np.asarray(fingerprinter.fingerprint_many(self.prepare_many(texts)), dtype=np.uint64)
 
     @property
     def k_max(self) -> int:

@@ -47,7 +47,7 @@ from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.corpus import resolve_keep
 from neardup.dedup import Policy
 from neardup.io import parse_time
-from neardup.verify import jaccard_sketch, normalise, sketch_many
+from neardup.verify import jaccard_sketch, sketch_many
 
 try:
     import pandas as pd
@@ -76,12 +76,6 @@ def _fingerprinter(policy_json: str) -> Any:
         fp = Policy.from_dict(json.loads(policy_json)).make_fingerprinter()
         _FINGERPRINTERS[policy_json] = fp
     return fp
-
-
-def _prepare(policy: Policy, text: Any) -> str:
-    text = "" if text is None else str(text)
-    prepare = getattr(policy, "prepare", None)
-    return str(prepare(text)) if prepare is not None else normalise(text)
 
 
 def _to_signed(a: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
@@ -247,7 +241,7 @@ def _fingerprint(df: DataFrame, text_col: str, pol: Policy, time_col: str | None
         fingerprinter = _fingerprinter(policy_json)
         for batch in batches:
             texts = batch[text_col].tolist()
-            norms = [_prepare(policy, t) for t in texts]
+            norms = policy.prepare_many(["" if t is None else str(t) for t in texts])
             fps = np.asarray(fingerprinter.fingerprint_many(norms), dtype=np.uint64)
             out = pd.DataFrame(
                 {

@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 from rapidfuzz.distance import Levenshtein
 
-from neardup._core import _normalise
+from neardup._core import _normalise, _normalise_many
 
 __all__ = [
     "VERIFIERS",
@@ -49,6 +49,7 @@ __all__ = [
     "jaccard_sketch",
     "levenshtein",
     "normalise",
+    "normalise_many",
     "similarity",
     "sketch",
     "sketch_many",
@@ -75,6 +76,16 @@ def normalise(text: str) -> str:
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
     return _normalise(text)
+
+
+def normalise_many(texts: Sequence[str]) -> list[str]:
+    """:func:`normalise` of each text, with the GIL released (both cores for large batches)."""
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of str, not a single str")
+    for t in texts:
+        if not isinstance(t, str):
+            raise TypeError(f"texts[] must be str, got {type(t).__name__}")
+    return _normalise_many(texts)
 
 
 def shingles(norm: str, n: int = 5) -> set[str]:

@@ -17,7 +17,7 @@ from neardup.backends.redis_index import DEFAULT_CACHE_SIZE, RedisIndex, _Gone
 from neardup.backends.redis_single import check_add_in_script
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
 from neardup.textstore import Id, check_id
-from neardup.verify import cosine, levenshtein, normalise
+from neardup.verify import cosine, levenshtein
 
 __all__ = ["RedisDeduplicator"]
 
@@ -196,8 +196,7 @@ class RedisDeduplicator(Closing):
 
     def _prepare(self, text: str) -> str:
         # What both stages see (HTML main text, normalised), exactly as Deduplicator does.
-        prepare = getattr(self.policy, "prepare", None)
-        return str(prepare(text)) if prepare is not None else normalise(text)
+        return self.policy.prepare(text)
 
     def _radius(self, norm: str, k: int | None) -> int:
         return self.policy.radius(len(norm)) if k is None else _check_k(k)
@@ -308,7 +307,7 @@ class RedisDeduplicator(Closing):
         tss = check_batch(ids, texts, timestamps)
         for i in ids:
             check_id(i)
-        norms = [self._prepare(check_text(t, "texts[]")) for t in texts]
+        norms = self.policy.prepare_many(texts)
         fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
         sketches: list[Any] = [None] * len(norms)
         if self._payload == "h" and norms:
