@@ -147,14 +147,16 @@ def test_normalise_whitespace_is_regex_whitespace() -> None:
     assert verify.normalise(text) == re.sub(r"\s+", " ", text).strip()
 
 
-def test_sketch_many_sub_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    texts = [verify.normalise(t) for t in sample_texts(120)] + ["", "ab", "abcdefgh"]
-    whole = verify.sketch_many(texts)
-    monkeypatch.setattr(verify, "_SUB_BATCH_CHARS", 300)
+def test_sketch_many_small_batch_and_wrong_type() -> None:
+    texts = ["", "ab", "abcdefgh", "中文字符串"]  # (one thread; the pool takes 256 texts or more)
     offsets, hashes = verify.sketch_many(texts)
-    assert np.array_equal(offsets, whole[0]) and np.array_equal(hashes, whole[1])
+    assert offsets.dtype == np.int64 and hashes.dtype == np.uint32
     for i, t in enumerate(texts):
         assert np.array_equal(hashes[offsets[i] : offsets[i + 1]], verify.sketch(t).hashes)
+    with pytest.raises(TypeError, match="single str"):
+        verify.sketch_many("abc")
+    with pytest.raises(ValueError, match="shingle"):
+        verify.sketch_many(["abc"], 0)
 
 
 def test_main_text_tolerates_messy_markup() -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "_normalise_many",
     "_sketch",
     "_sketch_many",
+    "_sketch_packed",
     "_sketch_jaccard",
     "_earlier_within",
     "_near_records",
@@ -184,6 +185,9 @@ def _normalise_many(texts: Sequence[str]) -> list[str]: ...
 # Small-batch helpers of the online deduplicator (crates/neardup-core/src/batch_dedup.rs)
 def _sketch(norm: str, shingle: int) -> npt.NDArray[np.uint32]: ...
 def _sketch_many(norms: Sequence[str], shingle: int) -> list[npt.NDArray[np.uint32]]: ...
+def _sketch_packed(
+    norms: Sequence[str], shingle: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32]]: ...
 def _sketch_jaccard(a: npt.NDArray[np.uint32], b: npt.NDArray[np.uint32]) -> float: ...
 def _earlier_within(
     fingerprints: Sequence[int], radii: Sequence[int]

@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 from rapidfuzz.distance import Levenshtein
 
-from neardup._core import _normalise, _normalise_many
+from neardup._core import _normalise, _normalise_many, _sketch_packed
 
 __all__ = [
     "VERIFIERS",
@@ -172,85 +172,14 @@ def sketch_many(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32]]:
     """Sketches of many normalised texts packed as ``(offsets, hashes)``.
 
-    Document ``i`` owns ``hashes[offsets[i]:offsets[i+1]]`` (sorted, distinct). Vectorised over
-    the whole batch: one hash pass and one sort, no per-document Python work except for texts
-    shorter than ``n``.
+    Document ``i`` owns ``hashes[offsets[i]:offsets[i+1]]`` (sorted, distinct): the
+    :func:`sketch` of each text, computed in the core (GIL released, both cores for large
+    batches).
     """
     _check_n(n)
-    count = len(norms)
-    if count == 0:
-        return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint32)
-    # Sub-batches of ~100 k characters keep the arrays in cache: 2-3x faster than one pass.
-    offs: list[npt.NDArray[np.int64]] = []
-    parts: list[npt.NDArray[np.uint32]] = []
-    start, size, base = 0, 0, 0
-    for i, s in enumerate(norms):
-        size += len(s)
-        if size >= _SUB_BATCH_CHARS or i == count - 1:
-            o, h = _sketch_batch(norms[start : i + 1], n)
-            offs.append(o[:-1] + base)
-            parts.append(h)
-            base += h.size
-            start, size = i + 1, 0
-    offs.append(np.array([base], dtype=np.int64))
-    return np.concatenate(offs), np.concatenate(parts)
-
-
-_SUB_BATCH_CHARS = 100_000
-
-
-def _sketch_batch(
-    norms: Sequence[str], n: int
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32]]:
-    count = len(norms)
-    lengths = np.fromiter((len(s) for s in norms), dtype=np.int64, count=count)
-    cp = _codepoints("".join(norms))
-    starts = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
-    # Long documents: one small sort each (cache-resident, ~3x faster than the batched sort);
-    # short ones: one sort of (document, hash) keys for all, which saves the per-call overhead.
-    is_long = lengths >= _PER_DOC_SORT
-    h = _window_hash(cp, n) if cp.size >= n else np.empty(0, dtype=np.uint32)
-    if h.size:
-        doc = np.repeat(np.arange(count, dtype=np.int64), lengths)[: h.size]
-        # Windows that cross into the next document: the last n-1 starts of each document.
-        cross = (starts[1:, None] - np.arange(1, n, dtype=np.int64)[None, :]).ravel()
-        cross = cross[(cross >= 0) & (cross < h.size)]
-        ok = ~is_long[doc]
-        ok[cross] = False
-        keys = (doc[ok].astype(np.uint64) << np.uint64(32)) | h[ok]
-    else:
-        keys = np.empty(0, dtype=np.uint64)
-    tiny = np.flatnonzero((lengths > 0) & (lengths < n))
-    if tiny.size:
-        extra = np.array([_hash_short(norms[int(i)]) for i in tiny], dtype=np.uint64)
-        keys = np.concatenate([keys, (tiny.astype(np.uint64) << np.uint64(32)) | extra])
-    # Keys are already grouped by document, so the stable (merge) sort is cheaper than quicksort.
-    keys.sort(kind="stable")
-    if keys.size > 1:
-        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
-    kdoc = (keys >> np.uint64(32)).astype(np.int64)
-    counts = np.bincount(kdoc, minlength=count).astype(np.int64)
-    long_sets = {}
-    for i in np.flatnonzero(is_long).tolist():
-        one = np.sort(h[starts[i] : starts[i + 1] - n + 1])
-        if one.size > 1:
-            one = one[np.concatenate(([True], one[1:] != one[:-1]))]
-        long_sets[i] = one
-        counts[i] = one.size
-    offsets = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    out = np.empty(int(offsets[-1]), dtype=np.uint32)
-    if keys.size:
-        first = np.searchsorted(kdoc, np.arange(count, dtype=np.int64), side="left")
-        pos = np.arange(keys.size, dtype=np.int64) - first[kdoc] + offsets[kdoc]
-        out[pos] = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    for i, one in long_sets.items():
-        out[offsets[i] : offsets[i + 1]] = one
-    return offsets, out
-
-
-_PER_DOC_SORT = 256
+    if isinstance(norms, str):
+        raise TypeError("norms must be a sequence of str, not a single str")
+    return _sketch_packed(norms, n)
 
 
 def jaccard_sketch(a: npt.NDArray[np.uint32], b: npt.NDArray[np.uint32]) -> float:

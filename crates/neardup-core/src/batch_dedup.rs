@@ -7,6 +7,9 @@
 //! a scratch index for the in-batch pairs, or hashing shingles with numpy, costs more than the
 //! work itself. These functions do it in a few microseconds.
 
+use rayon::prelude::*;
+
+use crate::parallel as pool;
 use crate::{Error, Result};
 
 /// Largest shingle width (the Python policy's bound).
@@ -52,6 +55,32 @@ pub fn sketch(norm: &str, n: usize) -> Result<Vec<u32>> {
     Ok(out)
 }
 
+/// Texts per batch below which [`sketch_packed`] stays on one thread.
+const PARALLEL_MIN_TEXTS: usize = 256;
+
+/// The sketches of many normalised texts packed as `(offsets, hashes)`: text `i` owns
+/// `hashes[offsets[i]..offsets[i + 1]]` ([`sketch`] of it). Both cores for large batches.
+pub fn sketch_packed<S: AsRef<str> + Sync>(norms: &[S], n: usize) -> Result<(Vec<i64>, Vec<u32>)> {
+    check_shingle(n)?;
+    let one = |t: &S| sketch(t.as_ref(), n).unwrap_or_default(); // (n is checked)
+    let sketches: Vec<Vec<u32>> = if norms.len() < PARALLEL_MIN_TEXTS {
+        norms.iter().map(one).collect()
+    } else {
+        pool::run(|p| match p {
+            Some(p) => p.install(|| norms.par_iter().with_min_len(64).map(one).collect()),
+            None => norms.iter().map(one).collect(),
+        })
+    };
+    let mut offsets = Vec::with_capacity(norms.len() + 1);
+    let mut hashes = Vec::with_capacity(sketches.iter().map(Vec::len).sum());
+    offsets.push(0);
+    for s in &sketches {
+        hashes.extend_from_slice(s);
+        offsets.push(hashes.len() as i64);
+    }
+    Ok((offsets, hashes))
+}
+
 /// Near pairs inside a batch: for every row `i`, each earlier row `j < i` whose fingerprint is
 /// within `radii[i]` bits of row `i`'s, as `(i, j, distance)` in order of `i`, then `j`.
 /// Quadratic: meant for the small batches of an online writer (a few thousand rows at most).
@@ -79,6 +108,24 @@ pub fn earlier_within(fps: &[u64], radii: &[u32]) -> Result<Vec<(usize, usize, u
 mod tests {
     use super::*;
     use crate::verify::jaccard_sorted;
+
+    #[test]
+    fn packed_sketches_are_each_texts_sketch_on_and_off_the_pool() {
+        let texts: Vec<String> = (0..700)
+            .map(|i| format!("text {i} 中文 {}", "ab".repeat(i % 9)))
+            .chain(["".to_string(), "xy".to_string()])
+            .collect();
+        for count in [0, 3, texts.len()] {
+            let (offsets, hashes) = sketch_packed(&texts[..count], 5).unwrap();
+            assert_eq!(offsets.len(), count + 1);
+            assert_eq!(offsets[0], 0);
+            for (i, t) in texts[..count].iter().enumerate() {
+                let own = &hashes[offsets[i] as usize..offsets[i + 1] as usize];
+                assert_eq!(own, sketch(t, 5).unwrap().as_slice());
+            }
+        }
+        assert!(sketch_packed(&texts, 0).is_err());
+    }
 
     #[test]
     fn sketch_of_short_and_empty_texts() {

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -45,6 +45,20 @@ fn _sketch_many<'py>(
         })
         .map_err(to_py)?;
     PyList::new(py, sketches.iter().map(|s| owned_array(py, s)))
+}
+
+/// `(offsets, hashes)` of packed sketches.
+type Packed<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u32>>);
+
+/// The sketches of many normalised texts packed as `(offsets, hashes)` (int64, uint32): text
+/// `i` owns `hashes[offsets[i]:offsets[i + 1]]`. GIL released; both cores for large batches.
+#[pyfunction]
+fn _sketch_packed<'py>(py: Python<'py>, norms: Vec<String>, shingle: i64) -> PyResult<Packed<'py>> {
+    let n = shingle_width(shingle)?;
+    let (offsets, hashes) = py
+        .detach(|| neardup_core::batch_dedup::sketch_packed(&norms, n))
+        .map_err(to_py)?;
+    Ok((offsets.into_pyarray(py), hashes.into_pyarray(py)))
 }
 
 /// A numpy copy of `v` that numpy owns. `into_pyarray` would keep the Vec alive in a container
@@ -91,6 +105,7 @@ fn _earlier_within(fingerprints: Vec<u64>, radii: Vec<u32>) -> PyResult<Vec<(usi
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_sketch, m)?)?;
     m.add_function(wrap_pyfunction!(_sketch_many, m)?)?;
+    m.add_function(wrap_pyfunction!(_sketch_packed, m)?)?;
     m.add_function(wrap_pyfunction!(_sketch_jaccard, m)?)?;
     m.add_function(wrap_pyfunction!(_earlier_within, m)?)?;
     Ok(())
