@@ -17,7 +17,8 @@ candidate exactly. Three measures are offered:
     bigrams for Han/Kana/Hangul runs. Needs the texts themselves.
 
 Normalisation (shared by the fingerprint input, the verifier and the ground truth of the quality
-benchmark): Unicode NFKC, lower case, every run of whitespace collapsed to one space, stripped.
+benchmark): Unicode NFKC, lower case, every run of whitespace collapsed to one space, stripped;
+computed in the core (:func:`normalise`, :func:`normalise_many`), as are the batch sketches.
 
 Memory/disk cost of what the verifier keeps per document: a Jaccard :class:`Sketch` is 4 bytes
 per distinct n-gram, about ``4 * len(text)`` bytes (plus ~100 bytes of array header when held one
