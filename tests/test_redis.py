@@ -33,6 +33,7 @@ from neardup.backends.redis import (  # noqa: E402
     connect,
     default_blocks,
 )
+from neardup.backends.redis_format import pack_record  # noqa: E402
 from neardup.dedup import Deduplicator, Policy  # noqa: E402
 
 # -- servers ---------------------------------------------------------------------------------
@@ -830,6 +831,27 @@ def test_buckets_hold_packed_records(any_url: str) -> None:
     idx.remove("a")
     assert idx.client.get(key) == (fp ^ 1).to_bytes(8, "big") + _raw(idx, idx._idkey("sb"))[:8]
     assert not idx.client.exists(idx._datakey(ref_a))
+    idx.remove("b")
+    assert not idx.client.exists(key) and len(idx) == 0
+    idx.clear()
+
+
+def test_removing_an_item_cuts_every_copy_of_its_record(any_url: str) -> None:
+    """A record stored twice in a bucket (on a cluster, an APPEND sent again after its reply
+    was lost) is counted once by queries, and removing its item leaves no copy behind."""
+    idx = RedisIndex.from_url(any_url, k=3, namespace=fresh_ns())
+    fp = 0x0123_4567_89AB_CDEF
+    idx.add("a", fp)
+    idx.add("b", fp ^ 1)
+    key = idx._bucket(0, 0, idx.layout.values(fp)[0])
+    ref_a = int.from_bytes(_raw(idx, idx._idkey("sa"))[:8], "big")
+    record = pack_record(fp, ref_a)
+    idx.client.append(key, record)  # (the APPEND sent again)
+    assert _raw(idx, key).count(record) == 2
+    assert idx.query(fp, 0) == [("a", 0)]
+    idx.remove("a")
+    ref_b = int.from_bytes(_raw(idx, idx._idkey("sb"))[:8], "big")
+    assert _raw(idx, key) == pack_record(fp ^ 1, ref_b)
     idx.remove("b")
     assert not idx.client.exists(key) and len(idx) == 0
     idx.clear()

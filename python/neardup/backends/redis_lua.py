@@ -224,19 +224,27 @@ _CUT_RECORD = """
 local function cut(key, rec)
   local s = redis.call('GET', key)
   if not s then return end
-  local init = 1
+  -- Every copy at a record boundary goes: a record is in a bucket once, but on a cluster an
+  -- APPEND sent again after a lost reply may have stored it twice.
+  local kept, last, init = {}, 1, 1
   while true do
     local pos = string.find(s, rec, init, true)
-    if not pos then return end
+    if not pos then break end
     if (pos - 1) % 16 == 0 then
-      if #s == 16 then
-        redis.call('DEL', key)
-      else
-        redis.call('SET', key, string.sub(s, 1, pos - 1) .. string.sub(s, pos + 16), 'KEEPTTL')
-      end
-      return
+      kept[#kept + 1] = string.sub(s, last, pos - 1)
+      last = pos + 16
+      init = pos + 16
+    else
+      init = pos + 1
     end
-    init = pos + 1
+  end
+  if last == 1 then return end
+  kept[#kept + 1] = string.sub(s, last)
+  local out = table.concat(kept)
+  if #out == 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, out, 'KEEPTTL')
   end
 end
 """
