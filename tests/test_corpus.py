@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from _helpers import SAMPLE
-from neardup import corpus
 from neardup._core import sketch_jaccard_pairs
 from neardup.corpus import CorpusDeduper, SketchedChunk
 from neardup.dedup import Policy
@@ -88,11 +87,3 @@ def test_bounds_never_drop_a_near_copy() -> None:
         if threshold == 0.95:
             assert computed.sum() < r.pairs_a.size  # the bounds did rule pairs out
         assert r.pairs_verified.sum() > 50
-
-
-def test_popcount_both_ways() -> None:
-    values = np.random.default_rng(3).integers(0, 2**63, 1000, dtype=np.uint64) * np.uint64(3)
-    values[:3] = [0, 2**64 - 1, 1 << 63]
-    want = [bin(int(v)).count("1") for v in values]
-    assert corpus._popcount(values).tolist() == want
-    assert corpus._popcount_bytes(values).tolist() == want

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup._core import Fingerprinter, Index, sketch_jaccard_pairs
+from neardup._core import Fingerprinter, Index, sketch_jaccard_pairs_at_least
 from neardup.dedup import Policy, check_text, check_texts
 from neardup.htmltext import main_text
 from neardup.verify import normalise_many, sketch_many
@@ -101,39 +101,6 @@ class CorpusResult:
     def duplicates(self) -> int:
         """Number of rows dropped as near-duplicates."""
         return int(self.representative.size - np.count_nonzero(self.kept))
-
-
-_SIGNATURE_BITS = np.left_shift(np.uint64(1), np.arange(64, dtype=np.uint64))
-
-
-_BYTE_BITS = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
-
-
-def _popcount_bytes(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-    """Set bits of each value, by a table of bytes (numpy < 2 has no bitwise_count)."""
-    return np.asarray(_BYTE_BITS[np.ascontiguousarray(x).view(np.uint8)].reshape(-1, 8).sum(1))
-
-
-def _popcount(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-    """Set bits of each value."""
-    if hasattr(np, "bitwise_count"):
-        return np.asarray(np.bitwise_count(x), dtype=np.int64)
-    return _popcount_bytes(x)
-
-
-def _signatures(
-    counts: npt.NDArray[np.int64], hashes: npt.NDArray[np.uint32]
-) -> npt.NDArray[np.uint64]:
-    """Per document of a chunk, the OR of bit ``h >> 26`` over its shingle hashes (0 if none)."""
-    out = np.zeros(counts.size, dtype=np.uint64)
-    filled = np.flatnonzero(counts > 0)
-    if filled.size:
-        starts = np.zeros(counts.size, dtype=np.int64)
-        np.cumsum(counts[:-1], out=starts[1:])
-        bits = _SIGNATURE_BITS[hashes >> np.uint32(26)]
-        # empty documents own no hashes, so each reduced span is exactly one document's
-        out[filled] = np.bitwise_or.reduceat(bits, starts[filled])
-    return out
 
 
 @dataclass
@@ -345,30 +312,6 @@ class CorpusDeduper:
         offsets = np.zeros(counts.size + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         hashes = np.concatenate(self._hashes) if self._hashes else np.empty(0, np.uint32)
-        out = np.zeros(a.size, dtype=np.float64)
-        # Jaccard <= |smaller| / |larger|: pairs whose sizes differ too much cannot reach the
-        # threshold and are not compared (their similarity is NaN: not computed).
-        sa, sb = counts[a], counts[b]
-        bound = np.minimum(sa, sb) / np.maximum(np.maximum(sa, sb), 1)
-        bound[(sa == 0) & (sb == 0)] = 1.0
-        possible = bound >= self.policy.threshold
-        # A second exact bound from 64-bit signatures of the sketches (bit h>>26 of each hash
-        # set): a bit set in A's signature and not in B's comes from a hash of A missing in B,
-        # so |A - B| >= popcount(sig_A & ~sig_B); hence |A & B| <= min(|A| - that, |B| - the
-        # converse) = I, and Jaccard <= I / (|A| + |B| - I). On short texts (tens of shingles)
-        # it rules out most candidates that the exact merge would reject, for a few bytes each.
-        candidates = np.flatnonzero(possible)
-        if candidates.size:
-            sig = np.concatenate([_signatures(c, h) for c, h in zip(self._counts, self._hashes)])
-            for start in range(0, candidates.size, 1 << 20):  # bounded temporaries
-                cand = candidates[start : start + (1 << 20)]
-                ga, gb = sig[a[cand]], sig[b[cand]]
-                only_a = _popcount(ga & ~gb)
-                only_b = _popcount(gb & ~ga)
-                inter = np.minimum(sa[cand] - only_a, sb[cand] - only_b)
-                union = sa[cand] + sb[cand] - inter
-                bound2 = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
-                possible[cand[bound2 < self.policy.threshold]] = False
-        out[~possible] = np.nan
-        out[possible] = sketch_jaccard_pairs(hashes, offsets, a[possible], b[possible])
-        return out
+        # Pairs that cannot reach the threshold -- by their sizes, or by 64-bit signatures of
+        # their sketches -- are not compared: their similarity is NaN (in the core, one pass).
+        return sketch_jaccard_pairs_at_least(hashes, offsets, a, b, self.policy.threshold)

@@ -24,9 +24,8 @@ pub fn jaccard_sorted(a: &[u32], b: &[u32]) -> f64 {
     inter as f64 / (a.len() + b.len() - inter) as f64
 }
 
-/// Jaccard of the sketches of rows `a[p]` and `b[p]` for every pair `p`, where row `r` owns
-/// `hashes[offsets[r]..offsets[r + 1]]`. Both cores for large batches (the fork-safe pool).
-pub fn jaccard_pairs(hashes: &[u32], offsets: &[i64], a: &[i64], b: &[i64]) -> Result<Vec<f64>> {
+/// Checks the arguments of [`jaccard_pairs`]; returns the number of rows.
+fn check_pairs(hashes: &[u32], offsets: &[i64], a: &[i64], b: &[i64]) -> Result<usize> {
     if a.len() != b.len() {
         return Err(Error::InvalidArgument(format!(
             "a and b must have the same length, got {} and {}",
@@ -54,20 +53,136 @@ pub fn jaccard_pairs(hashes: &[u32], offsets: &[i64], a: &[i64], b: &[i64]) -> R
             "row {r} is outside 0..{rows}"
         )));
     }
-    let sketch = |r: i64| &hashes[offsets[r as usize] as usize..offsets[r as usize + 1] as usize];
-    let one = |(&x, &y): (&i64, &i64)| jaccard_sorted(sketch(x), sketch(y));
+    Ok(rows)
+}
+
+/// `f` of every pair `(a[p], b[p])`, on the pool for large batches.
+fn each_pair(a: &[i64], b: &[i64], f: impl Fn((&i64, &i64)) -> f64 + Sync) -> Vec<f64> {
     if a.len() < PARALLEL_MIN_PAIRS {
-        return Ok(a.iter().zip(b).map(one).collect());
+        return a.iter().zip(b).map(f).collect();
     }
-    Ok(pool::run(|p| match p {
-        Some(p) => p.install(|| a.par_iter().zip(b).with_min_len(256).map(one).collect()),
-        None => a.iter().zip(b).map(one).collect(),
+    pool::run(|p| match p {
+        Some(p) => p.install(|| a.par_iter().zip(b).with_min_len(256).map(&f).collect()),
+        None => a.iter().zip(b).map(f).collect(),
+    })
+}
+
+/// Jaccard of the sketches of rows `a[p]` and `b[p]` for every pair `p`, where row `r` owns
+/// `hashes[offsets[r]..offsets[r + 1]]`. Both cores for large batches (the fork-safe pool).
+pub fn jaccard_pairs(hashes: &[u32], offsets: &[i64], a: &[i64], b: &[i64]) -> Result<Vec<f64>> {
+    check_pairs(hashes, offsets, a, b)?;
+    let sketch = |r: i64| &hashes[offsets[r as usize] as usize..offsets[r as usize + 1] as usize];
+    Ok(each_pair(a, b, |(&x, &y)| {
+        jaccard_sorted(sketch(x), sketch(y))
+    }))
+}
+
+/// [`jaccard_pairs`] for the pairs that can reach `threshold`, NaN for those two exact bounds
+/// rule out without merging their sketches:
+/// - sizes: Jaccard <= min(|A|, |B|) / max(|A|, |B|);
+/// - 64-bit signatures (bit `h >> 26` set for each hash `h`): a bit set for A and not for B
+///   comes from a hash of A missing from B, so |A & B| <= I = min(|A| - popcount(sA & !sB),
+///   |B| - popcount(sB & !sA)) and Jaccard <= I / (|A| + |B| - I). On short texts (tens of
+///   shingles) it rules out most pairs that the merge would reject.
+///
+/// A value (not NaN) is exactly [`jaccard_pairs`]'s; a NaN pair's Jaccard is below `threshold`.
+pub fn jaccard_pairs_at_least(
+    hashes: &[u32],
+    offsets: &[i64],
+    a: &[i64],
+    b: &[i64],
+    threshold: f64,
+) -> Result<Vec<f64>> {
+    let rows = check_pairs(hashes, offsets, a, b)?;
+    let sketch = |r: usize| &hashes[offsets[r] as usize..offsets[r + 1] as usize];
+    let signature = |r: usize| sketch(r).iter().fold(0u64, |s, &h| s | 1 << (h >> 26));
+    // (only the rows in some pair)
+    let mut used = vec![false; rows];
+    for &r in a.iter().chain(b) {
+        used[r as usize] = true;
+    }
+    let sigs: Vec<u64> = (0..rows)
+        .map(|r| if used[r] { signature(r) } else { 0 })
+        .collect();
+    Ok(each_pair(a, b, |(&x, &y)| {
+        let (x, y) = (x as usize, y as usize);
+        let (sa, sb) = (sketch(x), sketch(y));
+        let (na, nb) = (sa.len() as i64, sb.len() as i64);
+        let by_size = if na == 0 && nb == 0 {
+            1.0
+        } else {
+            na.min(nb) as f64 / na.max(nb).max(1) as f64
+        };
+        if by_size < threshold {
+            return f64::NAN;
+        }
+        let (ga, gb) = (sigs[x], sigs[y]);
+        let inter =
+            (na - i64::from((ga & !gb).count_ones())).min(nb - i64::from((gb & !ga).count_ones()));
+        let union = na + nb - inter;
+        let by_signature = if union > 0 {
+            inter as f64 / union as f64
+        } else {
+            1.0
+        };
+        if by_signature < threshold {
+            return f64::NAN;
+        }
+        jaccard_sorted(sa, sb)
     }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounded_pairs_are_exact_or_provably_below_the_threshold() {
+        // Rows of random small sets, many pairs; every value equals the exact Jaccard, and
+        // every NaN pair is below the threshold; the bounds do rule some pairs out.
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut hashes, mut offsets) = (Vec::new(), vec![0i64]);
+        for r in 0..300 {
+            let mut set: Vec<u32> = (0..(r % 40))
+                .map(|_| (next() % 5000) as u32 * 858_993)
+                .collect();
+            if r % 3 == 0 && !hashes.is_empty() {
+                set.extend_from_slice(&hashes[..(hashes.len()).min(30)]); // (overlaps)
+            }
+            set.sort_unstable();
+            set.dedup();
+            hashes.extend_from_slice(&set);
+            offsets.push(hashes.len() as i64);
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for x in 0..300i64 {
+            for y in (x..300).step_by(7) {
+                a.push(x);
+                b.push(y);
+            }
+        }
+        for t in [0.0, 0.3, 0.8, 1.0] {
+            let exact = jaccard_pairs(&hashes, &offsets, &a, &b).unwrap();
+            let bounded = jaccard_pairs_at_least(&hashes, &offsets, &a, &b, t).unwrap();
+            let mut ruled_out = 0;
+            for (e, g) in exact.iter().zip(&bounded) {
+                if g.is_nan() {
+                    assert!(*e < t, "{e} >= {t} ruled out");
+                    ruled_out += 1;
+                } else {
+                    assert_eq!(e, g);
+                }
+            }
+            assert_eq!(ruled_out == 0, t == 0.0, "t = {t}: {ruled_out} ruled out");
+        }
+        assert!(jaccard_pairs_at_least(&hashes, &offsets, &[0], &[300], 0.5).is_err());
+    }
     use std::collections::HashSet;
 
     fn brute(a: &[u32], b: &[u32]) -> f64 {

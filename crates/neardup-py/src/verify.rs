@@ -48,7 +48,31 @@ fn sketch_jaccard_pairs<'py>(
     Ok(out.into_pyarray(py))
 }
 
+/// `sketch_jaccard_pairs` for the pairs that can reach `threshold`; NaN for the pairs two
+/// exact bounds (sizes, 64-bit signatures) rule out without comparing their sketches. GIL
+/// released; both cores for large batches.
+#[pyfunction]
+fn sketch_jaccard_pairs_at_least<'py>(
+    py: Python<'py>,
+    hashes: &Bound<'py, PyAny>,
+    offsets: &Bound<'py, PyAny>,
+    a: &Bound<'py, PyAny>,
+    b: &Bound<'py, PyAny>,
+    threshold: f64,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let hashes = array::<u32>(hashes, "hashes", "uint32")?;
+    let offsets = array::<i64>(offsets, "offsets", "int64")?;
+    let a = array::<i64>(a, "a", "int64")?;
+    let b = array::<i64>(b, "b", "int64")?;
+    let (h, o, x, y) = (slice(&hashes), slice(&offsets), slice(&a), slice(&b));
+    let out = py
+        .detach(|| neardup_core::verify::jaccard_pairs_at_least(&h, &o, &x, &y, threshold))
+        .map_err(to_py)?;
+    Ok(out.into_pyarray(py))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sketch_jaccard_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(sketch_jaccard_pairs_at_least, m)?)?;
     Ok(())
 }
