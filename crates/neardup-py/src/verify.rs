@@ -26,6 +26,29 @@ pub(crate) fn array<'py, T: numpy::Element>(
         .map_err(|_| PyTypeError::new_err(format!("{name} must be a 1-D numpy {dtype} array")))
 }
 
+/// Extracts the arrays of a batch of sketch pairs, then runs `f` on them with the GIL released.
+fn with_pairs<'py>(
+    py: Python<'py>,
+    (hashes, offsets, a, b): PairArgs<'_, 'py>,
+    f: impl Fn(&[u32], &[i64], &[i64], &[i64]) -> neardup_core::Result<Vec<f64>> + Send + Sync,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let hashes = array::<u32>(hashes, "hashes", "uint32")?;
+    let offsets = array::<i64>(offsets, "offsets", "int64")?;
+    let a = array::<i64>(a, "a", "int64")?;
+    let b = array::<i64>(b, "b", "int64")?;
+    let (h, o, x, y) = (slice(&hashes), slice(&offsets), slice(&a), slice(&b));
+    let out = py.detach(|| f(&h, &o, &x, &y)).map_err(to_py)?;
+    Ok(out.into_pyarray(py))
+}
+
+/// `(hashes, offsets, a, b)` as passed from Python.
+type PairArgs<'a, 'py> = (
+    &'a Bound<'py, PyAny>,
+    &'a Bound<'py, PyAny>,
+    &'a Bound<'py, PyAny>,
+    &'a Bound<'py, PyAny>,
+);
+
 /// Jaccard similarity of the sketches of rows `a[p]` and `b[p]` for every pair `p`; row `r`
 /// owns `hashes[offsets[r]:offsets[r + 1]]` (sorted, distinct). GIL released; both cores for
 /// large batches.
@@ -37,15 +60,11 @@ fn sketch_jaccard_pairs<'py>(
     a: &Bound<'py, PyAny>,
     b: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let hashes = array::<u32>(hashes, "hashes", "uint32")?;
-    let offsets = array::<i64>(offsets, "offsets", "int64")?;
-    let a = array::<i64>(a, "a", "int64")?;
-    let b = array::<i64>(b, "b", "int64")?;
-    let (h, o, x, y) = (slice(&hashes), slice(&offsets), slice(&a), slice(&b));
-    let out = py
-        .detach(|| neardup_core::verify::jaccard_pairs(&h, &o, &x, &y))
-        .map_err(to_py)?;
-    Ok(out.into_pyarray(py))
+    with_pairs(
+        py,
+        (hashes, offsets, a, b),
+        neardup_core::verify::jaccard_pairs,
+    )
 }
 
 /// `sketch_jaccard_pairs` for the pairs that can reach `threshold`; NaN for the pairs two
@@ -60,15 +79,9 @@ fn sketch_jaccard_pairs_at_least<'py>(
     b: &Bound<'py, PyAny>,
     threshold: f64,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let hashes = array::<u32>(hashes, "hashes", "uint32")?;
-    let offsets = array::<i64>(offsets, "offsets", "int64")?;
-    let a = array::<i64>(a, "a", "int64")?;
-    let b = array::<i64>(b, "b", "int64")?;
-    let (h, o, x, y) = (slice(&hashes), slice(&offsets), slice(&a), slice(&b));
-    let out = py
-        .detach(|| neardup_core::verify::jaccard_pairs_at_least(&h, &o, &x, &y, threshold))
-        .map_err(to_py)?;
-    Ok(out.into_pyarray(py))
+    with_pairs(py, (hashes, offsets, a, b), |h, o, x, y| {
+        neardup_core::verify::jaccard_pairs_at_least(h, o, x, y, threshold)
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
