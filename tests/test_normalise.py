@@ -3,13 +3,16 @@ replaced: ``" ".join(unicodedata.normalize("NFKC", t).lower().split())``."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import unicodedata
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from neardup import Policy, verify
+from neardup import Deduplicator, Policy, verify
 from neardup._core import _normalise, _normalise_many
 from test_verify import sample_texts
 
@@ -109,3 +112,36 @@ def test_normalise_many_and_prepare_many_equal_one_by_one() -> None:
         verify.normalise_many(["a", 1])  # type: ignore[list-item]
     with pytest.raises(TypeError, match=r"texts\[\] must be str, got bytes"):
         policy.prepare_many(["a", b"b"])  # type: ignore[list-item]
+
+
+def test_lone_surrogates_become_the_replacement_character(tmp_path: Path) -> None:
+    """Text with a lone surrogate (half of an emoji from a JSON ``\\ud83d`` escape, common in
+    crawled data) is normalised, with U+FFFD in its place, and deduplicated like any text."""
+    cut = "Hello world \ud83d cut emoji, ΟΔΟΣ and more words here"
+    assert verify.normalise(cut) == "hello world \ufffd cut emoji, οδος and more words here"
+    assert verify.normalise_many([cut, "\udc00"]) == [verify.normalise(cut), "\ufffd"]
+    d = Deduplicator()
+    assert d.check_and_add(1, cut) == (True, [])
+    added, matches = d.check_and_add(2, cut + "!")
+    assert not added and [m.id for m in matches] == [1]
+    src = tmp_path / "in.jsonl"
+    rows = [{"id": 1, "text": cut}, {"id": 2, "text": cut + "!"}, {"id": 3, "text": "other"}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "neardup", "dedup", str(src), "-o", str(out), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(x)["id"] for x in out.read_text(encoding="utf-8").splitlines()] == [1, 3]
+
+
+def test_an_iterator_of_texts_is_read_once() -> None:
+    texts = ["Hello  World", "ＡＢＣ"]
+    assert verify.normalise_many(iter(texts)) == ["hello world", "abc"]
+    assert Policy.default().prepare_many(t for t in texts) == ["hello world", "abc"]
+    d = Deduplicator()
+    d.add_many([1], ["a text long enough to be checked against itself"])
+    found = d.check_many(t for t in ["a text long enough to be checked against itself"])
+    assert [[m.id for m in ms] for ms in found] == [[1]]

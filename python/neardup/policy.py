@@ -134,6 +134,7 @@ class Policy:
     def prepare_many(self, texts: Sequence[str]) -> list[str]:
         """:meth:`prepare` of each text (normalised in one batch in the core)."""
         check_texts(texts)
+        texts = list(texts)  # (read once: an iterator is taken whole)
         for t in texts:
             check_text(t, "texts[]")
         return normalise_many([main_text(t) if self.is_html(t) else t for t in texts])

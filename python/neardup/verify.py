@@ -72,7 +72,8 @@ def normalise(text: str) -> str:
 
     Equal to ``" ".join(unicodedata.normalize("NFKC", text).lower().split())`` on every
     character Python 3.11's Unicode database knows, Greek final sigma included, but with the
-    core's Unicode data, so the same on every Python version (tests/test_normalise.py).
+    core's Unicode data, so the same on every Python version (tests/test_normalise.py). A lone
+    surrogate (not Unicode: half of an emoji from a JSON ``\ud83d`` escape) becomes U+FFFD.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
@@ -83,6 +84,7 @@ def normalise_many(texts: Sequence[str]) -> list[str]:
     """:func:`normalise` of each text, with the GIL released (both cores for large batches)."""
     if isinstance(texts, str):
         raise TypeError("texts must be a sequence of str, not a single str")
+    texts = list(texts)
     for t in texts:
         if not isinstance(t, str):
             raise TypeError(f"texts[] must be str, got {type(t).__name__}")

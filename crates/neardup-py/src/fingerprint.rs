@@ -21,17 +21,18 @@ fn extract_text(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<TextBuf> {
     })?;
     match s.to_cow() {
         Ok(c) => Ok(TextBuf::Str(c.into_owned())),
-        Err(_) => {
-            let raw = s.call_method1("encode", ("utf-16-le", "surrogatepass"))?;
-            let bytes = raw.cast::<PyBytes>()?.as_bytes();
-            Ok(TextBuf::Utf16(
-                bytes
-                    .chunks_exact(2)
-                    .map(|b| u16::from_le_bytes([b[0], b[1]]))
-                    .collect(),
-            ))
-        }
+        Err(_) => Ok(TextBuf::Utf16(utf16_units(s)?)),
     }
+}
+
+/// The UTF-16 code units of a Python `str`, lone surrogates included.
+pub(crate) fn utf16_units(s: &Bound<'_, PyString>) -> PyResult<Vec<u16>> {
+    let raw = s.call_method1("encode", ("utf-16-le", "surrogatepass"))?;
+    let bytes = raw.cast::<PyBytes>()?.as_bytes();
+    Ok(bytes
+        .chunks_exact(2)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        .collect())
 }
 
 /// The common case of [`extract_text`] without building an argument name.
