@@ -608,6 +608,25 @@ def test_stored_sketches_and_versions_without_one(redis_url: str) -> None:
     d.index.clear()
 
 
+@pytest.mark.parametrize("verifier", ["jaccard", "levenshtein", "none"])
+def test_a_text_with_a_lone_surrogate_is_stored_and_returned_as_it_was(
+    any_url: str, verifier: str
+) -> None:
+    """Crawled text may hold a lone surrogate (half of an emoji from a JSON ``\ud83d``
+    escape): it is deduplicated like any text and comes back unchanged."""
+    cut = "Hello world \ud83d cut emoji and more words here, enough of them to compare"
+    d = RedisDeduplicator.from_url(any_url, namespace=fresh_ns(), policy=Policy(verifier=verifier))
+    assert d.check_and_add(1, cut) == (True, [])
+    added, matches = d.check_and_add(2, cut + "!")
+    assert not added and [m.id for m in matches] == [1]
+    assert d.get(1) == cut
+    assert d.check_and_add_many([3, 4], ["other \udc00 text", cut]) == [
+        (True, []),
+        (False, d.check(cut)),
+    ]
+    d.index.clear()
+
+
 def test_redis_deduplicator_policy_is_stored(redis_url: str) -> None:
     ns = fresh_ns()
     RedisDeduplicator.from_url(redis_url, namespace=ns)

@@ -42,6 +42,17 @@ def _policy_from(
     return pol
 
 
+def _utf8(text: str) -> bytes:
+    """A text as stored: UTF-8, a lone surrogate (not Unicode: half of an emoji from a JSON
+    ``\ud83d`` escape) kept as its three bytes, so the text comes back as it was."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _unicode(raw: bytes) -> str:
+    """A stored text (see :func:`_utf8`)."""
+    return raw.decode("utf-8", "surrogatepass")
+
+
 class RedisDeduplicator(Closing):
     """:class:`neardup.Deduplicator` semantics over Redis: the texts and the index live in Redis,
     shared by every process that opens the same URL and namespace.
@@ -145,8 +156,8 @@ class RedisDeduplicator(Closing):
         little-endian), so that a candidate is verified without normalising and hashing its
         text again."""
         if hashes is None:
-            return {"x": text.encode()}
-        return {"x": text.encode(), "h": hashes.astype("<u4", copy=False).tobytes()}
+            return {"x": _utf8(text)}
+        return {"x": _utf8(text), "h": hashes.astype("<u4", copy=False).tobytes()}
 
     def _verify(
         self, norm: str, entries: Sequence[_Entry], hashes: npt.NDArray[np.uint32] | None = None
@@ -170,7 +181,7 @@ class RedisDeduplicator(Closing):
         else:
             live = [e for e in entries if e.text is not None]
             measure = levenshtein if kind == "levenshtein" else cosine
-            sims = [measure(norm, self._prepare((e.text or b"").decode())) for e in live]
+            sims = [measure(norm, self._prepare(_unicode(e.text or b""))) for e in live]
         out = [
             Match(_dec_id(e.idenc), e.distance, sim)
             for e, sim in zip(live, sims)
@@ -191,7 +202,7 @@ class RedisDeduplicator(Closing):
         for e in entries:
             if e.text is None and texts.get(e.ref) is not None:
                 raw = texts[e.ref] or b""
-                e.text = self._sketch(self._prepare(raw.decode())).astype("<u4").tobytes()
+                e.text = self._sketch(self._prepare(_unicode(raw))).astype("<u4").tobytes()
         return entries
 
     def _prepare(self, text: str) -> str:
@@ -403,7 +414,7 @@ class RedisDeduplicator(Closing):
         check-and-add inside its script (one round trip for the batch, nothing written for a
         duplicate: :func:`~neardup.backends.redis_single.check_add_in_script`)."""
         items = [(_enc_id(i), f, ts) for i, f, ts in zip(ids, fps, tss)]
-        found = check_add_in_script(self.index, items, radii, [["x", t.encode()] for t in texts])
+        found = check_add_in_script(self.index, items, radii, [["x", _utf8(t)] for t in texts])
         out: list[tuple[bool, list[Match]]] = []
         for entries in found:
             self._counters["checks"] += 1
@@ -426,7 +437,7 @@ class RedisDeduplicator(Closing):
     def get(self, id: Id) -> str:
         """The stored text of ``id``; ``KeyError`` if unknown."""
         self._ensure_open()
-        return str(self.index._get_record(id, ("x",))[0].decode())
+        return _unicode(self.index._get_record(id, ("x",))[0])
 
     def expire(self, before: float) -> int:
         """Forget the texts of every time period that ends at or before ``before``; return how
