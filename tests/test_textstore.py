@@ -29,6 +29,28 @@ def test_fingerprints_round_trip_over_the_whole_unsigned_range(tmp_path: Path) -
     again.close()
 
 
+def test_a_text_with_a_lone_surrogate_is_stored_and_read_back_as_it_was(tmp_path: Path) -> None:
+    """Crawled text may hold a lone surrogate (half of an emoji from a JSON ``\ud83d``
+    escape), which is not UTF-8: it is kept as it was, through every read, in a batch with
+    ordinary texts and across a reopen."""
+    cut = "half an emoji \ud83d here, 中文"
+    s = SqliteTextStore(tmp_path / "t.sqlite")
+    s.put_many([("a", "plain", 1.0), ("b", cut, 2.0), ("c", "\udc00", 3.0)])
+    s.put("d", cut + "!", 4.0, fingerprint=9)
+    assert s.get("b") == cut and s.get("c") == "\udc00" and s.get("a") == "plain"
+    assert [(i, t) for i, t, _ in s.items()] == [
+        ("a", "plain"),
+        ("b", cut),
+        ("c", "\udc00"),
+        ("d", cut + "!"),
+    ]
+    assert [r[3] for r in next(s.changes_since(0))] == ["plain", cut, "\udc00", None]
+    s.close()
+    again = SqliteTextStore(tmp_path / "t.sqlite")
+    assert again.get("b") == cut and again.get("d") == cut + "!"
+    again.close()
+
+
 def test_sequence_numbers_follow_the_writes_and_a_replaced_id_moves_last(tmp_path: Path) -> None:
     s = SqliteTextStore(tmp_path / "t.sqlite")
     assert s.last_seq == 0

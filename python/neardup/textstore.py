@@ -149,6 +149,22 @@ class MemoryTextStore:
         """Nothing to release."""
 
 
+def _storable(text: str) -> str | bytes:
+    """``text`` as SQLite can store it: itself, or, when it holds a lone surrogate (not
+    Unicode, so not UTF-8: half of an emoji from a JSON ``\ud83d`` escape), its UTF-8 bytes
+    with the surrogate kept (a BLOB that :func:`_text` reads back as the same text)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+    return text
+
+
+def _text(stored: str | bytes) -> str:
+    """A stored text as written (see :func:`_storable`)."""
+    return stored.decode("utf-8", "surrogatepass") if isinstance(stored, bytes) else stored
+
+
 def _key(id: Id) -> tuple[str, str]:
     check_id(id)
     return ("i", str(id)) if isinstance(id, int) else ("s", id)
@@ -354,7 +370,12 @@ class SqliteTextStore:
             try:
                 for start in chunks:
                     n = min(_ROWS_PER_INSERT, count - start)
-                    db.execute(_insert_sql(n), params[6 * start : 6 * (start + n)])
+                    rows_n = params[6 * start : 6 * (start + n)]
+                    try:
+                        db.execute(_insert_sql(n), rows_n)
+                    except UnicodeEncodeError:  # (a text with a lone surrogate: nothing ran)
+                        rows_n[2::6] = [_storable(t) for t in rows_n[2::6]]
+                        db.execute(_insert_sql(n), rows_n)
                 if meta_rows:
                     db.executemany(
                         "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", meta_rows
@@ -401,7 +422,12 @@ class SqliteTextStore:
             )
         for start in range(0, len(rows), chunk):
             yield [
-                (_unkey(kind, key), None if fp is None else fp & _U64_MASK, float(ts), text)
+                (
+                    _unkey(kind, key),
+                    None if fp is None else fp & _U64_MASK,
+                    float(ts),
+                    text and _text(text),
+                )
                 for kind, key, fp, ts, text in rows[start : start + chunk]
             ]
 
@@ -433,7 +459,7 @@ class SqliteTextStore:
         )
         if row is None:
             raise KeyError(id)
-        return str(row[0])
+        return _text(row[0])
 
     def delete(self, id: Id) -> None:
         """Forget ``id``; ``KeyError`` if unknown."""
@@ -465,7 +491,7 @@ class SqliteTextStore:
                 .fetchall()
             )
         for kind, key, text, ts in rows:
-            yield _unkey(kind, key), text, float(ts)
+            yield _unkey(kind, key), _text(text), float(ts)
 
     def __contains__(self, id: object) -> bool:
         try:
