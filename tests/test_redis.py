@@ -612,7 +612,7 @@ def test_stored_sketches_and_versions_without_one(redis_url: str) -> None:
 def test_a_text_with_a_lone_surrogate_is_stored_and_returned_as_it_was(
     any_url: str, verifier: str
 ) -> None:
-    """Crawled text may hold a lone surrogate (half of an emoji from a JSON ``\ud83d``
+    """Crawled text may hold a lone surrogate (half of an emoji from a JSON ``\\ud83d``
     escape): it is deduplicated like any text and comes back unchanged."""
     cut = "Hello world \ud83d cut emoji and more words here, enough of them to compare"
     d = RedisDeduplicator.from_url(any_url, namespace=fresh_ns(), policy=Policy(verifier=verifier))

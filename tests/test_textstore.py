@@ -30,7 +30,7 @@ def test_fingerprints_round_trip_over_the_whole_unsigned_range(tmp_path: Path) -
 
 
 def test_a_text_with_a_lone_surrogate_is_stored_and_read_back_as_it_was(tmp_path: Path) -> None:
-    """Crawled text may hold a lone surrogate (half of an emoji from a JSON ``\ud83d``
+    """Crawled text may hold a lone surrogate (half of an emoji from a JSON ``\\ud83d``
     escape), which is not UTF-8: it is kept as it was, through every read, in a batch with
     ordinary texts and across a reopen."""
     cut = "half an emoji \ud83d here, 中文"

@@ -151,7 +151,7 @@ class MemoryTextStore:
 
 def _storable(text: str) -> str | bytes:
     """``text`` as SQLite can store it: itself, or, when it holds a lone surrogate (not
-    Unicode, so not UTF-8: half of an emoji from a JSON ``\ud83d`` escape), its UTF-8 bytes
+    Unicode, so not UTF-8: half of an emoji from a JSON ``\\ud83d`` escape), its UTF-8 bytes
     with the surrogate kept (a BLOB that :func:`_text` reads back as the same text)."""
     try:
         text.encode("utf-8")

@@ -73,7 +73,7 @@ def normalise(text: str) -> str:
     Equal to ``" ".join(unicodedata.normalize("NFKC", text).lower().split())`` on every
     character Python 3.11's Unicode database knows, Greek final sigma included, but with the
     core's Unicode data, so the same on every Python version (tests/test_normalise.py). A lone
-    surrogate (not Unicode: half of an emoji from a JSON ``\ud83d`` escape) becomes U+FFFD.
+    surrogate (not Unicode: half of an emoji from a JSON ``\\ud83d`` escape) becomes U+FFFD.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")

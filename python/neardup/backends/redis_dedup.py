@@ -44,7 +44,7 @@ def _policy_from(
 
 def _utf8(text: str) -> bytes:
     """A text as stored: UTF-8, a lone surrogate (not Unicode: half of an emoji from a JSON
-    ``\ud83d`` escape) kept as its three bytes, so the text comes back as it was."""
+    ``\\ud83d`` escape) kept as its three bytes, so the text comes back as it was."""
     return text.encode("utf-8", "surrogatepass")
 
 
