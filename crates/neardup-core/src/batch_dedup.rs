@@ -7,8 +7,6 @@
 //! a scratch index for the in-batch pairs, or hashing shingles with numpy, costs more than the
 //! work itself. These functions do it in a few microseconds.
 
-use rayon::prelude::*;
-
 use crate::parallel as pool;
 use crate::{Error, Result};
 
@@ -62,15 +60,9 @@ const PARALLEL_MIN_TEXTS: usize = 256;
 /// `hashes[offsets[i]..offsets[i + 1]]` ([`sketch`] of it). Both cores for large batches.
 pub fn sketch_packed<S: AsRef<str> + Sync>(norms: &[S], n: usize) -> Result<(Vec<i64>, Vec<u32>)> {
     check_shingle(n)?;
-    let one = |t: &S| sketch(t.as_ref(), n).unwrap_or_default(); // (n is checked)
-    let sketches: Vec<Vec<u32>> = if norms.len() < PARALLEL_MIN_TEXTS {
-        norms.iter().map(one).collect()
-    } else {
-        pool::run(|p| match p {
-            Some(p) => p.install(|| norms.par_iter().with_min_len(64).map(one).collect()),
-            None => norms.iter().map(one).collect(),
-        })
-    };
+    let sketches = pool::map(norms, norms.len() >= PARALLEL_MIN_TEXTS, 64, |t| {
+        sketch(t.as_ref(), n).unwrap_or_default() // (n is checked)
+    });
     let mut offsets = Vec::with_capacity(norms.len() + 1);
     let mut hashes = Vec::with_capacity(sketches.iter().map(Vec::len).sum());
     offsets.push(0);

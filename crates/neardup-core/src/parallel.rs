@@ -105,6 +105,23 @@ pub fn install<R: Send>(wanted: bool, f: impl FnOnce(bool) -> R + Send) -> R {
     }
 }
 
+/// `f` of each item, in order: on the pool when `wanted` and the pool is available (at least
+/// `min_len` items per task), else on this thread.
+pub fn map<T: Sync, R: Send>(
+    items: &[T],
+    wanted: bool,
+    min_len: usize,
+    f: impl Fn(&T) -> R + Sync + Send,
+) -> Vec<R> {
+    install(wanted, |par| {
+        if par {
+            items.par_iter().with_min_len(min_len).map(&f).collect()
+        } else {
+            items.iter().map(&f).collect()
+        }
+    })
+}
+
 /// `v.sort_unstable()`, on the pool for long slices.
 pub fn sort_unstable<T: Ord + Send>(v: &mut [T]) {
     install(v.len() >= PAR_SORT_MIN, |par| {

@@ -13,8 +13,6 @@
 //! depends on the Python version that runs it; characters assigned after 14.0 are the only ones
 //! where it can differ from the Python expression.
 
-use rayon::prelude::*;
-
 use crate::fingerprint::normalize::nfkc_into;
 use crate::parallel as pool;
 
@@ -88,13 +86,8 @@ fn push_lower(c: char, out: &mut String) {
 
 /// [`normalise`] of each text, on the pool for large batches.
 pub fn normalise_many<S: AsRef<str> + Sync>(texts: &[S]) -> Vec<String> {
-    let one = |t: &S| normalise(t.as_ref());
-    if texts.len() < PARALLEL_MIN_TEXTS {
-        return texts.iter().map(one).collect();
-    }
-    pool::run(|p| match p {
-        Some(p) => p.install(|| texts.par_iter().with_min_len(64).map(one).collect()),
-        None => texts.iter().map(one).collect(),
+    pool::map(texts, texts.len() >= PARALLEL_MIN_TEXTS, 64, |t| {
+        normalise(t.as_ref())
     })
 }
 

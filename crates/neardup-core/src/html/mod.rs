@@ -26,7 +26,6 @@ use html5ever::tokenizer::states::RawKind;
 use html5ever::tokenizer::{
     BufferQueue, Tag, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts,
 };
-use rayon::prelude::*;
 
 use crate::parallel as pool;
 
@@ -53,27 +52,17 @@ pub fn main_text(html: &str, max_link_density: f64) -> String {
 /// engine) for large batches, sequential when `NEARDUP_NUM_THREADS=1`.
 pub fn main_text_many<S: AsRef<str> + Sync>(pages: &[S], max_link_density: f64) -> Vec<String> {
     let bytes: usize = pages.iter().map(|p| p.as_ref().len()).sum();
-    let one = |p: &S| main_text(p.as_ref(), max_link_density);
-    if pages.len() < 2 || bytes < PARALLEL_MIN_BYTES {
-        return pages.iter().map(one).collect();
-    }
-    pool::run(|pool| match pool {
-        Some(p) => p.install(|| pages.par_iter().with_min_len(4).map(one).collect()),
-        None => pages.iter().map(one).collect(),
+    let wanted = pages.len() >= 2 && bytes >= PARALLEL_MIN_BYTES;
+    pool::map(pages, wanted, 4, |p| {
+        main_text(p.as_ref(), max_link_density)
     })
 }
 
 /// [`visible_text`] of many pages, in order (parallel like [`main_text_many`]).
 pub fn visible_text_many<S: AsRef<str> + Sync>(pages: &[S]) -> Vec<String> {
     let bytes: usize = pages.iter().map(|p| p.as_ref().len()).sum();
-    let one = |p: &S| visible_text(p.as_ref());
-    if pages.len() < 2 || bytes < PARALLEL_MIN_BYTES {
-        return pages.iter().map(one).collect();
-    }
-    pool::run(|pool| match pool {
-        Some(p) => p.install(|| pages.par_iter().with_min_len(4).map(one).collect()),
-        None => pages.iter().map(one).collect(),
-    })
+    let wanted = pages.len() >= 2 && bytes >= PARALLEL_MIN_BYTES;
+    pool::map(pages, wanted, 4, |p| visible_text(p.as_ref()))
 }
 
 /// One block of text: collapsed text, its length and link-text length in characters, and
