@@ -731,8 +731,18 @@ def test_survives_a_script_flush(redis_url: str) -> None:
     wide.add(1, 0xF0)
     wide.client.script_flush()
     assert wide.check_and_add_many([2, 3], [0xF1, 0xF3]) == [(False, [(1, 1)]), (False, [(1, 2)])]
+    wide.client.script_flush()  # (one call, its own round trip: sent again the same way)
+    assert wide.check_and_add(4, 0xF2) == (False, [(1, 1)])
     assert len(wide) == 1
     wide.clear()
+    text = _words(random.Random(5), 60)
+    d = RedisDeduplicator.from_url(redis_url, namespace=fresh_ns(), cache_size=0)
+    d.index.client.script_flush()
+    assert d.check_and_add("a", text) == (True, [])
+    d.index.client.script_flush()
+    added, matches = d.check_and_add("b", text)
+    assert not added and [m.id for m in matches] == ["a"] and len(d) == 1
+    d.index.clear()
 
 
 def test_check_and_add_reads_every_live_period_and_not_the_dropped_ones(redis_url: str) -> None:

@@ -148,9 +148,9 @@ def test_an_error_between_the_write_and_the_decision_retracts_the_write(
     if not idx.cluster:
         failures.append((idx, "_resolve"))  # (the read of the candidates' data)
     else:  # (the read of the probe buckets, inside the cluster's write of an item)
-        from neardup.backends import redis_cluster
+        from neardup.backends.redis_format import Probes
 
-        failures.append((redis_cluster, "near_records"))
+        failures.append((Probes, "near"))
     for obj, name in failures:
         with monkeypatch.context() as m:
             m.setattr(obj, name, _boom)

@@ -33,7 +33,9 @@ __all__ = [
     "_sketch_packed",
     "_sketch_jaccard",
     "_earlier_within",
-    "_near_records",
+    "_bucket_keys",
+    "_near_buckets",
+    "_pack_commands",
     "_probe_keys",
     "_probe_mget",
     "_sketch_jaccard_le",
@@ -204,7 +206,9 @@ def _earlier_within(
 ) -> list[tuple[int, int, int]]: ...
 
 # Client-side hot loop of the Redis backend (crates/neardup-core/src/records.rs)
-def _near_records(blob: bytes, fp: int, k: int) -> list[tuple[int, int, int]]: ...
+def _near_buckets(buckets: list[bytes | None], fp: int, k: int) -> dict[int, tuple[int, int]]: ...
+def _bucket_keys(prefix: str, fp: int, blocks: int) -> list[str]: ...
+def _pack_commands(commands: Iterable[bytes | Sequence[bytes | str | int | float]]) -> bytes: ...
 def _probe_keys(prefixes: Sequence[str], fp: int, blocks: int, k: int) -> list[str]: ...
 def _probe_mget(
     lead: Sequence[str], prefixes: Sequence[str], fp: int, blocks: int, k: int

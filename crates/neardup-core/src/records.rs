@@ -18,21 +18,34 @@ fn be_u64(b: &[u8]) -> u64 {
 /// `(ref, fingerprint, distance)` of every record of `blob` within `k` bits of `fp`, in the
 /// order they lie; a ref met again (the same version in another bucket) is listed once.
 pub fn near_records(blob: &[u8], fp: u64, k: u32) -> Result<Vec<(u64, u64, u32)>> {
-    if !blob.len().is_multiple_of(RECORD_BYTES) {
-        return Err(Error::InvalidArgument(format!(
-            "a bucket holds {} bytes, not a multiple of {RECORD_BYTES}: not neardup format 2 data",
-            blob.len()
-        )));
-    }
+    near_records_in([blob], fp, k)
+}
+
+/// [`near_records`] of several buckets read one after the other (each a whole number of
+/// records), as if concatenated.
+pub fn near_records_in<'a>(
+    buckets: impl IntoIterator<Item = &'a [u8]>,
+    fp: u64,
+    k: u32,
+) -> Result<Vec<(u64, u64, u32)>> {
     let mut out: Vec<(u64, u64, u32)> = Vec::new();
-    for rec in blob.chunks_exact(RECORD_BYTES) {
-        let f = be_u64(&rec[..8]);
-        let d = (f ^ fp).count_ones();
-        if d <= k {
-            let r = be_u64(&rec[8..]);
-            // Near records are few (a handful per query): a linear scan beats a set.
-            if !out.iter().any(|&(seen, _, _)| seen == r) {
-                out.push((r, f, d));
+    for blob in buckets {
+        if !blob.len().is_multiple_of(RECORD_BYTES) {
+            return Err(Error::InvalidArgument(format!(
+                "a bucket holds {} bytes, not a multiple of {RECORD_BYTES}: not neardup format 2 \
+                 data",
+                blob.len()
+            )));
+        }
+        for rec in blob.chunks_exact(RECORD_BYTES) {
+            let f = be_u64(&rec[..8]);
+            let d = (f ^ fp).count_ones();
+            if d <= k {
+                let r = be_u64(&rec[8..]);
+                // Near records are few (a handful per query): a linear scan beats a set.
+                if !out.iter().any(|&(seen, _, _)| seen == r) {
+                    out.push((r, f, d));
+                }
             }
         }
     }
@@ -110,15 +123,44 @@ pub fn probe_values(fp: u64, blocks: u32, k: u32) -> Result<Vec<(u32, u64)>> {
     Ok(values)
 }
 
+/// Hex digits of `value` (lower case, no leading zeros; `0` for zero).
+fn hex_digits(value: u64) -> usize {
+    ((64 - value.leading_zeros()).max(1) as usize).div_ceil(4)
+}
+
+/// Decimal digits of `n`.
+fn decimal_digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// Bytes of the key `<prefix><block>:<value hex>`.
+fn key_len(prefix: &str, block: u32, value: u64) -> usize {
+    prefix.len() + decimal_digits(block as usize) + 1 + hex_digits(value)
+}
+
 /// Appends `<prefix><block>:<value hex>` (lower-case hex, no leading zeros) to `out`.
 fn push_key(out: &mut Vec<u8>, prefix: &str, block: u32, value: u64) {
     out.extend_from_slice(prefix.as_bytes());
     push_decimal(out, block as usize);
     out.push(b':');
-    let digits = ((64 - value.leading_zeros()).max(1) as usize).div_ceil(4);
-    for i in (0..digits).rev() {
+    for i in (0..hex_digits(value)).rev() {
         out.push(b"0123456789abcdef"[((value >> (4 * i)) & 0xf) as usize]);
     }
+}
+
+/// The key of the bucket of `fp` in each block, `<prefix><block>:<value hex>`: the buckets a
+/// version's record is stored in (one period's).
+pub fn bucket_keys(prefix: &str, fp: u64, blocks: u32) -> Result<Vec<String>> {
+    let mut key = Vec::with_capacity(prefix.len() + 24);
+    Ok((0u32..)
+        .zip(block_cut(blocks)?)
+        .map(|(b, (shift, width))| {
+            key.clear();
+            push_key(&mut key, prefix, b, (fp >> shift) & low_mask(width));
+            // (the prefix is UTF-8 and the rest ASCII: never lossy)
+            String::from_utf8_lossy(&key).into_owned()
+        })
+        .collect())
 }
 
 fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
@@ -153,8 +195,16 @@ pub fn probe_keys(prefixes: &[&str], fp: u64, blocks: u32, k: u32) -> Result<Vec
     Ok(out)
 }
 
+/// Appends the RESP header of an array of `n` items (a command of `n` arguments, which follow
+/// as bulk strings: [`push_bulk`]).
+pub fn push_array_header(out: &mut Vec<u8>, n: usize) {
+    out.push(b'*');
+    push_decimal(out, n);
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Appends the RESP encoding of one bulk string.
-fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
+pub fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
     out.push(b'$');
     push_decimal(out, arg.len());
     out.extend_from_slice(b"\r\n");
@@ -181,12 +231,14 @@ pub fn probe_mget(
     for key in lead {
         push_bulk(&mut out, key.as_bytes());
     }
-    let mut key = Vec::with_capacity(64);
     for p in prefixes {
         for &(b, v) in &values {
-            key.clear();
-            push_key(&mut key, p, b, v);
-            push_bulk(&mut out, &key);
+            // (the bulk string's header, then the key written in place)
+            out.push(b'$');
+            push_decimal(&mut out, key_len(p, b, v));
+            out.extend_from_slice(b"\r\n");
+            push_key(&mut out, p, b, v);
+            out.extend_from_slice(b"\r\n");
         }
     }
     Ok(out)
@@ -233,6 +285,28 @@ mod tests {
     }
 
     #[test]
+    fn near_records_in_buckets_reads_them_as_one_blob() {
+        let (a, b) = (record(1, 5), [record(3, 6), record(1, 5)].concat());
+        let parts: [&[u8]; 3] = [&a, &[], &b];
+        assert_eq!(
+            near_records_in(parts, 0, 2).unwrap(),
+            near_records(&[a.clone(), b.clone()].concat(), 0, 2).unwrap()
+        );
+        let torn: [&[u8]; 2] = [&a[..8], &a[8..]];
+        assert!(near_records_in(torn, 0, 64).is_err());
+    }
+
+    #[test]
+    fn commands_are_arrays_of_bulk_strings() {
+        let mut out = Vec::new();
+        push_array_header(&mut out, 2);
+        push_bulk(&mut out, b"GET");
+        push_bulk(&mut out, b"k\r\n");
+        push_array_header(&mut out, 0);
+        assert_eq!(out, b"*2\r\n$3\r\nGET\r\n$3\r\nk\r\n\r\n*0\r\n");
+    }
+
+    #[test]
     fn sketches_read_back_little_endian() {
         assert_eq!(
             sketch_from_le(&[1, 0, 0, 0, 0, 1, 0, 0]).unwrap(),
@@ -250,6 +324,24 @@ mod tests {
         }
         let got = probe_mget(&["h:z"], &["n:b:0:"], 0xff, 64, 1).unwrap();
         assert_eq!(String::from_utf8(got).unwrap(), want);
+    }
+
+    #[test]
+    fn bucket_keys_name_each_block_of_the_fingerprint() {
+        assert_eq!(
+            bucket_keys("n:b:0:", 0xffff_0000_0000_0001, 4).unwrap(),
+            vec!["n:b:0:0:ffff", "n:b:0:1:0", "n:b:0:2:0", "n:b:0:3:1"]
+        );
+        assert!(bucket_keys("p:", 0, 65).is_err());
+        for (block, value) in [(0, 0), (9, 0xf), (10, 0x10), (63, u64::MAX)] {
+            let mut key = Vec::new();
+            push_key(&mut key, "pré:", block, value);
+            assert_eq!(
+                key.len(),
+                key_len("pré:", block, value),
+                "{block} {value:x}"
+            );
+        }
     }
 
     #[test]

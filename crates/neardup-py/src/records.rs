@@ -1,17 +1,98 @@
 //! Binding of `neardup_core::records`: the client-side hot loop of the Redis backend.
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 
 use crate::errors::to_py;
 use crate::verify::{array, slice};
 use neardup_core::records;
 
-/// `[(ref, fingerprint, distance)]` of the 16-byte records of `blob` within `k` of `fp`, each
-/// ref once, in the order they lie.
+/// `{ref: (fingerprint, distance)}` of the records within `k` of `fp` in `buckets` (a list of
+/// bytes, or None for a bucket that does not exist), read as one blob: `_near_records` without joining
+/// the buckets first.
 #[pyfunction]
-fn _near_records(blob: &[u8], fp: u64, k: u32) -> PyResult<Vec<(u64, u64, u32)>> {
-    records::near_records(blob, fp, k).map_err(to_py)
+fn _near_buckets<'py>(
+    py: Python<'py>,
+    buckets: &Bound<'py, PyList>,
+    fp: u64,
+    k: u32,
+) -> PyResult<Bound<'py, PyDict>> {
+    let mut parts: Vec<Bound<'py, PyBytes>> = Vec::with_capacity(buckets.len());
+    for item in buckets.iter() {
+        if item.is_none() {
+            continue;
+        }
+        match item.cast_into::<PyBytes>() {
+            Ok(b) => parts.push(b),
+            Err(e) => {
+                let kind = e.into_inner().get_type().name()?;
+                return Err(PyTypeError::new_err(format!(
+                    "buckets must hold bytes or None, got {kind}"
+                )));
+            }
+        }
+    }
+    let near =
+        records::near_records_in(parts.iter().map(|b| b.as_bytes()), fp, k).map_err(to_py)?;
+    let out = PyDict::new(py);
+    for (r, f, d) in near {
+        out.set_item(r, (f, d))?;
+    }
+    Ok(out)
+}
+
+/// The key of the bucket of `fp` in each of `blocks` blocks: `<prefix><block>:<hex>`.
+#[pyfunction]
+fn _bucket_keys(prefix: &str, fp: u64, blocks: u32) -> PyResult<Vec<String>> {
+    records::bucket_keys(prefix, fp, blocks).map_err(to_py)
+}
+
+/// Appends one argument of a Redis command as a RESP bulk string: bytes as they are, str in
+/// UTF-8, int in decimal, float as Python's repr (what redis-py and hiredis send).
+fn push_arg(out: &mut Vec<u8>, arg: &Bound<'_, PyAny>) -> PyResult<()> {
+    if let Ok(b) = arg.cast::<PyBytes>() {
+        records::push_bulk(out, b.as_bytes());
+    } else if let Ok(s) = arg.cast::<PyString>() {
+        records::push_bulk(out, s.to_cow()?.as_bytes());
+    } else if arg.is_instance_of::<PyInt>() && !arg.is_instance_of::<PyBool>() {
+        match arg.extract::<i64>() {
+            Ok(n) => records::push_bulk(out, n.to_string().as_bytes()),
+            Err(_) => records::push_bulk(out, arg.str()?.to_cow()?.as_bytes()),
+        }
+    } else if arg.is_instance_of::<PyFloat>() {
+        records::push_bulk(out, arg.repr()?.to_cow()?.as_bytes());
+    } else if let Ok(b) = arg.cast::<PyByteArray>() {
+        records::push_bulk(out, &b.to_vec());
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "a Redis command argument must be bytes, str, int or float, got {}",
+            arg.get_type().name()?
+        )));
+    }
+    Ok(())
+}
+
+/// The RESP bytes of `commands`, one after the other: each a sequence of arguments (bytes,
+/// str, int or float), or bytes already in RESP (sent as they are).
+#[pyfunction]
+fn _pack_commands<'py>(
+    py: Python<'py>,
+    commands: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let mut out: Vec<u8> = Vec::with_capacity(1024);
+    for command in commands.try_iter()? {
+        let command = command?;
+        if let Ok(packed) = command.cast::<PyBytes>() {
+            out.extend_from_slice(packed.as_bytes());
+            continue;
+        }
+        records::push_array_header(&mut out, command.len()?);
+        for arg in command.try_iter()? {
+            push_arg(&mut out, &arg?)?;
+        }
+    }
+    Ok(PyBytes::new(py, &out))
 }
 
 /// Positions of the fingerprints of `fps` (a uint64 array) within `k` bits of `fp`.
@@ -63,7 +144,9 @@ fn _sketch_jaccard_le(
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_near_records, m)?)?;
+    m.add_function(wrap_pyfunction!(_near_buckets, m)?)?;
+    m.add_function(wrap_pyfunction!(_bucket_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(_pack_commands, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_keys, m)?)?;
     m.add_function(wrap_pyfunction!(_sketch_jaccard_le, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_mget, m)?)?;

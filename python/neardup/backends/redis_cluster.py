@@ -20,7 +20,6 @@ from neardup.backends.redis_format import (
     _Pending,
     _Written,
     add_note,
-    near_records,
     pack_record,
     ref_hex,
 )
@@ -102,8 +101,7 @@ def _write_claimed(index: RedisIndex, x: _Pending, payload: str | None) -> _Writ
     pipe = index.client.pipeline(transaction=False)
     for key in x.probes.keys:
         pipe.get(key)
-    blob = x.probes.live_blob(pipe.execute(), tk[1])
-    near = near_records(blob, x.fp, x.probe_k)
+    near = x.probes.near(pipe.execute(), tk[1])
     if not near:
         return _Written(ticket, x.ref, p, old=old)
     refs = list(near)

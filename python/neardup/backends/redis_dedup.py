@@ -12,7 +12,7 @@ import numpy.typing as npt
 from neardup._closing import Closing
 from neardup._core import Fingerprinter, _sketch, _sketch_jaccard_le, _sketch_many
 from neardup.backends.redis_connect import Client, connect, redact
-from neardup.backends.redis_format import _check_k, _dec_id, _enc_id, _Entry, _Written
+from neardup.backends.redis_format import _check_k, _dec_id, _enc_id, _Entry, _Pending, _Written
 from neardup.backends.redis_index import DEFAULT_CACHE_SIZE, RedisIndex, _Gone
 from neardup.backends.redis_single import check_add_in_script
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
@@ -376,6 +376,8 @@ class RedisDeduplicator(Closing):
             self.index._prepare(i, f, ts, self._fields(t, h), r)
             for i, t, r, f, ts, h in zip(ids, texts, radii, fps, tss, sketches)
         ]
+        if len(batch) == 1:
+            return [self._decide_one(batch[0], norms[0], sketches[0])]
         written = self.index._write_many(batch, self._payload)
         out: list[tuple[bool, list[Match]]] = []
         settled: list[tuple[str, int, _Written, bool]] = []
@@ -395,12 +397,31 @@ class RedisDeduplicator(Closing):
             raise
         self.index._settle_or_note(settled)
         for n_candidates, (added, matches) in zip(candidates, out):
-            self._counters["checks"] += 1
-            self._counters["candidates"] += n_candidates
-            self._counters["matches"] += len(matches)
-            self._counters["adds"] += added
-            self._counters["added"] += added
+            self._count_decided(n_candidates, len(matches), added)
         return out
+
+    def _decide_one(self, x: _Pending, norm: str, h: Any) -> tuple[bool, list[Match]]:
+        """:meth:`_check_and_add_prepared` of one text (the same steps, without a batch's
+        bookkeeping: the hot path of :meth:`check_and_add`)."""
+        w = self.index._write_many([x], self._payload)[0]
+        try:
+            preds = self.index._sorted(w.predecessors)
+            matches = self._verify(norm, self._payloads(preds), h)
+        except BaseException as e:
+            self.index._abandon([(x.idenc, x.fp, w)], e)
+            raise
+        added = not matches
+        self.index._settle_or_note([(x.idenc, x.fp, w, added)])
+        self._count_decided(len(preds), len(matches), added)
+        return added, matches
+
+    def _count_decided(self, candidates: int, matches: int, added: bool) -> None:
+        c = self._counters
+        c["checks"] += 1
+        c["candidates"] += candidates
+        c["matches"] += matches
+        c["adds"] += added
+        c["added"] += added
 
     def _check_and_add_in_script(
         self,

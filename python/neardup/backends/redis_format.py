@@ -19,10 +19,10 @@ import operator
 import os
 import random
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from neardup._core import _near_records, _probe_keys, _probe_mget
+from neardup._core import _near_buckets, _probe_keys, _probe_mget
 from neardup.textstore import Id, check_id
 
 # 1: buckets were lists of "<fp><uid>|<id>" entries, items hashes keyed by id.
@@ -101,14 +101,6 @@ def pack_record(fp: int, ref: int) -> bytes:
     return fp.to_bytes(8, "big") + ref.to_bytes(8, "big")
 
 
-def near_records(blob: bytes, fp: int, k: int) -> dict[int, tuple[int, int]]:
-    """``{ref: (fingerprint, distance)}`` of the records of ``blob`` within ``k`` of ``fp``
-    (measured in the core: ``ValueError`` for a blob that is not whole records)."""
-    if not blob:
-        return {}
-    return {r: (f, d) for r, f, d in _near_records(blob, fp, k)}
-
-
 # -- what the steps pass around --------------------------------------------------------------
 
 
@@ -177,9 +169,12 @@ class Probes:
         """The packed command ``MGET <lead...> <keys...>`` (for a one-server round trip)."""
         return _probe_mget(list(lead), self.prefixes, self.fp, self.blocks, self.k)
 
-    def live_blob(self, buckets: Sequence[bytes | None], horizon: bytes | str | None) -> bytes:
-        """The ``buckets`` read (one per key, ``None`` for a missing one) of the periods not
-        dropped by ``horizon`` (the ``{ns}:horizon`` value read), concatenated."""
+    def near(
+        self, buckets: list[bytes | None], horizon: bytes | str | None
+    ) -> dict[int, tuple[int, int]]:
+        """``{ref: (fingerprint, distance)}`` of the records within :attr:`k` of :attr:`fp` in
+        the ``buckets`` read (one per key, ``None`` for a missing one) of the periods not
+        dropped by ``horizon`` (the ``{ns}:horizon`` value read), measured in the core."""
         if horizon is not None:
             hz = int(horizon)
             if any(q < hz for q, _ in self.spans):
@@ -190,7 +185,7 @@ class Probes:
                         live += buckets[pos : pos + n]
                     pos += n
                 buckets = live
-        return b"".join([b for b in buckets if b])
+        return _near_buckets(buckets, self.fp, self.k)
 
 
 @dataclass

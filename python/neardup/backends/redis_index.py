@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from neardup._closing import Closing
-from neardup._core import IncompatibleIndexError, _probe_keys
+from neardup._core import IncompatibleIndexError, _bucket_keys, _probe_keys
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.backends.redis_cache import DEFAULT_CACHE_SIZE, VersionCache
 from neardup.backends.redis_cluster import head_ref, write_cluster
@@ -36,7 +36,6 @@ from neardup.backends.redis_format import (
     _Pending,
     _s,
     _Written,
-    near_records,
     new_ref,
 )
 from neardup.backends.redis_link import ServerLink
@@ -164,7 +163,6 @@ class RedisIndex(Closing):
         # RedisDeduplicator that guesses copies), and the last ticket it read there.
         self._watching = False
         self._seen = 0
-        self._head_cache: dict[int, list[str]] = {}
         self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
         # One server decides a check-and-add inside one script at probe radius 0: k < blocks.
         self._in_script_below = 0 if self.cluster else self.layout.blocks
@@ -289,19 +287,9 @@ class RedisIndex(Closing):
 
     # -- reading buckets ---------------------------------------------------------------------
 
-    def _heads(self, q: int) -> list[str]:
-        """The bucket key prefix ``ns:b:<q>:<block>:`` of each block in period ``q``."""
-        heads = self._head_cache.get(q)
-        if heads is None:
-            if len(self._head_cache) > 64:
-                self._head_cache.clear()
-            heads = [f"{self._bucket_prefix}{q}:{b}:" for b in range(self.layout.blocks)]
-            self._head_cache[q] = heads
-        return heads
-
     def _own_keys(self, p: int, fp: int) -> list[str]:
-        """The buckets of ``fp`` in period ``p``, one per block."""
-        return [f"{h}{(fp >> sh) & m:x}" for h, (sh, m) in zip(self._heads(p), self._blocks)]
+        """The buckets of ``fp`` in period ``p``, one per block (named in the core)."""
+        return _bucket_keys(f"{self._bucket_prefix}{p}:", fp, self.layout.blocks)
 
     def _probe_keys(self, fp: int, k: int) -> Probes:
         """Every bucket a query at ``k`` reads, in every live period (the layout's probes; the
@@ -351,8 +339,7 @@ class RedisIndex(Closing):
             res = read_with(self, probes, payload, prefetch or {})
         else:
             res = self._link.send_all([probes.mget(self._k_horizon)])[0]
-        blob = probes.live_blob(res[1:], res[0])
-        return self._resolve(near_records(blob, fp, k), payload)
+        return self._resolve(probes.near(res[1:], res[0]), payload)
 
     def _resolve(
         self, near: Mapping[int, tuple[int, int]], payload: str | None = None

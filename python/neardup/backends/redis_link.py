@@ -1,5 +1,6 @@
-"""The one-server transport of the Redis backend: a socket per thread, commands packed by
-hiredis, replies parsed by a hiredis reader, scripts pipelined with ``WAIT`` for replicas.
+"""The one-server transport of the Redis backend: a socket per thread, the commands of a round
+trip packed in one call of the core, replies parsed by a hiredis reader, scripts pipelined with
+``WAIT`` for replicas.
 
 On the hot path redis-py's ``execute_command``/pipeline bookkeeping (pool checkout, retries,
 hooks, per-argument encoding, its parser's layers) costs several times the client CPU of the
@@ -17,15 +18,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from neardup._core import _pack_commands
 from neardup.backends.redis_connect import Client, redis_py
 
-_pack: Any
 _Reader: Any
 try:
     from hiredis import Reader as _Reader
-    from hiredis import pack_command as _pack
 except ImportError:  # pragma: no cover - hiredis is part of the [redis] extra
-    _pack = _Reader = None
+    _Reader = None
 
 __all__ = ["ServerLink"]
 
@@ -110,7 +110,7 @@ class ServerLink:
         error replies as ``redis.ResponseError`` objects in place (every reply is read, so the
         connection stays in step). A connection that fails is closed, and reopened and sent to
         once more; one interrupted mid-way is closed (a reply may be left unread)."""
-        packed = b"".join([c if isinstance(c, bytes) else _pack(c) for c in commands])
+        packed = _pack_commands(commands)
         for attempt in (0, 1):
             s = self._socket()
             try:
@@ -178,6 +178,17 @@ class ServerLink:
         read)."""
         reads = reads if reads is not None else [None] * len(calls)
         sha = script.sha
+        if len(calls) == 1 and not (self.wait_replicas and wait):
+            # (the hot path, one call: its replies as they come, unless the script is missing)
+            (k, a), r = calls[0], reads[0]
+            command = ("EVALSHA", sha, len(k), *k, *a)
+            replies = self.roundtrip([command] if r is None else [command, r])
+            if not _no_script(replies[0]):
+                for reply in replies:
+                    if isinstance(reply, Exception):
+                        raise reply
+                return [(replies[0], None if r is None else replies[1])]
+            self.client.script_load(script.script)  # (then sent again below)
         groups: list[list[Sequence[Any]]] = []
         for (k, a), r in zip(calls, reads):
             group: list[Sequence[Any]] = [("EVALSHA", sha, len(k), *k, *a)]

@@ -21,7 +21,6 @@ from neardup.backends.redis_format import (
     _Pending,
     _Written,
     add_note,
-    near_records,
     new_ref,
     pack_record,
 )
@@ -131,7 +130,7 @@ def _written(
                 replaced = old
         found: dict[int, tuple[int, int]] = {}
         if x.probe_k is not None and x.probes is not None:
-            found = near_records(x.probes.live_blob(buckets, out[2]), x.fp, x.probe_k)
+            found = x.probes.near(buckets, out[2])
             found.pop(x.ref, None)
         per_item.append(found)
         near.update(found)
