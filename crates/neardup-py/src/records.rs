@@ -9,8 +9,7 @@ use crate::verify::{array, slice};
 use neardup_core::records;
 
 /// `{ref: (fingerprint, distance)}` of the records within `k` of `fp` in `buckets` (a list of
-/// bytes, or None for a bucket that does not exist), read as one blob: `_near_records` without joining
-/// the buckets first.
+/// bytes, or None for a bucket that does not exist), read as one blob without joining them.
 #[pyfunction]
 fn _near_buckets<'py>(
     py: Python<'py>,
