@@ -1,8 +1,6 @@
 """RedisIndex / RedisDeduplicator against a real redis-server and a real 3-master Redis Cluster.
 
-The fixtures start the servers on free loopback ports in a temporary directory (no RDB, no AOF)
-and stop them afterwards; a missing redis-server is a failure (scripts/setup-test.sh installs it).
-The other Redis test modules import the fixtures from here.
+The servers are the fixtures of tests/redis_servers.py (free loopback ports, no persistence).
 """
 
 from __future__ import annotations
@@ -10,12 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import random
-import shutil
-import socket
-import subprocess
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,136 +28,11 @@ from neardup.backends.redis import (  # noqa: E402
 )
 from neardup.backends.redis_format import pack_record  # noqa: E402
 from neardup.dedup import Deduplicator, Policy  # noqa: E402
-
-# -- servers ---------------------------------------------------------------------------------
-
-
-def _free_port(cluster: bool = False) -> int:
-    """A free loopback port (for a cluster node, its bus port +10000 must be free too)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if not cluster:
-            return port
-        if port + 10000 > 65535:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 10000))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port pair found")
-
-
-def _redis_server_binary() -> str:
-    path = shutil.which("redis-server")
-    if path is None:
-        pytest.fail("redis-server is not installed: run scripts/setup-test.sh (apt redis-server)")
-    return path
-
-
-class RedisServer:
-    """One ``redis-server`` on 127.0.0.1 in ``workdir`` (no persistence unless asked)."""
-
-    def __init__(self, workdir: Path, *extra: str, cluster: bool = False) -> None:
-        self.port = _free_port(cluster)
-        self.workdir = workdir / str(self.port)
-        self.workdir.mkdir(parents=True)
-        args = [_redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-                "--dir", str(self.workdir), "--save", "", "--appendonly", "no",
-                "--protected-mode", "yes", *extra]  # fmt: skip
-        if cluster:
-            args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                     "--cluster-node-timeout", "5000"]  # fmt: skip
-        self.log = self.workdir / "server.log"
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir
-            )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            # Any reply to PING (+PONG, or -NOAUTH with a password) means it is serving.
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64)[:1] in (b"+", b"-"):
-                        return
-            except OSError:
-                pass
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(
-            f"redis-server on port {self.port} did not start:\n{self.log.read_text()}"
-        )
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """One redis-server for the session."""
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def redis_url(redis_server: RedisServer) -> str:
-    return f"redis://127.0.0.1:{redis_server.port}/0"
-
-
-@pytest.fixture(scope="session")
-def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real 3-master Redis Cluster on loopback, joined with ``redis-cli --cluster create``."""
-    cli = shutil.which("redis-cli")
-    if cli is None:
-        pytest.fail("redis-cli is not installed: run scripts/setup-test.sh (apt redis-tools)")
-    work = tmp_path_factory.mktemp("cluster")
-    nodes = [RedisServer(work, cluster=True) for _ in range(3)]
-    try:
-        addrs = [f"127.0.0.1:{n.port}" for n in nodes]
-        subprocess.run(
-            [cli, "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
-            check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            states = [
-                redis.Redis(port=n.port, decode_responses=True).cluster("info")["cluster_state"]
-                for n in nodes
-            ]
-            if all(s == "ok" for s in states):
-                break
-            time.sleep(0.1)
-        else:
-            raise RuntimeError(f"cluster did not become ok: {states}")
-        yield f"redis+cluster://{addrs[0]}"
-    finally:
-        for n in nodes:
-            n.stop()
-
-
-@pytest.fixture(params=["single", "cluster"])
-def any_url(request: pytest.FixtureRequest) -> str:
-    """The single server and the cluster, in turn."""
-    name = "redis_url" if request.param == "single" else "cluster_url"
-    return str(request.getfixturevalue(name))
-
-
-def fresh_ns() -> str:
-    return "t" + uuid.uuid4().hex[:12]
-
+from redis_servers import (  # noqa: E402
+    RedisServer,
+    _words,
+    fresh_ns,
+)
 
 # -- data ------------------------------------------------------------------------------------
 
@@ -461,14 +329,6 @@ def test_racing_processes_add_exactly_one_near_copy(any_url: str) -> None:
     assert len(idx) == len(centres)
     assert sorted(added) == sorted(str(i) for c in centres for i, _ in idx.query(c, 1))
     idx.clear()
-
-
-def _words(rng: random.Random, n: int) -> str:
-    vocab = [
-        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 8)))
-        for _ in range(400)
-    ]
-    return " ".join(rng.choice(vocab) for _ in range(n))
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """RedisDeduplicator on one server: the recent ring, through which each process learns the
 newest versions other processes wrote, and guesses that a text is a copy of one of them
-(against a real redis-server; fixtures from test_redis).
+(against a real redis-server; fixtures from redis_servers).
 
 The guess only picks the cheaper way (check first, write only if no stored near-duplicate is
 confirmed): the answers must equal those of a process that never guesses.
@@ -20,7 +20,7 @@ redis = pytest.importorskip("redis", reason="the [redis] extra is required")
 from neardup.backends import redis_link  # noqa: E402
 from neardup.backends.redis import RedisDeduplicator  # noqa: E402
 from neardup.backends.redis_lua import RECENT_SIZE  # noqa: E402
-from test_redis import _words, fresh_ns, redis_server, redis_url  # noqa: E402, F401
+from redis_servers import _words, fresh_ns  # noqa: E402
 
 
 def _copies(rng: random.Random, n: int, words: int = 60) -> tuple[list[str], list[str]]:
@@ -62,7 +62,7 @@ def _seq(admin: Any, ns: str) -> int:
 
 
 def test_a_copy_of_another_process_text_costs_one_read_and_no_write(
-    redis_url: str,  # noqa: F811
+    redis_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Process A adds texts; process B (its own cache) sends copies of them: each copy is
@@ -94,7 +94,7 @@ def test_a_copy_of_another_process_text_costs_one_read_and_no_write(
 
 @pytest.mark.parametrize("watching", [True, False])
 def test_a_wrong_guess_still_adds_the_text(
-    redis_url: str,  # noqa: F811
+    redis_url: str,
     monkeypatch: pytest.MonkeyPatch,
     watching: bool,
 ) -> None:
@@ -133,7 +133,7 @@ def test_a_wrong_guess_still_adds_the_text(
     assert b.stats()["documents"] == 10
 
 
-def test_the_ring_keeps_the_newest_writes_across_its_wrap(redis_url: str) -> None:  # noqa: F811
+def test_the_ring_keeps_the_newest_writes_across_its_wrap(redis_url: str) -> None:
     """A reader learns exactly the records written since its last call, also when they
     cross the end of the server's ring, and the newest RECENT_SIZE of them after a long
     silence."""
@@ -163,7 +163,7 @@ def test_the_ring_keeps_the_newest_writes_across_its_wrap(redis_url: str) -> Non
 
 
 def test_a_server_that_lost_its_scripts_only_skips_one_ring_read(
-    redis_url: str,  # noqa: F811
+    redis_url: str,
 ) -> None:
     """After SCRIPT FLUSH the ring's read is answered NOSCRIPT: the check still answers,
     the script is loaded again, and the next call reads everything since."""
@@ -183,7 +183,7 @@ def test_a_server_that_lost_its_scripts_only_skips_one_ring_read(
 
 
 def test_a_namespace_cleared_by_another_process_is_heard_of_again(
-    redis_url: str,  # noqa: F811
+    redis_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """When the ticket counter starts over (the namespace cleared by another process, a

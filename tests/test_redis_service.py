@@ -2,7 +2,7 @@
 
 Each server is a real ``neardup serve`` subprocess on a free loopback port (the harness of the
 service tests) whose store is a real redis-server (or the 3-master cluster) started by the
-fixtures of tests/test_redis.py.
+fixtures of tests/redis_servers.py.
 """
 
 from __future__ import annotations
@@ -17,13 +17,7 @@ import pytest
 pytest.importorskip("redis", reason="the [redis] extra is required")
 pytest.importorskip("fastapi", reason="the [service] extra is required")
 
-from test_redis import (  # noqa: E402, F401  (fixtures)
-    any_url,
-    cluster_url,
-    fresh_ns,
-    redis_server,
-    redis_url,
-)
+from redis_servers import fresh_ns  # noqa: E402
 from test_service_harness import ServerProcess, post  # noqa: E402
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -34,7 +28,7 @@ def _text(rng: random.Random, n: int = 120) -> str:
     return " ".join(rng.choice(vocab) for _ in range(n))
 
 
-def test_two_services_share_one_redis(any_url: str, tmp_path: Path) -> None:  # noqa: F811
+def test_two_services_share_one_redis(any_url: str, tmp_path: Path) -> None:
     """An add through one service is seen by the other; near-copies sent to both at once are
     added exactly once; a removal through one is seen by the other."""
     store = f"{any_url}{'&' if '?' in any_url else '?'}namespace={fresh_ns()}"

@@ -1,5 +1,5 @@
 """RedisIndex / RedisDeduplicator: the versions of an id and the process cache, against a real
-redis-server and a real 3-master Redis Cluster (fixtures from test_redis).
+redis-server and a real 3-master Redis Cluster (fixtures from redis_servers).
 
 A check-and-add of a stored id keeps the id's version until its decision (field ``o`` names the
 version a write replaced); a write sent again after a lost reply answers as its first run; the
@@ -22,19 +22,12 @@ redis = pytest.importorskip("redis", reason="the [redis] extra is required")
 
 from neardup.backends.redis import RedisDeduplicator, RedisIndex  # noqa: E402
 from neardup.dedup import Deduplicator  # noqa: E402
-from test_redis import (  # noqa: E402, F401  (fixtures and helpers)
-    _words,
-    any_url,
-    cluster_url,
-    fresh_ns,
-    redis_server,
-    redis_url,
-)
+from redis_servers import _words, fresh_ns  # noqa: E402
 
 
 def test_the_data_cache_saves_reads_and_never_outlives_a_removal(
-    redis_url: str,  # noqa: F811
-    cluster_url: str,  # noqa: F811
+    redis_url: str,
+    cluster_url: str,
 ) -> None:
     """A process keeps the data of the versions it wrote or read: a check whose near records
     are all known reads no data (no HMGET at all here), a likely copy of one is checked before
@@ -85,7 +78,7 @@ def test_the_data_cache_saves_reads_and_never_outlives_a_removal(
     small.clear()
 
 
-def test_a_rejected_replacement_keeps_the_ids_stored_version(any_url: str) -> None:  # noqa: F811
+def test_a_rejected_replacement_keeps_the_ids_stored_version(any_url: str) -> None:
     """A check-and-add of an existing id that is rejected leaves the id's stored version as it
     was (it used to drop it before deciding, losing an acknowledged item); an added one
     replaces it, leaving no record of the old one. In a batch, each id ends naming its last
@@ -131,7 +124,7 @@ def _boom(*args: Any, **kwargs: Any) -> Any:
 
 
 def test_an_error_between_the_write_and_the_decision_retracts_the_write(
-    any_url: str,  # noqa: F811
+    any_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A check-and-add that fails after its write and before its decision (here the index's
@@ -195,7 +188,7 @@ def test_an_error_between_the_write_and_the_decision_retracts_the_write(
     d.index.clear()
 
 
-def test_a_cluster_id_key_of_the_bare_ref_reads_as_a_chain(cluster_url: str) -> None:  # noqa: F811
+def test_a_cluster_id_key_of_the_bare_ref_reads_as_a_chain(cluster_url: str) -> None:
     """On a cluster the id key holds the id's chain of versions; one written before that (the
     bare 8-byte ref, with the key's expiry) reads as a chain of that one version, so replacing
     the id then works as for any other."""
@@ -219,7 +212,7 @@ def test_a_cluster_id_key_of_the_bare_ref_reads_as_a_chain(cluster_url: str) -> 
 
 
 def test_each_step_of_a_cluster_chain_sent_again_answers_the_same(
-    cluster_url: str,  # noqa: F811
+    cluster_url: str,
 ) -> None:
     """Each change of an id's chain on a cluster is safe to send again after a lost reply
     (redis-py's cluster client resends on a connection error): the second run answers as the
@@ -262,7 +255,7 @@ def test_each_step_of_a_cluster_chain_sent_again_answers_the_same(
 
 @pytest.mark.parametrize("meanwhile", ["remove", "40 adds"])
 def test_a_cluster_write_whose_chain_entry_was_cut_meanwhile_is_written_again(
-    cluster_url: str,  # noqa: F811
+    cluster_url: str,
     monkeypatch: pytest.MonkeyPatch,
     meanwhile: str,
 ) -> None:
@@ -300,7 +293,7 @@ def test_a_cluster_write_whose_chain_entry_was_cut_meanwhile_is_written_again(
 
 
 def test_a_check_and_add_older_than_the_retention_keeps_the_ids_version(
-    any_url: str,  # noqa: F811
+    any_url: str,
 ) -> None:
     """A check-and-add whose timestamp is past the retention (its keys would expire at once)
     keeps its keys until it is decided: rejected, the id names its stored version as before;
@@ -317,7 +310,7 @@ def test_a_check_and_add_older_than_the_retention_keeps_the_ids_version(
 
 
 def test_a_cluster_namespace_from_before_the_chains_is_upgraded(
-    cluster_url: str,  # noqa: F811
+    cluster_url: str,
 ) -> None:
     """A cluster namespace's settings name its id keys' layout (chains), so a version that
     keeps bare refs there refuses it; one written before that is upgraded on open."""
@@ -332,7 +325,7 @@ def test_a_cluster_namespace_from_before_the_chains_is_upgraded(
 
 
 def test_cluster_writes_that_fail_part_way_leave_nothing_behind(
-    cluster_url: str,  # noqa: F811
+    cluster_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """On a cluster: a plain add that fails before the id names it is undone (its records
@@ -380,7 +373,7 @@ def test_cluster_writes_that_fail_part_way_leave_nothing_behind(
     idx.clear()
 
 
-def test_expire_counts_only_live_periods(any_url: str) -> None:  # noqa: F811
+def test_expire_counts_only_live_periods(any_url: str) -> None:
     """An item written with a timestamp past the retention counts in a period that is no
     longer live (for the short while its keys stay): expire() does not count it, even when the
     stored horizon has fallen behind the live periods."""
@@ -397,7 +390,7 @@ def test_expire_counts_only_live_periods(any_url: str) -> None:  # noqa: F811
     idx.clear()
 
 
-def test_a_batch_with_replacements_equals_the_one_by_one_loop(any_url: str) -> None:  # noqa: F811
+def test_a_batch_with_replacements_equals_the_one_by_one_loop(any_url: str) -> None:
     """A version an earlier item of the batch replaced (or rejected) is not counted by the
     later items, as in a loop of single calls; a restored id key keeps its version's expiry."""
     far = 0xFF00FF00FF00FF00
@@ -416,7 +409,7 @@ def test_a_batch_with_replacements_equals_the_one_by_one_loop(any_url: str) -> N
     assert [ok for ok, _ in answers[0]] == [True, True, False, False, False]
 
 
-def test_a_restored_id_keeps_its_versions_expiry(any_url: str) -> None:  # noqa: F811
+def test_a_restored_id_keeps_its_versions_expiry(any_url: str) -> None:
     """A rejected check-and-add with an older timestamp than the id's stored version points the
     id back at it with that version's time to live, not the rejected write's."""
     now = time.time()
@@ -434,7 +427,7 @@ def test_a_restored_id_keeps_its_versions_expiry(any_url: str) -> None:  # noqa:
 
 @pytest.mark.parametrize("k", [3, 13])
 def test_a_write_sent_again_after_a_lost_reply_is_answered_as_its_first_run(
-    redis_url: str,  # noqa: F811
+    redis_url: str,
     k: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -471,7 +464,7 @@ def test_a_write_sent_again_after_a_lost_reply_is_answered_as_its_first_run(
 
 
 def test_a_lost_reply_of_the_drop_of_a_replaced_version_is_harmless(
-    redis_url: str,  # noqa: F811
+    redis_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The script that names the version an added one replaced only reads: sent again after a
@@ -509,7 +502,7 @@ def _written(idx: RedisIndex, id: str, fp: int) -> tuple[str, int, Any]:
     ("outcome", "final"), [((False, False), "far"), ((False, True), 2), ((True, True), 2)]
 )
 def test_two_processes_replacing_one_id_at_once_leave_one_version(
-    any_url: str,  # noqa: F811
+    any_url: str,
     first: int,
     outcome: tuple[bool, bool],
     final: Any,
@@ -539,7 +532,7 @@ def test_two_processes_replacing_one_id_at_once_leave_one_version(
 
 @pytest.mark.parametrize("added", [False, True])
 def test_remove_while_a_replacement_is_undecided_removes_every_version(
-    any_url: str,  # noqa: F811
+    any_url: str,
     added: bool,
 ) -> None:
     """remove(id) from another process while a check-and-add of the id is written but not yet
@@ -558,7 +551,7 @@ def test_remove_while_a_replacement_is_undecided_removes_every_version(
 
 
 def test_three_processes_replacing_one_id_in_every_order_leave_one_version(
-    any_url: str,  # noqa: F811
+    any_url: str,
 ) -> None:
     """Three writes of one id in flight at once, every outcome and every order of decisions:
     the id ends naming the last written version that was added (the one from before if none
