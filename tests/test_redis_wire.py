@@ -5,8 +5,10 @@ the buckets an ``MGET`` returned (against brute force), and the keys of a versio
 
 from __future__ import annotations
 
+import enum
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,11 +34,20 @@ def test_commands_are_packed_as_hiredis_packs_them(commands: list[list[object] |
     assert _pack_commands(commands) == want
 
 
+class _Big(enum.IntEnum):
+    A = 5
+    B = 2**70
+
+
 def test_packing_refuses_what_redis_cannot_take() -> None:
     assert _pack_commands([("SET", bytearray(b"k"), memoryview(b"v").tobytes())]) == (
         b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"
     )
     assert _pack_commands([]) == b""
+    # A float or int subclass goes as its value (hiredis sends numpy's repr, np.float64(1.5)).
+    one_and_half = _pack_commands([("SET", "k", np.float64(1.5))])
+    assert one_and_half == _pack_commands([("SET", "k", 1.5)])
+    assert _pack_commands([("X", _Big.A, _Big.B)]) == _pack_commands([("X", 5, 2**70)])
     for bad, kind in ((None, "NoneType"), (True, "bool"), ([1], "list")):
         with pytest.raises(TypeError, match=f"bytes, str, int or float, got {kind}"):
             _pack_commands([("SET", "k", bad)])

@@ -57,10 +57,19 @@ fn push_arg(out: &mut Vec<u8>, arg: &Bound<'_, PyAny>) -> PyResult<()> {
     } else if arg.is_instance_of::<PyInt>() && !arg.is_instance_of::<PyBool>() {
         match arg.extract::<i64>() {
             Ok(n) => records::push_bulk(out, n.to_string().as_bytes()),
-            Err(_) => records::push_bulk(out, arg.str()?.to_cow()?.as_bytes()),
+            Err(_) => {
+                let digits = arg
+                    .py()
+                    .get_type::<PyInt>()
+                    .call_method1("__repr__", (arg,))?;
+                records::push_bulk(out, digits.cast::<PyString>()?.to_cow()?.as_bytes())
+            }
         }
     } else if arg.is_instance_of::<PyFloat>() {
-        records::push_bulk(out, arg.repr()?.to_cow()?.as_bytes());
+        // (float's own repr: a subclass such as numpy.float64 reprs itself otherwise)
+        let py = arg.py();
+        let repr = py.get_type::<PyFloat>().call_method1("__repr__", (arg,))?;
+        records::push_bulk(out, repr.cast::<PyString>()?.to_cow()?.as_bytes());
     } else if let Ok(b) = arg.cast::<PyByteArray>() {
         records::push_bulk(out, &b.to_vec());
     } else {
