@@ -24,6 +24,7 @@ others during the run (a virtual machine): it slows every library alike.
     python benches/redis_backend.py --quick       # 4 000 documents per run
     python benches/redis_backend.py               # 20 000 documents per run
     python benches/redis_backend.py --quick --repeat 3 --only index,peer   # best of 3, some runs
+    python benches/redis_backend.py --quick --unix   # the same over the server's Unix socket
     python benches/redis_backend.py --url redis://host:6379   # an existing server (FLUSHes nothing;
                                                        # uses fresh namespaces)
 """
@@ -79,9 +80,11 @@ class Server:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
         self.dir = tempfile.mkdtemp(prefix="neardup-bench-redis-")
+        self.socket = os.path.join(self.dir, "redis.sock")
         self.proc = subprocess.Popen(
             [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir],
+             "--appendonly", "no", "--dir", self.dir,
+             "--unixsocket", self.socket, "--unixsocketperm", "700"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         import redis as redis_py
@@ -97,6 +100,11 @@ class Server:
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def unix_url(self) -> str:
+        """The same server over its Unix socket (``--unix``)."""
+        return f"unix://{self.socket}?db=0"
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -160,14 +168,15 @@ def _datasketch_worker(url: str, ns: str, jobs: list[tuple[int, str]], start: An
     from datasketch import MinHash, MinHashLSH
 
     parts = urlsplit(url)
+    where: dict[str, Any] = (
+        {"unix_socket_path": parts.path}
+        if parts.scheme == "unix"
+        else {"host": parts.hostname, "port": parts.port}
+    )
     lsh = MinHashLSH(
         threshold=0.8,
         num_perm=128,
-        storage_config={
-            "type": "redis",
-            "basename": ns.encode(),
-            "redis": {"host": parts.hostname, "port": parts.port},
-        },
+        storage_config={"type": "redis", "basename": ns.encode(), "redis": where},
     )
     if jobs:  # warm-up: one read-only query, as neardup's workers do
         m = MinHash(num_perm=128)
@@ -242,6 +251,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="4 000 documents per run")
     ap.add_argument("--docs", type=int, default=None, help="documents per run (default 20 000)")
     ap.add_argument("--url", help="an existing Redis (default: start one)")
+    ap.add_argument(
+        "--unix",
+        action="store_true",
+        help="talk to the started server over its Unix socket (every library), not loopback TCP",
+    )
     ap.add_argument("--procs", default="1,2,4", help="client process counts (default 1,2,4)")
     ap.add_argument("--peer-docs", type=int, default=None, help="cap for datasketch's runs")
     ap.add_argument(
@@ -264,7 +278,9 @@ def main() -> None:
     prep = getattr(policy, "prepare", None)
     fps = [int(fingerprinter.fingerprint(prep(t) if prep else t)) for t in docs]
     server = None if args.url else Server()
-    url = args.url or server.url  # type: ignore[union-attr]
+    if args.unix and server is None:
+        sys.exit("--unix is for the server the benchmark starts (give unix:// in --url instead)")
+    url = args.url or (server.unix_url if args.unix else server.url)  # type: ignore[union-attr]
     pid = None if server is None else server.proc.pid
     try:
         print(f"# {n} documents ({peer_n} for datasketch), redis at {url}, {os.cpu_count()} CPUs")
