@@ -40,7 +40,7 @@ class _Big(enum.IntEnum):
 
 
 def test_packing_refuses_what_redis_cannot_take() -> None:
-    assert _pack_commands([("SET", bytearray(b"k"), memoryview(b"v").tobytes())]) == (
+    assert _pack_commands([("SET", bytearray(b"k"), memoryview(b"v"))]) == (
         b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"
     )
     assert _pack_commands([]) == b""
@@ -52,9 +52,15 @@ def test_packing_refuses_what_redis_cannot_take() -> None:
         with pytest.raises(TypeError, match=f"bytes, str, int or float, got {kind}"):
             _pack_commands([("SET", "k", bad)])
     with pytest.raises(UnicodeEncodeError):
-        _pack_commands([("GET", "\ud800")])  # (texts go as UTF-8 bytes, surrogatepass)
-    with pytest.raises(TypeError):
-        _pack_commands([5])
+        _pack_commands([("GET", "\ud800")])  # (strict UTF-8; texts are sent as bytes)
+    # A command is a tuple or list with at least its name (Redis answers nothing to an empty
+    # array: the link would wait for a reply for ever); pre-packed RESP is bytes.
+    for bad in (5, "GET", bytearray(b"*1\r\n$4\r\nPING\r\n")):
+        with pytest.raises(TypeError, match="must be a tuple or list of arguments"):
+            _pack_commands([bad])
+    for empty in ((), []):
+        with pytest.raises(ValueError, match="at least its name"):
+            _pack_commands([("PING",), empty])
 
 
 def _record(fp: int, ref: int) -> bytes:

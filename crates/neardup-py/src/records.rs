@@ -1,8 +1,10 @@
 //! Binding of `neardup_core::records`: the client-side hot loop of the Redis backend.
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTuple,
+};
 
 use crate::errors::to_py;
 use crate::verify::{array, slice};
@@ -47,8 +49,9 @@ fn _bucket_keys(prefix: &str, fp: u64, blocks: u32) -> PyResult<Vec<String>> {
     records::bucket_keys(prefix, fp, blocks).map_err(to_py)
 }
 
-/// Appends one argument of a Redis command as a RESP bulk string: bytes as they are, str in
-/// UTF-8, int in decimal, float as Python's repr (what redis-py and hiredis send).
+/// Appends one argument of a Redis command as a RESP bulk string: bytes (bytearray,
+/// memoryview) as they are, str in UTF-8, int in decimal, float as Python's repr (what redis-py
+/// and hiredis send).
 fn push_arg(out: &mut Vec<u8>, arg: &Bound<'_, PyAny>) -> PyResult<()> {
     if let Ok(b) = arg.cast::<PyBytes>() {
         records::push_bulk(out, b.as_bytes());
@@ -72,6 +75,9 @@ fn push_arg(out: &mut Vec<u8>, arg: &Bound<'_, PyAny>) -> PyResult<()> {
         records::push_bulk(out, repr.cast::<PyString>()?.to_cow()?.as_bytes());
     } else if let Ok(b) = arg.cast::<PyByteArray>() {
         records::push_bulk(out, &b.to_vec());
+    } else if arg.is_instance_of::<PyMemoryView>() {
+        let b = arg.call_method0("tobytes")?;
+        records::push_bulk(out, b.cast::<PyBytes>()?.as_bytes());
     } else {
         return Err(PyTypeError::new_err(format!(
             "a Redis command argument must be bytes, str, int or float, got {}",
@@ -81,8 +87,9 @@ fn push_arg(out: &mut Vec<u8>, arg: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
-/// The RESP bytes of `commands`, one after the other: each a sequence of arguments (bytes,
-/// str, int or float), or bytes already in RESP (sent as they are).
+/// The RESP bytes of `commands`, one after the other: each a tuple or list of arguments (bytes,
+/// bytearray, memoryview, str, int or float; at least the command's name), or bytes already in
+/// RESP (sent as they are).
 #[pyfunction]
 fn _pack_commands<'py>(
     py: Python<'py>,
@@ -95,9 +102,25 @@ fn _pack_commands<'py>(
             out.extend_from_slice(packed.as_bytes());
             continue;
         }
-        records::push_array_header(&mut out, command.len()?);
-        for arg in command.try_iter()? {
-            push_arg(&mut out, &arg?)?;
+        let args: Vec<Bound<'py, PyAny>> = if let Ok(t) = command.cast::<PyTuple>() {
+            t.iter().collect()
+        } else if let Ok(l) = command.cast::<PyList>() {
+            l.iter().collect()
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "a Redis command must be a tuple or list of arguments (or bytes in RESP), got {}",
+                command.get_type().name()?
+            )));
+        };
+        if args.is_empty() {
+            // (Redis answers nothing to an empty array: the caller would wait for ever)
+            return Err(PyValueError::new_err(
+                "a Redis command needs at least its name",
+            ));
+        }
+        records::push_array_header(&mut out, args.len());
+        for arg in &args {
+            push_arg(&mut out, arg)?;
         }
     }
     Ok(PyBytes::new(py, &out))
