@@ -501,6 +501,32 @@ def test_redis_deduplicator_policy_is_stored(redis_url: str) -> None:
     d.index.clear()
 
 
+@pytest.mark.parametrize("cache_size", [0, 65_536])
+def test_counters_of_single_calls_and_batches(redis_url: str, cache_size: int) -> None:
+    """stats() counts every check, candidate, match and add, one by one and in batches (with a
+    cache a copy is checked before anything is written; without, it is written, then
+    retracted)."""
+    rng = random.Random(11)
+    a, b = _words(rng, 60), _words(rng, 60)
+
+    def copy(t: str) -> str:
+        w = t.split()
+        w[5] = "qqq"
+        return " ".join(w)
+
+    d = RedisDeduplicator.from_url(redis_url, namespace=fresh_ns(), cache_size=cache_size)
+    assert d.check_and_add(1, a) == (True, [])
+    added, matches = d.check_and_add(2, copy(a))
+    assert not added and [m.id for m in matches] == [1]
+    got = d.check_and_add_many([3, 4], [b, copy(b)])
+    assert [ok for ok, _ in got] == [True, False] and [m.id for m in got[1][1]] == [3]
+    s = d.stats()
+    counts = {k: s[k] for k in ("checks", "candidates", "matches", "adds", "added")}
+    assert counts == {"checks": 4, "candidates": 2, "matches": 2, "adds": 2, "added": 2}
+    assert s["documents"] == 2
+    d.index.clear()
+
+
 def test_check_and_add_many_equals_one_by_one(any_url: str) -> None:
     """A pipelined batch gives what one call per item gives, including a chain a~b~c where
     b is rejected (c is then checked against a only, like a sequential run)."""
