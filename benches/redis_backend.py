@@ -70,9 +70,10 @@ def documents(n: int, seed: int = 7) -> list[str]:
 
 
 class Server:
-    """A throwaway redis-server on a free loopback port (no persistence)."""
+    """A throwaway redis-server on a free loopback port (no persistence; with ``unix``, also on
+    a Unix socket in its directory)."""
 
-    def __init__(self) -> None:
+    def __init__(self, unix: bool = False) -> None:
         exe = shutil.which("redis-server")
         if exe is None:
             sys.exit("redis-server not found: apt-get install redis-server (scripts/setup-test.sh)")
@@ -84,7 +85,7 @@ class Server:
         self.proc = subprocess.Popen(
             [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.dir,
-             "--unixsocket", self.socket, "--unixsocketperm", "700"],
+             *(["--unixsocket", self.socket, "--unixsocketperm", "700"] if unix else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         import redis as redis_py
@@ -277,7 +278,7 @@ def main() -> None:
     fingerprinter = policy.make_fingerprinter()
     prep = getattr(policy, "prepare", None)
     fps = [int(fingerprinter.fingerprint(prep(t) if prep else t)) for t in docs]
-    server = None if args.url else Server()
+    server = None if args.url else Server(unix=args.unix)
     if args.unix and server is None:
         sys.exit("--unix is for the server the benchmark starts (give unix:// in --url instead)")
     url = args.url or (server.unix_url if args.unix else server.url)  # type: ignore[union-attr]

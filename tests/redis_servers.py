@@ -1,6 +1,6 @@
-"""The redis-server and Redis Cluster fixtures of the Redis tests (test_redis*.py,
-test_service_redis.py; tests/conftest.py makes them visible to every module) and their shared
-helpers.
+"""The redis-server and Redis Cluster fixtures of the Redis tests (test_redis*.py;
+tests/conftest.py makes them visible to every module) and their shared helpers. One server and
+one cluster serve the whole session.
 
 The fixtures start the servers on free loopback ports in a temporary directory (no RDB, no AOF)
 and stop them afterwards; a missing redis-server is a failure (scripts/setup-test.sh installs it).
