@@ -313,21 +313,11 @@ class RedisIndex(Closing):
         payload: str | None = None,
         prefetch: Mapping[int, int] | None = None,
     ) -> list[_Entry]:
-        return self._read_keys(fp, k, self._probe_keys(fp, k), payload, prefetch)
-
-    def _read_keys(
-        self,
-        fp: int,
-        k: int,
-        probes: Probes,
-        payload: str | None = None,
-        prefetch: Mapping[int, int] | None = None,
-    ) -> list[_Entry]:
-        """Items within ``k`` of ``fp`` in the ``probes`` buckets: one round trip per node for
-        the buckets (and the horizon), one for the data of the near records. One server:
-        the data of the versions ``prefetch`` ``{ref: fp}`` (likely near) are read with the
-        buckets, and so is the recent ring when watched
-        (:func:`~neardup.backends.redis_read.read_with`)."""
+        """Items within ``k`` of ``fp`` in its probe buckets: one round trip per node for the
+        buckets (and the horizon), one for the data of the near records. One server: the data
+        of the versions ``prefetch`` ``{ref: fp}`` (likely near) are read with the buckets, and
+        so is the recent ring when watched (:func:`~neardup.backends.redis_read.read_with`)."""
+        probes = self._probe_keys(fp, k)
         res: list[Any]
         if self.cluster:
             pipe = self.client.pipeline(transaction=False)
