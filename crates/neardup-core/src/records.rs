@@ -15,14 +15,9 @@ fn be_u64(b: &[u8]) -> u64 {
     b.iter().fold(0u64, |v, &x| v << 8 | u64::from(x))
 }
 
-/// `(ref, fingerprint, distance)` of every record of `blob` within `k` bits of `fp`, in the
-/// order they lie; a ref met again (the same version in another bucket) is listed once.
-pub fn near_records(blob: &[u8], fp: u64, k: u32) -> Result<Vec<(u64, u64, u32)>> {
-    near_records_in([blob], fp, k)
-}
-
-/// [`near_records`] of several buckets read one after the other (each a whole number of
-/// records), as if concatenated.
+/// `(ref, fingerprint, distance)` of every record within `k` bits of `fp` in `buckets` (each
+/// a whole number of records), read one after the other as if concatenated, in the order they
+/// lie; a ref met again (the same version in another bucket) is listed once.
 pub fn near_records_in<'a>(
     buckets: impl IntoIterator<Item = &'a [u8]>,
     fp: u64,
@@ -205,10 +200,15 @@ pub fn push_array_header(out: &mut Vec<u8>, n: usize) {
 
 /// Appends the RESP encoding of one bulk string.
 pub fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
-    out.push(b'$');
-    push_decimal(out, arg.len());
-    out.extend_from_slice(b"\r\n");
+    push_bulk_header(out, arg.len());
     out.extend_from_slice(arg);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the RESP header of a bulk string of `len` bytes (the bytes and `\r\n` follow).
+fn push_bulk_header(out: &mut Vec<u8>, len: usize) {
+    out.push(b'$');
+    push_decimal(out, len);
     out.extend_from_slice(b"\r\n");
 }
 
@@ -224,9 +224,7 @@ pub fn probe_mget(
     let values = probe_values(fp, blocks, k)?;
     let n = 1 + lead.len() + values.len() * prefixes.len();
     let mut out = Vec::with_capacity(32 + n * 40);
-    out.push(b'*');
-    push_decimal(&mut out, n);
-    out.extend_from_slice(b"\r\n");
+    push_array_header(&mut out, n);
     push_bulk(&mut out, b"MGET");
     for key in lead {
         push_bulk(&mut out, key.as_bytes());
@@ -234,9 +232,7 @@ pub fn probe_mget(
     for p in prefixes {
         for &(b, v) in &values {
             // (the bulk string's header, then the key written in place)
-            out.push(b'$');
-            push_decimal(&mut out, key_len(p, b, v));
-            out.extend_from_slice(b"\r\n");
+            push_bulk_header(&mut out, key_len(p, b, v));
             push_key(&mut out, p, b, v);
             out.extend_from_slice(b"\r\n");
         }
@@ -277,11 +273,11 @@ mod tests {
         ]
         .concat();
         assert_eq!(
-            near_records(&blob, 0b1010, 2).unwrap(),
+            near_records_in([&blob[..]], 0b1010, 2).unwrap(),
             vec![(7, 0b1011, 1), (9, 0, 2)]
         );
-        assert!(near_records(&blob[..15], 0, 3).is_err());
-        assert!(near_records(&[], 0, 64).unwrap().is_empty());
+        assert!(near_records_in([&blob[..15]], 0, 3).is_err());
+        assert!(near_records_in([&[][..]], 0, 64).unwrap().is_empty());
     }
 
     #[test]
@@ -290,7 +286,7 @@ mod tests {
         let parts: [&[u8]; 3] = [&a, &[], &b];
         assert_eq!(
             near_records_in(parts, 0, 2).unwrap(),
-            near_records(&[a.clone(), b.clone()].concat(), 0, 2).unwrap()
+            near_records_in([&[a.clone(), b.clone()].concat()[..]], 0, 2).unwrap()
         );
         let torn: [&[u8]; 2] = [&a[..8], &a[8..]];
         assert!(near_records_in(torn, 0, 64).is_err());
