@@ -117,7 +117,7 @@ def _floor_worker(url: str, ns: str, jobs: list[tuple[int, Any]], start: Any, ou
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     reader = Reader()
     start.wait()
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, k0 = time.perf_counter(), time.process_time(), os.times().system
     for _, (text, requests) in jobs:
         d._prepare_one(text)
         for packed, n in requests:
@@ -128,7 +128,7 @@ def _floor_worker(url: str, ns: str, jobs: list[tuple[int, Any]], start: Any, ou
                     reader.feed(sock.recv(1 << 16))
                     continue
                 got += 1
-    out.put((time.perf_counter() - t0, 0, time.process_time() - c0))
+    out.put((time.perf_counter() - t0, 0, time.process_time() - c0, os.times().system - k0))
 
 
 def floor(docs: list[str], procs: list[int], repeat: int) -> None:
@@ -150,6 +150,7 @@ def floor(docs: list[str], procs: list[int], repeat: int) -> None:
                           server.proc.pid)  # fmt: skip
             print(
                 f"{p} process(es) | floor {best[0]:>7,.0f}/s (client CPU {best[2]:>4,.0f} us, "
+                f"{best[5]:>3,.0f} of it in the kernel, "
                 f"server CPU {best[3]:>4,.0f} us per call) | datasketch {peer[0]:>5,.0f}/s | "
                 f"{best[0] / peer[0]:.1f}x",
                 flush=True,
