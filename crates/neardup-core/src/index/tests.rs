@@ -913,7 +913,9 @@ fn id_map_slots_widen_in_place_and_keep_every_location() {
     let mut map = IdMap::default();
     let hash = |l: u64| l.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     map.reserve(1000, hash);
-    let cap = map.memory_bytes();
+    // (each slot: 4 bytes of location, then 6 or 8, and half a byte of tag)
+    let slots = map.memory_bytes() * 2 / 9;
+    assert_eq!(map.memory_bytes(), slots * 4 + slots.div_ceil(2));
     let mut locs: Vec<u64> = (0..600u64)
         .map(|i| loc(i as u32 % 7, i as u32 * 3))
         .collect();
@@ -930,14 +932,58 @@ fn id_map_slots_widen_in_place_and_keep_every_location() {
         locs.push(l);
     }
     assert_eq!(map.slot_bytes(), 6);
-    assert_eq!(map.memory_bytes(), cap / 4 * 6);
+    assert_eq!(map.memory_bytes(), slots * 6 + slots.div_ceil(2));
     map.insert_new(hash(loc(70_000, 1)), loc(70_000, 1));
     locs.push(loc(70_000, 1));
-    assert!(map.is_wide() && map.memory_bytes() == cap / 4 * 8);
+    assert!(map.is_wide() && map.memory_bytes() == slots * 8 + slots.div_ceil(2));
     for &l in &locs {
         let pos = map.find(hash(l), |x| x == l);
         assert_eq!(pos.map(|p| map.at(p)), Some(l), "{l:#x}");
     }
     assert!(map.find(hash(gone), |l| l == gone).is_none());
     assert_eq!(map.len(), locs.len());
+}
+
+#[test]
+fn id_map_reads_an_id_only_behind_a_matching_tag() {
+    use super::ids::IdMap;
+    // A full map (up to 7/8 load before it grows): a lookup passes many slots, but asks about
+    // the id behind one only where the 4-bit tag matches (a 1/16 chance for another id's).
+    let mut map = IdMap::default();
+    let hash = |l: u64| l.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17);
+    let locs: Vec<u64> = (0..20_000u64)
+        .map(|i| loc(i as u32 % 5, i as u32))
+        .collect();
+    for &l in &locs {
+        if map.find(hash(l), |x| x == l).is_none() {
+            map.reserve(1, hash);
+            map.insert_new(hash(l), l);
+        }
+    }
+    let mut asked = 0usize;
+    for &l in &locs {
+        let pos = map.find(hash(l), |x| {
+            asked += 1;
+            x == l
+        });
+        assert_eq!(pos.map(|p| map.at(p)), Some(l));
+    }
+    // Each stored location once, plus the tag collisions on the way (3.1 asks per lookup
+    // without the tags here).
+    assert!(asked < locs.len() + locs.len() / 4, "asked {asked} times");
+    let mut absent = 0usize;
+    for i in 0..20_000u32 {
+        let l = loc(9, i);
+        assert!(map
+            .find(hash(l), |x| {
+                absent += 1;
+                x == l
+            })
+            .is_none());
+    }
+    // (~0.3 asks per lookup here; ~6.9 without the tags)
+    assert!(
+        absent < 20_000 / 2,
+        "asked {absent} times for 20000 absent ids"
+    );
 }
