@@ -142,8 +142,8 @@ def test_memory_per_item_stays_compact() -> None:
     idx = Index(k=3, capacity=n)
     idx.add_many(ids, fps, (1_767_225_600_000 + ms) / 1000.0)
     per_item = idx.stats()["bytes_per_item"]
-    # fingerprint 6 + 3 tables x 5 + id 8 + map 5 (+ 1.25 of tags) + rank 2.4 + timestamp ~1.7
-    # + directories.
+    # fingerprint 6 + 3 tables x 5 + id 8 + map 5.6 (with its tag bits) + rank 2.4 + timestamp
+    # ~1.7 + directories.
     assert per_item < 44.0, per_item
     # Sequential ids and one timestamp: ids take 4 bytes and timestamps nothing.
     seq = Index(k=3, capacity=n)

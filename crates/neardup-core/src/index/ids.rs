@@ -2,9 +2,10 @@
 //! id -> location map.
 //!
 //! The map is an open-addressing table of 4-byte locations only (6 once there are 255 segments
-//! or a segment has 2^24 rows, 8 beyond 65535 segments): the id itself stays in its run's
-//! column, so an int id costs 8 bytes there (4 while a run's int ids stay within +-2^31 of its
-//! first) plus about 5 bytes of map (80% load after a bulk load).
+//! or a segment has 2^24 rows, 8 beyond 65535 segments), each with 4 bits of its id's hash: the
+//! id itself stays in its run's column, so an int id costs 8 bytes there (4 while a run's int
+//! ids stay within +-2^31 of its first) plus about 5.6 bytes of map (80% load after a bulk
+//! load).
 
 use xxhash_rust::xxh3::xxh3_64;
 
