@@ -41,23 +41,22 @@ def _record(
     """One process's check-and-adds of ``docs`` (refs seeded): the decisions, the replies of
     each round trip and, per document, each of its round trips' request (packed) and number
     of commands."""
-    from neardup._core import _pack_commands
     from neardup.backends import redis_format, redis_link
     from neardup.backends.redis import RedisDeduplicator
 
     replies: list[Any] = []
     requests: list[list[tuple[bytes, int]]] = []
-    real = redis_link.ServerLink.roundtrip
+    real = redis_link.ServerLink.roundtrip_packed
 
-    def recording(self: Any, commands: Any) -> list[Any]:
-        out = real(self, commands)
+    def recording(self: Any, packed: bytes, n: int) -> list[Any]:
+        out = real(self, packed, n)
         replies.append(out)
         if requests:
-            requests[-1].append((_pack_commands(commands), len(commands)))
+            requests[-1].append((packed, n))
         return out
 
     redis_format._refs.seed(1)
-    redis_link.ServerLink.roundtrip = recording  # type: ignore[method-assign]
+    redis_link.ServerLink.roundtrip_packed = recording  # type: ignore[method-assign]
     try:
         d = RedisDeduplicator.from_url(url, namespace="record")
         decisions = []
@@ -65,7 +64,7 @@ def _record(
             requests.append([])
             decisions.append(d.check_and_add(i, t)[0])
     finally:
-        redis_link.ServerLink.roundtrip = real  # type: ignore[method-assign]
+        redis_link.ServerLink.roundtrip_packed = real  # type: ignore[method-assign]
     return decisions, replies, requests
 
 
@@ -82,18 +81,20 @@ def logic(docs: list[str], repeat: int) -> None:
         server.stop()
     at = [0]
 
-    def replay(self: Any, commands: Any) -> list[Any]:
+    def replay(self: Any, packed: bytes, n: int) -> list[Any]:
         out = replies[at[0]]
         at[0] += 1
         return out
 
-    redis_link.ServerLink.roundtrip = replay  # type: ignore[method-assign]
+    redis_link.ServerLink.roundtrip_packed = replay  # type: ignore[method-assign]
     best = float("inf")
     for _ in range(repeat):
         redis_format._refs.seed(1)
         at[0] = 0
         d.index._cache.__init__(d.index._cache.size)  # (as new: what the recording saw)
         d.index._seen = 0
+        if d.index._engine is not None:
+            d.index._engine.clear()
         c0 = time.process_time()
         got = [d.check_and_add(i, t)[0] for i, t in enumerate(docs)]
         best = min(best, time.process_time() - c0)

@@ -101,11 +101,13 @@ def test_a_wrong_guess_still_adds_the_text(
     """At a wide radius every recent version of another process is near: B's first text
     guesses A's versions (data not yet read) as likely copies, but it fails the Jaccard
     check, so it is checked, then added. The answers equal those of a process that never
-    guesses, and a copy is still caught."""
+    guesses, and a copy is still caught. (Python's path: the guess of the core's engine is
+    tested below.)"""
     rng = random.Random(12)
     ns, ns_plain = fresh_ns(), fresh_ns()
     a = RedisDeduplicator.from_url(redis_url, namespace=ns, k=40)
     b = RedisDeduplicator.from_url(redis_url, namespace=ns, k=40)
+    b.index._engine = None
     plain = RedisDeduplicator.from_url(redis_url, namespace=ns_plain, k=40, cache_size=0)
     bases, copies = _copies(rng, 6, 40)
     texts = [_words(rng, 40) for _ in range(4)] + [copies[2]]
@@ -131,6 +133,43 @@ def test_a_wrong_guess_still_adds_the_text(
     assert [ok for ok, _ in got] == [True] * 4 + [False]
     assert got[4][1][0].id == 2
     assert b.stats()["documents"] == 10
+
+
+def test_a_wrong_guess_of_the_core_s_engine_still_adds_the_text(
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same as above through the core's engine (one text's check-and-add decided in
+    Rust), seen from its round trips: B's first text guesses A's versions (heard of through
+    B's check, data not yet read), reads them with its check (one round trip), fails the
+    Jaccard check and is written (one more); then A's versions are cached and fail the guess
+    without a read (one round trip each), and the copy is answered by a read alone."""
+    rng = random.Random(12)
+    ns, ns_plain = fresh_ns(), fresh_ns()
+    a = RedisDeduplicator.from_url(redis_url, namespace=ns, k=40)
+    b = RedisDeduplicator.from_url(redis_url, namespace=ns, k=40)
+    plain = RedisDeduplicator.from_url(redis_url, namespace=ns_plain, k=40, cache_size=0)
+    assert b.index._engine is not None and plain.index._engine is None
+    bases, copies = _copies(rng, 6, 40)
+    texts = [_words(rng, 40) for _ in range(4)] + [copies[2]]
+    for j, t in enumerate(bases):
+        assert a.check_and_add(j, t) == plain.check_and_add(j, t) == (True, [])
+    b.check(texts[0], k=0)
+    trips = _RoundTrips(monkeypatch)
+    got = []
+    per_call = []
+    for j, t in enumerate(texts):
+        before = trips.n
+        got.append(b.check_and_add(10 + j, t))
+        per_call.append(trips.n - before)
+    assert per_call == [2, 1, 1, 1, 1]
+    monkeypatch.undo()
+    want = [plain.check_and_add(10 + j, t) for j, t in enumerate(texts)]
+    assert got == want
+    assert [ok for ok, _ in got] == [True] * 4 + [False]
+    assert got[4][1][0].id == 2
+    assert b.stats()["documents"] == 10
+    assert len(b.index._engine) == 6 + 4  # (A's six read, B's four added)
 
 
 def test_the_ring_keeps_the_newest_writes_across_its_wrap(redis_url: str) -> None:

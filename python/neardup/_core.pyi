@@ -40,6 +40,8 @@ __all__ = [
     "_probe_mget",
     "_sketch_jaccard_le",
     "_within",
+    "_TextCall",
+    "_TextEngine",
 ]
 
 __version__: str
@@ -214,4 +216,37 @@ def _probe_mget(
     lead: Sequence[str], prefixes: Sequence[str], fp: int, blocks: int, k: int
 ) -> bytes: ...
 def _within(fps: npt.NDArray[np.uint64], fp: int, k: int) -> list[int]: ...
+
+# One text's check-and-add on one Redis server (crates/neardup-core/src/redis_call)
+_Step: TypeAlias = tuple[Any, ...]
+
+@final
+class _TextCall:
+    def written(self) -> tuple[int, int, int, int | None] | None: ...
+
+@final
+class _TextEngine:
+    def __new__(
+        cls, keys: Sequence[str], blocks: int, threshold: float, cache_size: int
+    ) -> _TextEngine: ...
+    def begin(
+        self,
+        fp: int,
+        sketch: npt.NDArray[np.uint32],
+        k: int,
+        periods: tuple[int, int],
+        period: int,
+        expire_at: int,
+        id: str,
+        timestamp: str,
+        text: bytes,
+        reference: int,
+    ) -> tuple[_TextCall, bytes, int]: ...
+    def take(self, call: _TextCall, replies: list[Any]) -> _Step: ...
+    def sketches(self, call: _TextCall, sketches: Sequence[bytes | None]) -> _Step: ...
+    def heard(self, ticket: int, slots: bytes) -> None: ...
+    def forget(self, refs: Sequence[int]) -> None: ...
+    def clear(self) -> None: ...
+    def __len__(self) -> int: ...
+
 def _sketch_jaccard_le(query: npt.NDArray[np.uint32], rows: Sequence[bytes]) -> list[float]: ...

@@ -13,6 +13,7 @@ pub mod index;
 pub mod parallel;
 pub mod plain;
 pub mod records;
+pub mod redis_call;
 pub mod verify;
 
 pub use error::{Error, Result};

@@ -10,6 +10,7 @@ mod html;
 mod index;
 mod plain;
 mod records;
+mod redis_call;
 mod verify;
 
 #[pymodule]
@@ -22,6 +23,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     index::register(m)?;
     plain::register(m)?;
     records::register(m)?;
+    redis_call::register(m)?;
     verify::register(m)?;
     Ok(())
 }

@@ -3,6 +3,7 @@ verifier) over :class:`~neardup.backends.redis_index.RedisIndex`."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,10 +11,25 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup._closing import Closing
-from neardup._core import Fingerprinter, _sketch, _sketch_jaccard_le, _sketch_many
+from neardup._core import (
+    Fingerprinter,
+    _sketch,
+    _sketch_jaccard_le,
+    _sketch_many,
+    _TextEngine,
+)
 from neardup.backends.redis_connect import Client, connect, redact
-from neardup.backends.redis_format import _check_k, _dec_id, _enc_id, _Entry, _Pending, _Written
+from neardup.backends.redis_format import (
+    _check_k,
+    _dec_id,
+    _enc_id,
+    _Entry,
+    _Pending,
+    _Written,
+    new_ref,
+)
 from neardup.backends.redis_index import DEFAULT_CACHE_SIZE, RedisIndex, _Gone
+from neardup.backends.redis_link import _no_script
 from neardup.backends.redis_single import check_add_in_script
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
 from neardup.textstore import Id, check_id
@@ -51,6 +67,19 @@ def _utf8(text: str) -> bytes:
 def _unicode(raw: bytes) -> str:
     """A stored text (see :func:`_utf8`)."""
     return raw.decode("utf-8", "surrogatepass")
+
+
+def _error_in(replies: list[Any]) -> BaseException:
+    """The first error reply in ``replies`` (nested in arrays too)."""
+    for r in replies:
+        if isinstance(r, BaseException):
+            return r
+        if isinstance(r, list):
+            try:
+                return _error_in(r)
+            except LookupError:
+                continue
+    raise LookupError("no error reply")
 
 
 class RedisDeduplicator(Closing):
@@ -104,6 +133,25 @@ class RedisDeduplicator(Closing):
         # another process's recent text is also guessed (check_and_add).
         index = self.index
         index._watching = self._payload == "h" and not index.cluster and index._cache.size > 0
+        # There, without replicas to wait for, one text's check-and-add is decided in the core
+        # (_check_and_add_in_core); Python only sends and receives its bytes.
+        if index._watching and not index._link.wait_replicas:
+            index._engine = _TextEngine(
+                [
+                    index._k_seq,
+                    index._k_count,
+                    index._idkey_prefix,
+                    index._k_horizon,
+                    index._data_prefix,
+                    index._k_recent,
+                    index._bucket_prefix,
+                    index._write_script.sha,
+                    index._recent_script.sha,
+                ],
+                index.layout.blocks,
+                self.policy.threshold,
+                index._cache.size,
+            )
         self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
         self._closed = False
 
@@ -271,6 +319,16 @@ class RedisDeduplicator(Closing):
         """
         self._ensure_open()
         check_id(id)
+        engine = self.index._engine
+        if engine is not None and self.index._watching:
+            return self._check_and_add_in_core(engine, id, text, timestamp)
+        return self._check_and_add_here(id, text, timestamp)
+
+    def _check_and_add_here(
+        self, id: Id, text: str, timestamp: float | None
+    ) -> tuple[bool, list[Match]]:
+        """:meth:`check_and_add` decided in Python (the path of everything the core's
+        engine leaves out: a cluster, replicas to wait for, no cache, another verifier)."""
         norm, fp, h = self._prepare_one(text)
         radius = self._radius(norm, None)
         if self._payload == "h":
@@ -281,6 +339,82 @@ class RedisDeduplicator(Closing):
                     self._count(entries, matches)
                     return False, matches
         return self._check_and_add_prepared([id], [text], [timestamp], [norm], [fp], [h])[0]
+
+    def _check_and_add_in_core(
+        self, engine: _TextEngine, id: Id, text: str, timestamp: float | None
+    ) -> tuple[bool, list[Match]]:
+        """:meth:`check_and_add` on one server, decided by the core's engine (the same
+        requests as :meth:`_check_and_add_here`, the guess, the cache and the decision in
+        Rust). What it leaves to Python: a call that fails (what it wrote is retracted, as
+        :meth:`_decide_one` does), anything unusual before it wrote (a lost script, a ref in
+        use: :meth:`_check_and_add_here` runs the call), candidates stored without a sketch
+        (computed here) and the settling of a rejected or replacing write."""
+        index = self.index
+        norm, fp, h = self._prepare_one(text)
+        assert h is not None  # (the engine is made for the Jaccard verifier only)
+        idenc = _enc_id(id)
+        ts = time.time() if timestamp is None else float(timestamp)
+        p = index._store_period(ts)
+        live = index._live_periods()
+        call, packed, n = engine.begin(
+            fp,
+            h,
+            self._radius(norm, None),
+            (live.start, live.stop),
+            p,
+            index._expire_at(p),
+            idenc,
+            repr(ts),
+            _utf8(text),
+            new_ref(),
+        )
+        link = index._link
+        try:
+            while True:
+                replies = link.roundtrip_packed(packed, n)
+                step = engine.take(call, replies)
+                if step[0] == "sketches":
+                    step = engine.sketches(call, self._sketches_of(step[1]))
+                if step[0] == "send":
+                    packed, n = step[1], step[2]
+                    continue
+                if step[0] == "done":
+                    break
+                if step[0] == "failed" and _no_script(replies[0]) and len(replies) == 2:
+                    # (the write script did not run: the server lost it)
+                    index.client.script_load(index._write_script.script)
+                elif step[0] == "failed":
+                    raise _error_in(replies)
+                return self._check_and_add_here(id, text, timestamp)
+        except BaseException as e:
+            w = call.written()
+            if w is not None:
+                index._abandon([(idenc, fp, _Written(w[0], w[1], w[2]))], e)
+            raise
+        _, added, found, candidates, w = step
+        matches = [Match(_dec_id(i), d, s) for i, d, s in found]
+        if w is None:  # (a copy found by a read: nothing written)
+            self._counters["checks"] += 1
+            self._counters["candidates"] += candidates
+            self._counters["matches"] += len(matches)
+            return False, matches
+        if not added or w[3] is not None:
+            index._settle_or_note([(idenc, fp, _Written(w[0], w[1], w[2], old=w[3]), added)])
+        self._count_decided(candidates, len(matches), added)
+        return added, matches
+
+    def _sketches_of(self, refs: Sequence[tuple[int, int]]) -> list[bytes | None]:
+        """The Jaccard sketches of the versions ``(ref, fp)`` stored without one (written
+        before sketches were stored), from their texts; None for a version gone meanwhile."""
+        texts = {e.ref: e.text for e in self.index._resolve({r: (f, 0) for r, f in refs}, "x")}
+        out: list[bytes | None] = []
+        for r, _ in refs:
+            raw = texts.get(r)
+            if raw is None:
+                out.append(None)
+                continue
+            out.append(self._sketch(self._prepare(_unicode(raw))).astype("<u4").tobytes())
+        return out
 
     def _likely_duplicate(self, fp: int, radius: int, hashes: Any) -> tuple[bool, dict[int, int]]:
         """Whether a version whose data this process keeps is within ``radius`` and passes

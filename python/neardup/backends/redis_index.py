@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from neardup._closing import Closing
-from neardup._core import IncompatibleIndexError, _bucket_keys, _probe_keys
+from neardup._core import IncompatibleIndexError, _bucket_keys, _probe_keys, _TextEngine
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.backends.redis_cache import DEFAULT_CACHE_SIZE, VersionCache
 from neardup.backends.redis_cluster import head_ref, write_cluster
@@ -163,6 +163,9 @@ class RedisIndex(Closing):
         # RedisDeduplicator that guesses copies), and the last ticket it read there.
         self._watching = False
         self._seen = 0
+        # One server: the core's state for one-text check-and-adds (set by a
+        # RedisDeduplicator; its own cache and ring, cleared with the namespace).
+        self._engine: _TextEngine | None = None
         self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
         # One server decides a check-and-add inside one script at probe radius 0: k < blocks.
         self._in_script_below = 0 if self.cluster else self.layout.blocks
@@ -639,6 +642,8 @@ class RedisIndex(Closing):
                 self.client.delete(key)
         self._cache.clear()
         self._seen = 0
+        if self._engine is not None:
+            self._engine.clear()
 
     def __repr__(self) -> str:
         kind = "RedisCluster" if self.cluster else "Redis"

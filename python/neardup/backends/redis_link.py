@@ -110,11 +110,14 @@ class ServerLink:
         error replies as ``redis.ResponseError`` objects in place (every reply is read, so the
         connection stays in step). A connection that fails is closed, and reopened and sent to
         once more; one interrupted mid-way is closed (a reply may be left unread)."""
-        packed = _pack_commands(commands)
+        return self.roundtrip_packed(_pack_commands(commands), len(commands))
+
+    def roundtrip_packed(self, packed: bytes, n: int) -> list[Any]:
+        """:meth:`roundtrip` of ``n`` commands already packed in RESP."""
         for attempt in (0, 1):
             s = self._socket()
             try:
-                return s.roundtrip(packed, len(commands))
+                return s.roundtrip(packed, n)
             except (OSError, redis_py.exceptions.ConnectionError) as e:
                 self._drop()
                 if attempt:

@@ -178,3 +178,5 @@ def saw(index: RedisIndex, ticket: int, slots: bytes) -> None:
     if ticket > index._seen:
         index._cache.saw(slots)
     index._seen = ticket
+    if index._engine is not None:  # (the core's one-text calls guess from them too)
+        index._engine.heard(ticket, slots)

@@ -186,6 +186,8 @@ def retract(
     if not items:
         return
     index._cache.forget(ref for ref, _, _, _ in items)
+    if index._engine is not None:
+        index._engine.forget([ref for ref, _, _, _ in items])
     calls: list[tuple[list[Any], list[Any]]] = []
     for ref, fp, p, idenc in items:
         keys = [index._idkey(idenc or ""), index._datakey(ref), index._k_count + str(p)]

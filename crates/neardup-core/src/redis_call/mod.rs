@@ -1,0 +1,824 @@
+//! One text's check-and-add on one Redis server with the Jaccard verifier, decided in the core
+//! (the hot path of `RedisDeduplicator.check_and_add`; docs/scale-out.md, "the one-text call").
+//!
+//! Python prepares the text (fingerprint, sketch, radius, period), sends the bytes this module
+//! packs and hands back the replies hiredis parsed; everything between (the guess that the
+//! text is a copy of one of the newest versions, the requests, the bucket scan, the data of
+//! the candidates, the verification and the decision) happens here. The protocol is the one
+//! of `neardup.backends.redis_single` (the write script, then an `MGET` of the probe
+//! buckets): the same requests, byte for byte, as the Python path.
+//!
+//! [`Engine`] is one process's state: a cache of the data of versions it wrote or read and the
+//! newest records of every process (the server's recent ring, read along with each call). A
+//! cached version is correct for ever without invalidation: a version's data never change, and
+//! a lookup only follows a record just read from a bucket (a removed version's records are
+//! gone with its data). [`Call`] is one call's own state between its round trips, so threads
+//! sharing an engine never see each other's calls.
+//!
+//! Anything unusual is left to Python's path ([`Step::Fallback`]: before this call wrote,
+//! Python runs the call its own way) or to its error handling ([`Step::Failed`]: an error
+//! reply; Python retracts what [`Call::written`] says was sent and raises it).
+
+use crate::hamming::within;
+use crate::records::{
+    self, near_records_in, probe_mget, push_array_header, push_bulk, RECORD_BYTES,
+};
+use crate::verify::jaccard_sorted;
+use crate::{Error, Result};
+use std::collections::VecDeque;
+
+/// Records of the newest versions of any process kept for the guess (twice the server's ring).
+pub const SEEN_SIZE: usize = 4096;
+
+/// The data fields read with a candidate: id, period, ticket, sketch.
+const FIELDS: [&[u8]; 4] = [b"i", b"p", b"q", b"h"];
+
+/// The names of a namespace's keys and the scripts' SHA1s (`RedisIndex`'s attributes).
+#[derive(Clone, Debug)]
+pub struct Keys {
+    pub seq: String,
+    pub count_prefix: String,
+    pub id_prefix: String,
+    pub horizon: String,
+    pub data_prefix: String,
+    pub recent: String,
+    pub bucket_prefix: String,
+    pub write_sha: String,
+    pub recent_sha: String,
+}
+
+/// A reply as the server sent it (RESP2): what a call reads back.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply<'a> {
+    Nil,
+    Int(i64),
+    Bulk(&'a [u8]),
+    Array(Vec<Reply<'a>>),
+    Error,
+}
+
+impl<'a> Reply<'a> {
+    fn items(&self, what: &str) -> Result<&[Reply<'a>]> {
+        match self {
+            Reply::Array(items) => Ok(items),
+            _ => Err(unexpected(what)),
+        }
+    }
+
+    fn int(&self, what: &str) -> Result<i64> {
+        match self {
+            Reply::Int(n) => Ok(*n),
+            Reply::Bulk(b) => std::str::from_utf8(b)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .ok_or_else(|| unexpected(what)),
+            _ => Err(unexpected(what)),
+        }
+    }
+
+    fn bytes(&self, what: &str) -> Result<Option<&'a [u8]>> {
+        match self {
+            Reply::Nil => Ok(None),
+            Reply::Bulk(b) => Ok(Some(b)),
+            _ => Err(unexpected(what)),
+        }
+    }
+
+    fn is_error(&self) -> bool {
+        match self {
+            Reply::Error => true,
+            Reply::Array(items) => items.iter().any(Reply::is_error),
+            _ => false,
+        }
+    }
+}
+
+fn unexpected(what: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "unexpected reply from Redis for {what}: not neardup format 2 data"
+    ))
+}
+
+/// The data of a stored version (its sketch `None`: stored before sketches were).
+#[derive(Clone, Debug)]
+struct Version {
+    id: Box<str>,
+    ticket: Option<i64>,
+    sketch: Option<Box<[u32]>>,
+}
+
+/// What a check-and-add found near: a version, its distance and data.
+#[derive(Clone, Debug)]
+struct Candidate {
+    reference: u64,
+    fp: u64,
+    distance: u32,
+    version: Version,
+}
+
+/// A verified near-duplicate: its id (as stored), distance and Jaccard similarity.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Found {
+    pub id: String,
+    pub distance: u32,
+    pub similarity: f64,
+}
+
+/// The write a call sent: its ticket (0 until its reply is read), ref, period, and the
+/// version of the id it replaced (known once answered).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Written {
+    pub ticket: i64,
+    pub reference: u64,
+    pub period: i64,
+    pub old: Option<u64>,
+}
+
+/// A call's answer: added or not, the verified near-duplicates (best first), how many
+/// candidates were verified, and the write (`None`: answered by a read alone, nothing written).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub added: bool,
+    pub matches: Vec<Found>,
+    pub candidates: usize,
+    pub written: Option<Written>,
+}
+
+/// Bytes to send and how many replies they bring.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub bytes: Vec<u8>,
+    pub replies: usize,
+}
+
+/// What a call does next.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// Send this and hand the replies to [`Engine::take`].
+    Send(Request),
+    /// The answer.
+    Done(Decision),
+    /// Nothing written: let Python's path run the call (a ref in use, a script the server lost).
+    Fallback,
+    /// An error reply: Python retracts [`Call::written`] (if any) and raises it.
+    Failed,
+    /// Candidates stored without a sketch (`(ref, fingerprint)`): Python computes their
+    /// sketches from their texts and hands them to [`Engine::sketches`].
+    Sketches(Vec<(u64, u64)>),
+}
+
+/// One text to check and add.
+#[derive(Clone, Debug)]
+pub struct Text {
+    pub fp: u64,
+    /// Sorted distinct shingle hashes of the prepared text.
+    pub sketch: Vec<u32>,
+    /// The radius of the check.
+    pub k: u32,
+    /// The live periods, `first..end` (each one's buckets are probed).
+    pub periods: (i64, i64),
+    /// The period the text is stored in, and its expiry (unix seconds, 0: none).
+    pub period: i64,
+    pub expire_at: i64,
+    /// The id as stored, the timestamp as stored (Python's repr), the text (UTF-8).
+    pub id: String,
+    pub timestamp: String,
+    pub text: Vec<u8>,
+    /// The ref of the version it would write (random, drawn by the caller).
+    pub reference: u64,
+}
+
+#[derive(Debug)]
+enum Stage {
+    /// The read of a likely copy: buckets, the data of `prefetch` (`(ref, fp)`), the ring.
+    Check {
+        prefetch: Vec<(u64, u64)>,
+    },
+    /// The write and its buckets.
+    Write,
+    /// The data of candidates not cached (`(ref, fp, distance)`), after `then`.
+    Resolve {
+        near: Vec<(u64, u64, u32)>,
+        then: Then,
+    },
+    /// Waiting for Python's sketches of the candidates stored without one.
+    Sketch {
+        found: Vec<Candidate>,
+        then: Then,
+    },
+    Over,
+}
+
+/// Which step a list of candidates is for.
+#[derive(Clone, Copy, Debug)]
+enum Then {
+    Check,
+    Write,
+}
+
+/// One call's own state between its round trips.
+#[derive(Debug)]
+pub struct Call {
+    text: Text,
+    stage: Stage,
+    written: Option<Written>,
+}
+
+impl Call {
+    /// The write this call sent, if any (what to retract when it fails before answering).
+    pub fn written(&self) -> Option<Written> {
+        self.written
+    }
+}
+
+/// One process's state for one namespace: its cache of versions and the newest records.
+#[derive(Debug)]
+pub struct Engine {
+    keys: Keys,
+    blocks: u32,
+    threshold: f64,
+    size: usize,
+    cache: foldhash::HashMap<u64, Version>,
+    order: VecDeque<u64>,
+    seen_fps: Vec<u64>,
+    seen_refs: Vec<u64>,
+    seen_at: usize,
+    seen_ticket: i64,
+}
+
+impl Engine {
+    /// An engine for `blocks` blocks and the Jaccard `threshold`, keeping up to `cache_size`
+    /// versions' data (>= 1).
+    pub fn new(keys: Keys, blocks: u32, threshold: f64, cache_size: usize) -> Result<Engine> {
+        records::block_cut(blocks)?;
+        if cache_size == 0 {
+            return Err(Error::InvalidArgument(
+                "the one-text engine needs a cache (cache_size >= 1)".into(),
+            ));
+        }
+        let seen = SEEN_SIZE.min(cache_size);
+        Ok(Engine {
+            keys,
+            blocks,
+            threshold,
+            size: cache_size,
+            cache: foldhash::HashMap::default(),
+            order: VecDeque::new(),
+            seen_fps: vec![0; seen],
+            seen_refs: vec![0; seen],
+            seen_at: 0,
+            seen_ticket: 0,
+        })
+    }
+
+    /// Versions whose data are kept.
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cache.is_empty()
+    }
+
+    /// Forget everything (the namespace was cleared).
+    pub fn clear(&mut self) {
+        self.cache.clear();
+        self.order.clear();
+        self.seen_refs.fill(0);
+        self.seen_ticket = 0;
+    }
+
+    /// Drop versions this process retracted or removed (memory only: see the module's note).
+    pub fn forget(&mut self, refs: &[u64]) {
+        for r in refs {
+            self.cache.remove(r);
+        }
+    }
+
+    fn remember(&mut self, reference: u64, version: Version) {
+        if self.cache.insert(reference, version).is_none() {
+            self.order.push_back(reference);
+        }
+        if self.cache.len() > self.size {
+            // (the oldest half goes, as the Python cache does)
+            let drop = self.order.len() / 2;
+            for r in self.order.drain(..drop) {
+                self.cache.remove(&r);
+            }
+        }
+    }
+
+    /// The recent ring's slots up to `ticket` were read: keep their records (16 bytes each,
+    /// fingerprint then ref; ref 0: an empty slot). A ticket below the last one seen: the
+    /// counter started over (the namespace was cleared); reading goes on from there.
+    fn saw(&mut self, ticket: i64, slots: &[u8]) {
+        if ticket > self.seen_ticket && !self.seen_refs.is_empty() {
+            for rec in slots.chunks_exact(RECORD_BYTES) {
+                let r = be_u64(&rec[8..]);
+                if r != 0 {
+                    self.seen_fps[self.seen_at] = be_u64(&rec[..8]);
+                    self.seen_refs[self.seen_at] = r;
+                    self.seen_at = (self.seen_at + 1) % self.seen_refs.len();
+                }
+            }
+        }
+        self.seen_ticket = ticket;
+    }
+
+    /// The recent ring's slots up to `ticket`, read by another path of this process (Python's
+    /// checks), taken as if read here: a read of the counter is the newest one whichever path
+    /// made it (slots read twice are only kept twice: a guess, never an answer).
+    pub fn heard(&mut self, ticket: i64, slots: &[u8]) {
+        self.saw(ticket, slots);
+    }
+
+    /// Start the check-and-add of `text`: the first request.
+    pub fn begin(&mut self, text: Text) -> Result<(Call, Request)> {
+        if text.periods.0 >= text.periods.1 {
+            return Err(Error::InvalidArgument("no live period to probe".into()));
+        }
+        // The guess: a version among the newest of any process is near and, if its data are
+        // kept, passes the threshold; those not kept are read with the check.
+        let mut likely = false;
+        let mut prefetch: Vec<(u64, u64)> = Vec::new();
+        for at in within(&self.seen_fps, text.fp, text.k) {
+            let (r, f) = (self.seen_refs[at as usize], self.seen_fps[at as usize]);
+            if r == 0 || prefetch.iter().any(|&(p, _)| p == r) {
+                continue;
+            }
+            match self.cache.get(&r) {
+                None => prefetch.push((r, f)),
+                Some(v) => {
+                    if let Some(s) = &v.sketch {
+                        likely |= jaccard_sorted(&text.sketch, s) >= self.threshold;
+                    }
+                }
+            }
+        }
+        let mut call = Call {
+            text,
+            stage: Stage::Over,
+            written: None,
+        };
+        let request = if likely || !prefetch.is_empty() {
+            if likely {
+                prefetch.clear();
+            }
+            let request = self.check_request(&call.text, &prefetch)?;
+            call.stage = Stage::Check { prefetch };
+            request
+        } else {
+            self.write_request(&mut call)?
+        };
+        Ok((call, request))
+    }
+
+    /// The next step of `call` from the replies to its last request.
+    pub fn take(&mut self, call: &mut Call, replies: &[Reply<'_>]) -> Result<Step> {
+        match std::mem::replace(&mut call.stage, Stage::Over) {
+            Stage::Check { prefetch } => self.take_check(call, replies, prefetch),
+            Stage::Write => self.take_write(call, replies),
+            Stage::Resolve { near, then } => {
+                if replies.iter().any(Reply::is_error) {
+                    return Ok(Step::Failed);
+                }
+                let mut data = replies.iter();
+                let mut found = Vec::new();
+                for (r, f, d) in near {
+                    let version = match self.cache.get(&r) {
+                        Some(v) => Some(v.clone()),
+                        None => match data.next() {
+                            Some(row) => self.keep(r, row)?,
+                            None => return Err(unexpected("the candidates' data")),
+                        },
+                    };
+                    if let Some(version) = version {
+                        found.push(Candidate {
+                            reference: r,
+                            fp: f,
+                            distance: d,
+                            version,
+                        });
+                    }
+                }
+                self.verify(call, found, then)
+            }
+            Stage::Sketch { .. } | Stage::Over => Err(Error::InvalidArgument(
+                "this call is not waiting for replies".into(),
+            )),
+        }
+    }
+
+    /// Python's sketches (little-endian u32, `None`: the text is gone) of the candidates of
+    /// [`Step::Sketches`], in its order: the next step.
+    pub fn sketches(&mut self, call: &mut Call, sketches: &[Option<Vec<u32>>]) -> Result<Step> {
+        let Stage::Sketch { mut found, then } = std::mem::replace(&mut call.stage, Stage::Over)
+        else {
+            return Err(Error::InvalidArgument(
+                "this call is not waiting for sketches".into(),
+            ));
+        };
+        let mut given = sketches.iter();
+        let mut gone = Vec::new();
+        for c in found.iter_mut().filter(|c| c.version.sketch.is_none()) {
+            match given.next() {
+                Some(Some(s)) => {
+                    c.version.sketch = Some(s.clone().into_boxed_slice());
+                    if let Some(v) = self.cache.get_mut(&c.reference) {
+                        v.sketch = c.version.sketch.clone();
+                    }
+                }
+                Some(None) => gone.push(c.reference),
+                None => return Err(Error::InvalidArgument("a sketch is missing".into())),
+            }
+        }
+        let candidates = found.len();
+        found.retain(|c| !gone.contains(&c.reference));
+        self.finish(call, found, candidates, then)
+    }
+
+    fn take_check(
+        &mut self,
+        call: &mut Call,
+        replies: &[Reply<'_>],
+        prefetch: Vec<(u64, u64)>,
+    ) -> Result<Step> {
+        if replies.len() != prefetch.len() + 2 {
+            return Err(unexpected("a check"));
+        }
+        if replies.iter().any(Reply::is_error) {
+            // (a server that lost its scripts, or worse: Python's path deals with it)
+            return Ok(Step::Fallback);
+        }
+        let ring = replies[replies.len() - 1].items("the recent ring")?;
+        if ring.len() != 2 {
+            return Err(unexpected("the recent ring"));
+        }
+        let slots = ring[1].bytes("the recent ring")?.unwrap_or_default();
+        self.saw(ring[0].int("the recent ring")?, slots);
+        for (&(r, _), row) in prefetch.iter().zip(&replies[1..]) {
+            self.keep(r, row)?;
+        }
+        let read = replies[0].items("the buckets")?;
+        let (horizon, buckets) = read
+            .split_first()
+            .ok_or_else(|| unexpected("the buckets"))?;
+        let near = self.near(&call.text, horizon, buckets)?;
+        self.resolve(call, near, Then::Check)
+    }
+
+    fn take_write(&mut self, call: &mut Call, replies: &[Reply<'_>]) -> Result<Step> {
+        if replies.len() != 2 {
+            return Err(unexpected("a write"));
+        }
+        let out = match &replies[0] {
+            Reply::Error => {
+                // NOSCRIPT: the script did not run, nothing is written (Python loads it and
+                // runs the call); anything else: the script may have run in part.
+                return Ok(Step::Failed);
+            }
+            reply => reply.items("the write")?,
+        };
+        let ticket = out
+            .first()
+            .ok_or_else(|| unexpected("the write"))?
+            .int("the write")?;
+        if ticket < 0 {
+            // (its random ref is another version's, p ~ 2**-64: nothing was written)
+            call.written = None;
+            return Ok(Step::Fallback);
+        }
+        if out.len() < 3 {
+            return Err(unexpected("the write"));
+        }
+        let own = call.text.reference;
+        let old = out[1].bytes("the write")?.map(be_u64).filter(|&o| o != own);
+        call.written = Some(Written {
+            ticket,
+            reference: own,
+            period: call.text.period,
+            old,
+        });
+        if replies[1].is_error() {
+            return Ok(Step::Failed);
+        }
+        if let Some(slots) = out.get(3) {
+            self.saw(ticket, slots.bytes("the recent ring")?.unwrap_or_default());
+        }
+        let buckets = replies[1].items("the buckets")?;
+        let mut near = self.near(&call.text, &out[2], buckets)?;
+        near.retain(|&(r, _, _)| r != own);
+        self.resolve(call, near, Then::Write)
+    }
+
+    /// The records within the call's radius in `buckets` (the probe keys' replies, period by
+    /// period) of the periods not dropped by `horizon`.
+    fn near(
+        &self,
+        text: &Text,
+        horizon: &Reply<'_>,
+        buckets: &[Reply<'_>],
+    ) -> Result<Vec<(u64, u64, u32)>> {
+        let (first, end) = text.periods;
+        let periods = (end - first) as usize;
+        if periods == 0 || !buckets.len().is_multiple_of(periods) {
+            return Err(unexpected("the buckets"));
+        }
+        if buckets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let each = buckets.len() / periods;
+        let hz = match horizon {
+            Reply::Nil => i64::MIN,
+            h => h.int("the horizon")?,
+        };
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(buckets.len());
+        for (q, group) in (first..end).zip(buckets.chunks(each)) {
+            if q < hz {
+                continue;
+            }
+            for b in group {
+                if let Some(blob) = b.bytes("a bucket")? {
+                    parts.push(blob);
+                }
+            }
+        }
+        near_records_in(parts, text.fp, text.k)
+    }
+
+    /// A version's data from its `HMGET` row (`i p q h`), kept; `None` if its data are gone.
+    fn keep(&mut self, reference: u64, row: &Reply<'_>) -> Result<Option<Version>> {
+        let row = row.items("a version's data")?;
+        if row.len() != FIELDS.len() {
+            return Err(unexpected("a version's data"));
+        }
+        let Some(id) = row[0].bytes("an id")? else {
+            return Ok(None);
+        };
+        let id = std::str::from_utf8(id).map_err(|_| unexpected("an id"))?;
+        let ticket = match row[2] {
+            Reply::Nil => None,
+            ref q => Some(q.int("a ticket")?),
+        };
+        let sketch = match row[3].bytes("a sketch")? {
+            Some(raw) => Some(records::sketch_from_le(raw)?.into_boxed_slice()),
+            None => None,
+        };
+        let version = Version {
+            id: id.into(),
+            ticket,
+            sketch,
+        };
+        self.remember(reference, version.clone());
+        Ok(Some(version))
+    }
+
+    /// The candidates' data from the cache, or a request for those not kept.
+    fn resolve(&mut self, call: &mut Call, near: Vec<(u64, u64, u32)>, then: Then) -> Result<Step> {
+        let misses: Vec<u64> = near
+            .iter()
+            .map(|&(r, _, _)| r)
+            .filter(|r| !self.cache.contains_key(r))
+            .collect();
+        if !misses.is_empty() {
+            let mut bytes = Vec::with_capacity(misses.len() * 80);
+            for &r in &misses {
+                push_array_header(&mut bytes, 2 + FIELDS.len());
+                push_bulk(&mut bytes, b"HMGET");
+                push_bulk(&mut bytes, self.data_key(r).as_bytes());
+                for f in FIELDS {
+                    push_bulk(&mut bytes, f);
+                }
+            }
+            call.stage = Stage::Resolve { near, then };
+            return Ok(Step::Send(Request {
+                bytes,
+                replies: misses.len(),
+            }));
+        }
+        let found = near
+            .into_iter()
+            .filter_map(|(r, f, d)| {
+                self.cache.get(&r).map(|v| Candidate {
+                    reference: r,
+                    fp: f,
+                    distance: d,
+                    version: v.clone(),
+                })
+            })
+            .collect();
+        self.verify(call, found, then)
+    }
+
+    /// After a write, the candidates written before it (smaller ticket); then, unless some
+    /// need Python's sketches, the decision.
+    fn verify(&mut self, call: &mut Call, mut found: Vec<Candidate>, then: Then) -> Result<Step> {
+        if let (Then::Write, Some(w)) = (then, call.written) {
+            // (a version with a larger ticket was written after this one: its writer sees
+            // this one; one without a ticket sorts after every ticketed one)
+            found.retain(|c| c.version.ticket.is_some_and(|q| q < w.ticket));
+        }
+        let lacking: Vec<(u64, u64)> = found
+            .iter()
+            .filter(|c| c.version.sketch.is_none())
+            .map(|c| (c.reference, c.fp))
+            .collect();
+        if !lacking.is_empty() {
+            call.stage = Stage::Sketch { found, then };
+            return Ok(Step::Sketches(lacking));
+        }
+        let candidates = found.len();
+        self.finish(call, found, candidates, then)
+    }
+
+    /// The decision, or after a check that found no copy after all, the write.
+    fn finish(
+        &mut self,
+        call: &mut Call,
+        found: Vec<Candidate>,
+        candidates: usize,
+        then: Then,
+    ) -> Result<Step> {
+        Ok(match self.decide(call, found, candidates, then) {
+            d if matches!(then, Then::Check) && d.matches.is_empty() => {
+                Step::Send(self.write_request(call)?)
+            }
+            d => Step::Done(d),
+        })
+    }
+
+    /// The verified matches among `found` (nearest first, then by ticket and ref; best
+    /// first once verified) and the answer they give.
+    fn decide(
+        &mut self,
+        call: &mut Call,
+        mut found: Vec<Candidate>,
+        candidates: usize,
+        then: Then,
+    ) -> Decision {
+        found.sort_by_key(|c| {
+            (
+                c.distance,
+                c.version
+                    .ticket
+                    .map_or(i128::from(u64::MAX) + 1, i128::from),
+                c.reference,
+            )
+        });
+        let mut matches: Vec<Found> = found
+            .iter()
+            .filter_map(|c| {
+                let s = jaccard_sorted(&call.text.sketch, c.version.sketch.as_deref()?);
+                (s >= self.threshold).then(|| Found {
+                    id: c.version.id.to_string(),
+                    distance: c.distance,
+                    similarity: s,
+                })
+            })
+            .collect();
+        matches.sort_by(|a, b| {
+            b.similarity
+                .total_cmp(&a.similarity)
+                .then(a.distance.cmp(&b.distance))
+        });
+        let added = matches.is_empty() && matches!(then, Then::Write);
+        if added {
+            if let Some(w) = call.written {
+                let own = Version {
+                    id: call.text.id.as_str().into(),
+                    ticket: Some(w.ticket),
+                    sketch: Some(call.text.sketch.clone().into_boxed_slice()),
+                };
+                self.remember(w.reference, own);
+            }
+        }
+        Decision {
+            added,
+            matches,
+            candidates,
+            written: if matches!(then, Then::Write) {
+                call.written
+            } else {
+                None
+            },
+        }
+    }
+
+    fn data_key(&self, reference: u64) -> String {
+        format!("{}{reference:016x}", self.keys.data_prefix)
+    }
+
+    fn prefixes(&self, text: &Text) -> Vec<String> {
+        (text.periods.0..text.periods.1)
+            .map(|q| format!("{}{q}:", self.keys.bucket_prefix))
+            .collect()
+    }
+
+    /// `MGET <horizon> <probe buckets...>`, the data of `prefetch`, and the ring's new slots.
+    fn check_request(&self, text: &Text, prefetch: &[(u64, u64)]) -> Result<Request> {
+        let prefixes = self.prefixes(text);
+        let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+        let mut bytes = probe_mget(
+            &[self.keys.horizon.as_str()],
+            &prefixes,
+            text.fp,
+            self.blocks,
+            text.k,
+        )?;
+        for &(r, _) in prefetch {
+            push_array_header(&mut bytes, 2 + FIELDS.len());
+            push_bulk(&mut bytes, b"HMGET");
+            push_bulk(&mut bytes, self.data_key(r).as_bytes());
+            for f in FIELDS {
+                push_bulk(&mut bytes, f);
+            }
+        }
+        push_array_header(&mut bytes, 6);
+        for arg in [
+            b"EVALSHA".as_slice(),
+            self.keys.recent_sha.as_bytes(),
+            b"2",
+            self.keys.seq.as_bytes(),
+            self.keys.recent.as_bytes(),
+            self.seen_ticket.to_string().as_bytes(),
+        ] {
+            push_bulk(&mut bytes, arg);
+        }
+        Ok(Request {
+            bytes,
+            replies: prefetch.len() + 2,
+        })
+    }
+
+    /// The write script for the call's text, then `MGET <probe buckets...>`; from here on
+    /// the call has written.
+    fn write_request(&mut self, call: &mut Call) -> Result<Request> {
+        let t = &call.text;
+        let k = &self.keys;
+        let own_prefix = format!("{}{}:", k.bucket_prefix, t.period);
+        let own = records::bucket_keys(&own_prefix, t.fp, self.blocks)?;
+        let ref8 = t.reference.to_be_bytes();
+        let record: Vec<u8> = [t.fp.to_be_bytes(), ref8].concat();
+        let sketch: Vec<u8> = t.sketch.iter().flat_map(|h| h.to_le_bytes()).collect();
+        let (period, fp_hex) = (t.period.to_string(), format!("{:016x}", t.fp));
+        let count_key = format!("{}{}", k.count_prefix, t.period);
+        let id_key = format!("{}{}", k.id_prefix, t.id);
+        let data_key = self.data_key(t.reference);
+        let (n_keys, expire, seen) = (
+            (6 + own.len()).to_string(),
+            t.expire_at.to_string(),
+            self.seen_ticket.to_string(),
+        );
+        let mut args: Vec<&[u8]> = vec![
+            b"EVALSHA",
+            k.write_sha.as_bytes(),
+            n_keys.as_bytes(),
+            k.seq.as_bytes(),
+            count_key.as_bytes(),
+            id_key.as_bytes(),
+            k.horizon.as_bytes(),
+            data_key.as_bytes(),
+            k.recent.as_bytes(),
+        ];
+        args.extend(own.iter().map(|s| s.as_bytes()));
+        args.extend([record.as_slice(), &ref8, expire.as_bytes(), seen.as_bytes()]);
+        let fields: [&[u8]; 12] = [
+            b"i",
+            t.id.as_bytes(),
+            b"f",
+            fp_hex.as_bytes(),
+            b"t",
+            t.timestamp.as_bytes(),
+            b"p",
+            period.as_bytes(),
+            b"x",
+            &t.text,
+            b"h",
+            &sketch,
+        ];
+        args.extend(fields);
+        let mut bytes = Vec::with_capacity(args.iter().map(|a| a.len() + 16).sum::<usize>() + 4096);
+        push_array_header(&mut bytes, args.len());
+        for a in &args {
+            push_bulk(&mut bytes, a);
+        }
+        let prefixes = self.prefixes(t);
+        let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+        bytes.extend(probe_mget(&[], &prefixes, t.fp, self.blocks, t.k)?);
+        call.written = Some(Written {
+            ticket: 0,
+            reference: t.reference,
+            period: t.period,
+            old: None,
+        });
+        call.stage = Stage::Write;
+        Ok(Request { bytes, replies: 2 })
+    }
+}
+
+fn be_u64(b: &[u8]) -> u64 {
+    b.iter().take(8).fold(0u64, |v, &x| v << 8 | u64::from(x))
+}
+
+#[cfg(test)]
+mod tests;
