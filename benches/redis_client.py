@@ -7,7 +7,8 @@ the machine's noise out of one side of the question or the other:
 
 ``--logic``: the check-and-adds of one process (``RedisDeduplicator.check_and_add``, the
 default policy) are run once against a real redis-server, with their refs drawn from a seeded
-generator, and every round trip's replies are recorded. Then the same calls run again with the
+generator, and every round trip's replies are recorded (the bytes received, for the core's
+one-text engine, which parses them itself). Then the same calls run again with the
 same refs against the recorded replies (nothing is sent): the client CPU per call without the
 kernel and the server, best of ``--repeat``. Each replay is checked to make the same round
 trips and the same decisions.
@@ -35,18 +36,32 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import redis_backend as rb  # noqa: E402
 
 
+def _replies_in(raw: bytes) -> int:
+    """How many replies the bytes ``raw`` hold."""
+    from hiredis import Reader
+
+    reader = Reader()
+    reader.feed(raw)
+    n = 0
+    while reader.gets() is not False:
+        n += 1
+    return n
+
+
 def _record(
     url: str, docs: list[str]
 ) -> tuple[list[bool], list[Any], list[list[tuple[bytes, int]]]]:
     """One process's check-and-adds of ``docs`` (refs seeded): the decisions, the replies of
-    each round trip and, per document, each of its round trips' request (packed) and number
-    of commands."""
+    each round trip (parsed, or the bytes received for the core's engine, which parses
+    them) and, per document, each of its round trips' request (packed) and number of
+    commands."""
     from neardup.backends import redis_format, redis_link
     from neardup.backends.redis import RedisDeduplicator
 
     replies: list[Any] = []
     requests: list[list[tuple[bytes, int]]] = []
     real = redis_link.ServerLink.roundtrip_packed
+    real_exchange = redis_link.ServerLink.exchange
 
     def recording(self: Any, packed: bytes, n: int) -> list[Any]:
         out = real(self, packed, n)
@@ -55,8 +70,23 @@ def _record(
             requests[-1].append((packed, n))
         return out
 
+    def exchanging(self: Any, packed: bytes, feed: Any, rewind: Any) -> Any:
+        chunks: list[bytes] = []
+
+        def kept(chunk: bytes) -> Any:
+            chunks.append(chunk)
+            return feed(chunk)
+
+        out = real_exchange(self, packed, kept, rewind)
+        raw = b"".join(chunks)
+        replies.append(raw)
+        if requests:
+            requests[-1].append((packed, _replies_in(raw)))
+        return out
+
     redis_format._refs.seed(1)
     redis_link.ServerLink.roundtrip_packed = recording  # type: ignore[method-assign]
+    redis_link.ServerLink.exchange = exchanging  # type: ignore[method-assign]
     try:
         d = RedisDeduplicator.from_url(url, namespace="record")
         decisions = []
@@ -65,6 +95,7 @@ def _record(
             decisions.append(d.check_and_add(i, t)[0])
     finally:
         redis_link.ServerLink.roundtrip_packed = real  # type: ignore[method-assign]
+        redis_link.ServerLink.exchange = real_exchange  # type: ignore[method-assign]
     return decisions, replies, requests
 
 
@@ -86,7 +117,13 @@ def logic(docs: list[str], repeat: int) -> None:
         at[0] += 1
         return out
 
+    def replay_exchange(self: Any, packed: bytes, feed: Any, rewind: Any) -> Any:
+        out = feed(replies[at[0]])
+        at[0] += 1
+        return out
+
     redis_link.ServerLink.roundtrip_packed = replay  # type: ignore[method-assign]
+    redis_link.ServerLink.exchange = replay_exchange  # type: ignore[method-assign]
     best = float("inf")
     for _ in range(repeat):
         redis_format._refs.seed(1)

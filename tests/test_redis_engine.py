@@ -38,7 +38,7 @@ def _texts(rng: random.Random) -> list[str]:
     return out
 
 
-def _run(url: str, ns: str, core: bool) -> tuple[list[Any], list[tuple[bytes, int]]]:
+def _run(url: str, ns: str, core: bool, cache_size: int) -> tuple[list[Any], list[bytes]]:
     """Process A adds texts, then B check-and-adds a mix against them and its own: B's
     answers and the requests it sent (refs and timestamps fixed)."""
     rng = random.Random(21)
@@ -53,16 +53,21 @@ def _run(url: str, ns: str, core: bool) -> tuple[list[Any], list[tuple[bytes, in
         at[0], at[1] = n, 0
 
     a = RedisDeduplicator.from_url(url, namespace=ns)
-    b = RedisDeduplicator.from_url(url, namespace=ns)
+    b = RedisDeduplicator.from_url(url, namespace=ns, cache_size=cache_size)
     if not core:
         b.index._engine = None
-    sent: list[tuple[bytes, int]] = []
-    real = redis_link.ServerLink.roundtrip_packed
+    sent: list[bytes] = []
+    real, real_exchange = redis_link.ServerLink.roundtrip_packed, redis_link.ServerLink.exchange
 
     def recording(link: Any, packed: bytes, n: int) -> list[Any]:
         if link is b.index._link:
-            sent.append((packed, n))
+            sent.append(packed)
         return real(link, packed, n)
+
+    def exchanging(link: Any, packed: bytes, feed: Any, rewind: Any) -> Any:
+        if link is b.index._link:
+            sent.append(packed)
+        return real_exchange(link, packed, feed, rewind)
 
     got = []
     with pytest.MonkeyPatch.context() as m:
@@ -73,6 +78,7 @@ def _run(url: str, ns: str, core: bool) -> tuple[list[Any], list[tuple[bytes, in
             a.check_and_add(f"a{j}", _words(rng, 50), timestamp=100.0 + j)
         texts = _texts(rng)
         m.setattr(redis_link.ServerLink, "roundtrip_packed", recording)
+        m.setattr(redis_link.ServerLink, "exchange", exchanging)
         for j, t in enumerate(texts):
             call(j + 1)
             got.append(b.check_and_add(j, t, timestamp=200.0 + j))
@@ -88,14 +94,19 @@ def _run(url: str, ns: str, core: bool) -> tuple[list[Any], list[tuple[bytes, in
     return got, sent
 
 
-def test_the_engine_sends_python_s_requests_and_gives_its_answers(redis_url: str) -> None:
+@pytest.mark.parametrize("cache_size", [65_536, 6])
+def test_the_engine_sends_python_s_requests_and_gives_its_answers(
+    redis_url: str, cache_size: int
+) -> None:
+    """(With a cache of 6 versions, most calls evict: candidates read again, in pieces.)"""
     ns = fresh_ns()
-    got, sent = _run(redis_url, ns, core=True)
-    want, expected = _run(redis_url, ns, core=False)
+    got, sent = _run(redis_url, ns, True, cache_size)
+    want, expected = _run(redis_url, ns, False, cache_size)
     assert got == want
     assert [ok for ok, _ in got].count(False) >= 10  # (the copies: some guessed, some not)
     # (every kind of request: writes, reads of a likely copy, reads of candidates' data)
-    kinds = {packed.split(b"\r\n")[2] for packed, _ in sent}
+    assert sent
+    kinds = {packed.split(b"\r\n")[2] for packed in sent}
     assert kinds == {b"EVALSHA", b"MGET", b"HMGET"}
     assert len(sent) == len(expected)
     for j, (mine, python) in enumerate(zip(sent, expected)):
@@ -120,29 +131,50 @@ def test_versions_stored_without_a_sketch_are_verified_from_their_texts(
     d = RedisDeduplicator.from_url(redis_url, namespace=ns)
     plain = RedisDeduplicator.from_url(redis_url, namespace=ns, cache_size=0)
     assert d.index._engine is not None and plain.index._engine is None
+    # (two old versions near one text: both asked for, nearest first)
+    twin = bases[0].replace(bases[0].split()[7], "www", 1)
+    norm, fp, _ = old._prepare_one(twin)
+    old.index._write_many([old.index._prepare(9, fp, None, {"x": _utf8(twin)}, None)])
     copies = [b.replace(b.split()[2], "qqq", 1) for b in bases]
     want = [plain.check(t) for t in copies]
     got = [d.check_and_add(100 + j, t) for j, t in enumerate(copies)]
-    assert got == [(False, w) for w in want] and all(len(w) == 1 for w in want)
-    assert [m[0].id for _, m in got] == list(range(5))
-    assert len(d) == 5  # (nothing of the copies stays)
+    assert got == [(False, w) for w in want]
+    assert [len(w) for w in want] == [2, 1, 1, 1, 1]
+    assert [m[0].id for _, m in got][1:] == list(range(1, 5))
+    assert {m.id for m in got[0][1]} == {0, 9}
+    assert len(d) == 6  # (nothing of the copies stays)
     d.index.clear()
 
 
 def test_a_server_that_lost_its_scripts_gets_them_again(redis_url: str) -> None:
     """After SCRIPT FLUSH the engine's write is answered NOSCRIPT (nothing written): Python's
-    path loads the script and runs the call; the next calls are the engine's again."""
+    path loads the script and runs the call; the engine's next call that reads the recent
+    ring meets the other lost script, and Python's path loads that one; then the calls are the
+    engine's again."""
     rng = random.Random(23)
     ns = fresh_ns()
     d = RedisDeduplicator.from_url(redis_url, namespace=ns)
     admin = redis.Redis.from_url(redis_url)
     first, second, third = (_words(rng, 40) for _ in range(3))
-    assert d.check_and_add(1, first) == (True, [])
-    admin.script_flush()
-    assert d.check_and_add(2, second) == (True, [])
-    assert d.check_and_add(3, third) == (True, [])
-    ok, matches = d.check_and_add(4, second)
-    assert not ok and [m.id for m in matches] == [2]
+    here: list[str] = []
+    real = RedisDeduplicator._check_and_add_here
+
+    def noted(self: RedisDeduplicator, id: Any, text: str, ts: Any) -> Any:
+        here.append(id)
+        return real(self, id, text, ts)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(RedisDeduplicator, "_check_and_add_here", noted)
+        assert d.check_and_add(1, first) == (True, [])
+        admin.script_flush()
+        assert d.check_and_add(2, second) == (True, [])  # (the write: NOSCRIPT)
+        assert here == [2]
+        assert d.check_and_add(3, third) == (True, [])
+        ok, matches = d.check_and_add(4, second)  # (its guess's check: the ring's NOSCRIPT)
+        assert here == [2, 4]
+        assert not ok and [m.id for m in matches] == [2]
+        ok, matches = d.check_and_add(5, second)
+        assert here == [2, 4] and not ok and [m.id for m in matches] == [2]
     assert len(d) == 3 and int(admin.get("{" + ns + "}:seq")) == 3
     d.index.clear()
 

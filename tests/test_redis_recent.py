@@ -40,12 +40,18 @@ class _RoundTrips:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.n = 0
         real = redis_link._Socket.roundtrip
+        real_exchange = redis_link._Socket.exchange
 
         def counted(sock: Any, packed: bytes, n: int) -> list[Any]:
             self.n += 1
             return real(sock, packed, n)
 
+        def exchanged(sock: Any, packed: bytes, feed: Any) -> Any:  # (the core's engine)
+            self.n += 1
+            return real_exchange(sock, packed, feed)
+
         monkeypatch.setattr(redis_link._Socket, "roundtrip", counted)
+        monkeypatch.setattr(redis_link._Socket, "exchange", exchanged)
 
 
 def _two_processes(url: str) -> tuple[str, Any, RedisDeduplicator, RedisDeduplicator]:

@@ -179,10 +179,10 @@ def test_an_error_between_the_write_and_the_decision_retracts_the_write(
     d = RedisDeduplicator.from_url(any_url, namespace=fresh_ns())
     assert d.check_and_add("a", a) == (True, [])
     write_sha = d.index._write_script.sha.encode()
-    real = d.index._link.roundtrip_packed
+    real = d.index._link.exchange
 
-    def lost(packed: bytes, n: int) -> list[Any]:
-        out = real(packed, n)  # (the server ran the write; its reply is lost)
+    def lost(packed: bytes, feed: Any, rewind: Any) -> Any:
+        out = real(packed, feed, rewind)  # (the server ran the write; its reply is lost)
         if write_sha in packed:
             raise RuntimeError("injected")
         return out
@@ -192,7 +192,7 @@ def test_an_error_between_the_write_and_the_decision_retracts_the_write(
         with pytest.raises(RuntimeError, match="injected"):
             d.check_and_add_many(["x", "a"], [b, b])
         if not d.index.cluster:  # (the core's engine decides one text on one server)
-            m.setattr(d.index._link, "roundtrip_packed", lost)
+            m.setattr(d.index._link, "exchange", lost)
         with pytest.raises(RuntimeError, match="injected"):
             d.check_and_add("a", b)
     assert d.get("a") == a and len(d) == 1 and d.check(b) == [] and "x" not in d

@@ -2,14 +2,14 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use pyo3::exceptions::{PyBaseException, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyInt, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyTuple};
 
 use crate::errors::to_py;
 use crate::verify::{array, slice};
 use neardup_core::records::sketch_from_le;
-use neardup_core::redis_call::{Call, Decision, Engine, Keys, Reply, Request, Step, Text, Written};
+use neardup_core::redis_call::{Call, Decision, Engine, Keys, Request, Step, Text, Written};
 
 /// A write as Python sees it: ticket, ref, period, the old ref it replaced.
 type WrittenTuple = (i64, u64, i64, Option<u64>);
@@ -35,64 +35,23 @@ impl TextCall {
             .and_then(Call::written)
             .map(written))
     }
+
+    /// Forget what was received of the replies to the last request (sent again).
+    fn rewind(&self) -> PyResult<()> {
+        if let Some(c) = lock(&self.inner)?.as_mut() {
+            c.rewind();
+        }
+        Ok(())
+    }
 }
 
 fn written(w: Written) -> WrittenTuple {
     (w.ticket, w.reference, w.period, w.old)
 }
 
-/// A reply as hiredis parsed it, with the bytes objects it holds kept in `keep` (read as
-/// slices afterwards: nothing copied).
-enum Parsed {
-    Nil,
-    Int(i64),
-    Bytes(usize),
-    Array(Vec<Parsed>),
-    Error,
-}
-
-fn parse<'py>(obj: &Bound<'py, PyAny>, keep: &mut Vec<Bound<'py, PyBytes>>) -> PyResult<Parsed> {
-    if obj.is_none() {
-        return Ok(Parsed::Nil);
-    }
-    if let Ok(b) = obj.cast::<PyBytes>() {
-        keep.push(b.clone());
-        return Ok(Parsed::Bytes(keep.len() - 1));
-    }
-    if let Ok(items) = obj.cast::<PyList>() {
-        return items
-            .iter()
-            .map(|x| parse(&x, keep))
-            .collect::<PyResult<_>>()
-            .map(Parsed::Array);
-    }
-    if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
-        return Ok(Parsed::Int(obj.extract()?));
-    }
-    if obj.is_instance_of::<PyBaseException>() {
-        return Ok(Parsed::Error);
-    }
-    Err(PyTypeError::new_err(format!(
-        "a Redis reply must be bytes, int, None, a list or an error, got {}",
-        obj.get_type().name()?
-    )))
-}
-
-fn view<'a>(p: &Parsed, keep: &'a [Bound<'_, PyBytes>]) -> Reply<'a> {
-    match p {
-        Parsed::Nil => Reply::Nil,
-        Parsed::Int(n) => Reply::Int(*n),
-        Parsed::Bytes(i) => Reply::Bulk(keep[*i].as_bytes()),
-        Parsed::Array(items) => Reply::Array(items.iter().map(|x| view(x, keep)).collect()),
-        Parsed::Error => Reply::Error,
-    }
-}
-
 fn step_to_py<'py>(py: Python<'py>, step: Step) -> PyResult<Bound<'py, PyTuple>> {
     match step {
-        Step::Send(Request { bytes, replies }) => {
-            ("send", PyBytes::new(py, &bytes), replies).into_pyobject(py)
-        }
+        Step::Send(Request { bytes, .. }) => ("send", PyBytes::new(py, &bytes)).into_pyobject(py),
         Step::Done(Decision {
             added,
             matches,
@@ -106,7 +65,7 @@ fn step_to_py<'py>(py: Python<'py>, step: Step) -> PyResult<Bound<'py, PyTuple>>
             ("done", added, matches, candidates, w.map(written)).into_pyobject(py)
         }
         Step::Fallback => ("fallback",).into_pyobject(py),
-        Step::Failed => ("failed",).into_pyobject(py),
+        Step::Failed(message) => ("failed", message).into_pyobject(py),
         Step::Sketches(refs) => ("sketches", refs).into_pyobject(py),
     }
 }
@@ -141,7 +100,7 @@ impl TextEngine {
         })
     }
 
-    /// Start a check-and-add: ``(call, request bytes, replies expected)``.
+    /// Start a check-and-add: ``(call, request bytes)``.
     #[allow(clippy::too_many_arguments)]
     fn begin<'py>(
         &self,
@@ -156,7 +115,7 @@ impl TextEngine {
         timestamp: String,
         text: &[u8],
         reference: u64,
-    ) -> PyResult<(TextCall, Bound<'py, PyBytes>, usize)> {
+    ) -> PyResult<(TextCall, Bound<'py, PyBytes>)> {
         let sketch = array::<u32>(sketch, "sketch", "uint32")?;
         let t = Text {
             fp,
@@ -174,31 +133,26 @@ impl TextEngine {
         let call = TextCall {
             inner: Mutex::new(Some(call)),
         };
-        Ok((call, PyBytes::new(py, &req.bytes), req.replies))
+        Ok((call, PyBytes::new(py, &req.bytes)))
     }
 
-    /// The next step of ``call`` from the replies (as hiredis parsed them, error replies as
-    /// exception objects): ``("send", bytes, n)``, ``("done", added, [(id, distance,
-    /// similarity)], candidates, written or None)``, ``("fallback",)``, ``("failed",)`` or
-    /// ``("sketches", [(ref, fp)])``.
-    fn take<'py>(
+    /// Bytes received after the call's last request: None until every reply to it is here,
+    /// then the next step: ``("send", bytes)``, ``("done", added, [(id, distance,
+    /// similarity)], candidates, written or None)``, ``("fallback",)``, ``("failed",
+    /// message)`` or ``("sketches", [(ref, fp)])``. ``ValueError``: not a reply we expect
+    /// (the connection is out of step).
+    fn feed<'py>(
         &self,
         py: Python<'py>,
         call: &TextCall,
-        replies: &Bound<'py, PyList>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let mut keep = Vec::new();
-        let parsed: Vec<Parsed> = replies
-            .iter()
-            .map(|r| parse(&r, &mut keep))
-            .collect::<PyResult<_>>()?;
-        let views: Vec<Reply<'_>> = parsed.iter().map(|p| view(p, &keep)).collect();
+        chunk: &[u8],
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let mut c = lock(&call.inner)?;
         let c = c
             .as_mut()
             .ok_or_else(|| PyValueError::new_err("this call is over"))?;
-        let step = lock(&self.inner)?.take(c, &views).map_err(to_py)?;
-        step_to_py(py, step)
+        let step = lock(&self.inner)?.feed(c, chunk).map_err(to_py)?;
+        step.map(|s| step_to_py(py, s)).transpose()
     }
 
     /// The sketches (little-endian uint32 bytes, None: the text is gone) of the candidates

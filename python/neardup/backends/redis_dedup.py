@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from neardup._core import (
     _sketch_many,
     _TextEngine,
 )
-from neardup.backends.redis_connect import Client, connect, redact
+from neardup.backends.redis_connect import Client, connect, redact, redis_py
 from neardup.backends.redis_format import (
     _check_k,
     _dec_id,
@@ -29,7 +30,6 @@ from neardup.backends.redis_format import (
     new_ref,
 )
 from neardup.backends.redis_index import DEFAULT_CACHE_SIZE, RedisIndex, _Gone
-from neardup.backends.redis_link import _no_script
 from neardup.backends.redis_single import check_add_in_script
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
 from neardup.textstore import Id, check_id
@@ -67,19 +67,6 @@ def _utf8(text: str) -> bytes:
 def _unicode(raw: bytes) -> str:
     """A stored text (see :func:`_utf8`)."""
     return raw.decode("utf-8", "surrogatepass")
-
-
-def _error_in(replies: list[Any]) -> BaseException:
-    """The first error reply in ``replies`` (nested in arrays too)."""
-    for r in replies:
-        if isinstance(r, BaseException):
-            return r
-        if isinstance(r, list):
-            try:
-                return _error_in(r)
-            except LookupError:
-                continue
-    raise LookupError("no error reply")
 
 
 class RedisDeduplicator(Closing):
@@ -356,7 +343,7 @@ class RedisDeduplicator(Closing):
         ts = time.time() if timestamp is None else float(timestamp)
         p = index._store_period(ts)
         live = index._live_periods()
-        call, packed, n = engine.begin(
+        call, packed = engine.begin(
             fp,
             h,
             self._radius(norm, None),
@@ -369,30 +356,28 @@ class RedisDeduplicator(Closing):
             new_ref(),
         )
         link = index._link
+        feed = partial(engine.feed, call)
         try:
             while True:
-                replies = link.roundtrip_packed(packed, n)
-                step = engine.take(call, replies)
+                step = link.exchange(packed, feed, call.rewind)
                 if step[0] == "sketches":
                     step = engine.sketches(call, self._sketches_of(step[1]))
                 if step[0] == "send":
-                    packed, n = step[1], step[2]
+                    packed = step[1]
                     continue
+                if step[0] == "failed":
+                    raise redis_py.exceptions.ResponseError(step[1])
                 if step[0] == "done":
-                    break
-                if step[0] == "failed" and _no_script(replies[0]) and len(replies) == 2:
-                    # (the write script did not run: the server lost it)
-                    index.client.script_load(index._write_script.script)
-                elif step[0] == "failed":
-                    raise _error_in(replies)
-                return self._check_and_add_here(id, text, timestamp)
+                    _, added, found, candidates, w = step
+                    matches = [Match(_dec_id(i), d, s) for i, d, s in found]
+                break
         except BaseException as e:
             w = call.written()
             if w is not None:
                 index._abandon([(idenc, fp, _Written(w[0], w[1], w[2]))], e)
             raise
-        _, added, found, candidates, w = step
-        matches = [Match(_dec_id(i), d, s) for i, d, s in found]
+        if step[0] == "fallback":  # (nothing written; a lost script: loaded again there)
+            return self._check_and_add_here(id, text, timestamp)
         if w is None:  # (a copy found by a read: nothing written)
             self._counters["checks"] += 1
             self._counters["candidates"] += candidates

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from neardup._core import _pack_commands
@@ -72,6 +72,19 @@ class _Socket:
             replies.append(reply)
         return replies
 
+    def exchange(self, packed: bytes, feed: Callable[[bytes], Any]) -> Any:
+        """Send ``packed``, then hand what arrives to ``feed`` until it returns something
+        other than None (the replies are parsed there: the core's one-text engine)."""
+        sock = self.sock
+        sock.sendall(packed)
+        while True:
+            chunk = sock.recv(_READ_SIZE)
+            if not chunk:
+                raise redis_py.exceptions.ConnectionError("the server closed the connection")
+            out = feed(chunk)
+            if out is not None:
+                return out
+
 
 def _no_script(reply: Any) -> bool:
     return isinstance(reply, redis_py.exceptions.ResponseError) and str(reply).startswith(
@@ -124,6 +137,28 @@ class ServerLink:
                     if isinstance(e, TimeoutError):
                         raise redis_py.exceptions.TimeoutError(str(e)) from e
                     raise redis_py.exceptions.ConnectionError(str(e)) from e
+            except BaseException:
+                self._drop()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def exchange(
+        self, packed: bytes, feed: Callable[[bytes], Any], rewind: Callable[[], None]
+    ) -> Any:
+        """:meth:`roundtrip_packed` whose replies ``feed`` parses (:meth:`_Socket.exchange`);
+        ``rewind`` before the request is sent again on a new connection. A reply ``feed``
+        cannot parse (``ValueError``) closes the connection: it is out of step."""
+        for attempt in (0, 1):
+            s = self._socket()
+            try:
+                return s.exchange(packed, feed)
+            except (OSError, redis_py.exceptions.ConnectionError) as e:
+                self._drop()
+                if attempt:
+                    if isinstance(e, TimeoutError):
+                        raise redis_py.exceptions.TimeoutError(str(e)) from e
+                    raise redis_py.exceptions.ConnectionError(str(e)) from e
+                rewind()
             except BaseException:
                 self._drop()
                 raise

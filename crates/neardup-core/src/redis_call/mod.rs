@@ -27,6 +27,11 @@ use crate::verify::jaccard_sorted;
 use crate::{Error, Result};
 use std::collections::VecDeque;
 
+pub mod resp;
+
+/// The most periods a call probes (a retention of more is refused by `RedisIndex` long before).
+const MAX_PERIODS: i64 = 4096;
+
 /// Records of the newest versions of any process kept for the guess (twice the server's ring).
 pub const SEEN_SIZE: usize = 4096;
 
@@ -54,7 +59,8 @@ pub enum Reply<'a> {
     Int(i64),
     Bulk(&'a [u8]),
     Array(Vec<Reply<'a>>),
-    Error,
+    /// An error reply: its message.
+    Error(&'a [u8]),
 }
 
 impl<'a> Reply<'a> {
@@ -84,11 +90,12 @@ impl<'a> Reply<'a> {
         }
     }
 
-    fn is_error(&self) -> bool {
+    /// The first error reply in this one (in arrays too).
+    fn error(&self) -> Option<&'a [u8]> {
         match self {
-            Reply::Error => true,
-            Reply::Array(items) => items.iter().any(Reply::is_error),
-            _ => false,
+            Reply::Error(m) => Some(m),
+            Reply::Array(items) => items.iter().find_map(Reply::error),
+            _ => None,
         }
     }
 }
@@ -158,10 +165,11 @@ pub enum Step {
     Send(Request),
     /// The answer.
     Done(Decision),
-    /// Nothing written: let Python's path run the call (a ref in use, a script the server lost).
+    /// Nothing written: let Python's path run the call (a ref in use, a script the server lost;
+    /// before it wrote, an error reply Python's path will meet again).
     Fallback,
-    /// An error reply: Python retracts [`Call::written`] (if any) and raises it.
-    Failed,
+    /// An error reply (its message): Python retracts [`Call::written`] (if any) and raises it.
+    Failed(String),
     /// Candidates stored without a sketch (`(ref, fingerprint)`): Python computes their
     /// sketches from their texts and hands them to [`Engine::sketches`].
     Sketches(Vec<(u64, u64)>),
@@ -196,9 +204,12 @@ enum Stage {
     },
     /// The write and its buckets.
     Write,
-    /// The data of candidates not cached (`(ref, fp, distance)`), after `then`.
+    /// The data of the candidates `near` (`(ref, fp, distance)`): those of `misses` requested
+    /// (in that order), the others' as the cache had them when the request was made.
     Resolve {
         near: Vec<(u64, u64, u32)>,
+        known: Vec<(u64, Version)>,
+        misses: Vec<u64>,
         then: Then,
     },
     /// Waiting for Python's sketches of the candidates stored without one.
@@ -222,6 +233,9 @@ pub struct Call {
     text: Text,
     stage: Stage,
     written: Option<Written>,
+    /// Replies expected to the last request, and the bytes of them received so far.
+    expect: usize,
+    received: Vec<u8>,
 }
 
 impl Call {
@@ -229,6 +243,16 @@ impl Call {
     pub fn written(&self) -> Option<Written> {
         self.written
     }
+
+    /// Forget what was received of the replies to the last request (it is sent again on a new
+    /// connection).
+    pub fn rewind(&mut self) {
+        self.received.clear();
+    }
+}
+
+fn failed(message: &[u8]) -> Step {
+    Step::Failed(String::from_utf8_lossy(message).into_owned())
 }
 
 /// One process's state for one namespace: its cache of versions and the newest records.
@@ -293,6 +317,7 @@ impl Engine {
         for r in refs {
             self.cache.remove(r);
         }
+        self.compact();
     }
 
     fn remember(&mut self, reference: u64, version: Version) {
@@ -301,10 +326,26 @@ impl Engine {
         }
         if self.cache.len() > self.size {
             // (the oldest half goes, as the Python cache does)
-            let drop = self.order.len() / 2;
-            for r in self.order.drain(..drop) {
-                self.cache.remove(&r);
+            let keep = self.cache.len() - self.cache.len() / 2;
+            while self.cache.len() > keep {
+                match self.order.pop_front() {
+                    Some(r) => {
+                        self.cache.remove(&r);
+                    }
+                    None => break,
+                }
             }
+        }
+        self.compact();
+    }
+
+    /// Keeps the cache's order list from growing with refs forgotten meanwhile.
+    fn compact(&mut self) {
+        if self.order.len() > 2 * self.cache.len() + 64 {
+            let cache = &self.cache;
+            let mut seen = foldhash::HashSet::default();
+            self.order
+                .retain(|r| cache.contains_key(r) && seen.insert(*r));
         }
     }
 
@@ -334,8 +375,14 @@ impl Engine {
 
     /// Start the check-and-add of `text`: the first request.
     pub fn begin(&mut self, text: Text) -> Result<(Call, Request)> {
-        if text.periods.0 >= text.periods.1 {
-            return Err(Error::InvalidArgument("no live period to probe".into()));
+        match text.periods.1.checked_sub(text.periods.0) {
+            Some(n) if (1..=MAX_PERIODS).contains(&n) => {}
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "the live periods {}..{} are not 1 to {MAX_PERIODS} periods",
+                    text.periods.0, text.periods.1
+                )))
+            }
         }
         // The guess: a version among the newest of any process is near and, if its data are
         // kept, passes the threshold; those not kept are read with the check.
@@ -359,6 +406,8 @@ impl Engine {
             text,
             stage: Stage::Over,
             written: None,
+            expect: 0,
+            received: Vec::new(),
         };
         let request = if likely || !prefetch.is_empty() {
             if likely {
@@ -370,7 +419,30 @@ impl Engine {
         } else {
             self.write_request(&mut call)?
         };
+        call.expect = request.replies;
         Ok((call, request))
+    }
+
+    /// Bytes received on the connection after the call's last request: the next step once
+    /// every reply to it is here (`None`: not yet).
+    pub fn feed(&mut self, call: &mut Call, chunk: &[u8]) -> Result<Option<Step>> {
+        call.received.extend_from_slice(chunk);
+        let received = std::mem::take(&mut call.received);
+        let step = match resp::replies(&received, call.expect) {
+            Ok(None) => {
+                call.received = received;
+                return Ok(None);
+            }
+            Ok(Some(replies)) => self.take(call, &replies),
+            Err(e) => Err(e),
+        };
+        call.received = received;
+        call.received.clear();
+        let step = step?;
+        if let Step::Send(r) = &step {
+            call.expect = r.replies;
+        }
+        Ok(Some(step))
     }
 
     /// The next step of `call` from the replies to its last request.
@@ -378,29 +450,35 @@ impl Engine {
         match std::mem::replace(&mut call.stage, Stage::Over) {
             Stage::Check { prefetch } => self.take_check(call, replies, prefetch),
             Stage::Write => self.take_write(call, replies),
-            Stage::Resolve { near, then } => {
-                if replies.iter().any(Reply::is_error) {
-                    return Ok(Step::Failed);
+            Stage::Resolve {
+                near,
+                mut known,
+                misses,
+                then,
+            } => {
+                if let Some(m) = replies.iter().find_map(Reply::error) {
+                    return Ok(failed(m));
                 }
-                let mut data = replies.iter();
-                let mut found = Vec::new();
-                for (r, f, d) in near {
-                    let version = match self.cache.get(&r) {
-                        Some(v) => Some(v.clone()),
-                        None => match data.next() {
-                            Some(row) => self.keep(r, row)?,
-                            None => return Err(unexpected("the candidates' data")),
-                        },
-                    };
-                    if let Some(version) = version {
-                        found.push(Candidate {
+                if replies.len() != misses.len() {
+                    return Err(unexpected("the candidates' data"));
+                }
+                for (&r, row) in misses.iter().zip(replies) {
+                    if let Some(v) = self.keep(r, row)? {
+                        known.push((r, v));
+                    }
+                }
+                let found = near
+                    .into_iter()
+                    .filter_map(|(r, f, d)| {
+                        let at = known.iter().position(|(k, _)| *k == r)?;
+                        Some(Candidate {
                             reference: r,
                             fp: f,
                             distance: d,
-                            version,
-                        });
-                    }
-                }
+                            version: known.swap_remove(at).1,
+                        })
+                    })
+                    .collect();
                 self.verify(call, found, then)
             }
             Stage::Sketch { .. } | Stage::Over => Err(Error::InvalidArgument(
@@ -446,7 +524,7 @@ impl Engine {
         if replies.len() != prefetch.len() + 2 {
             return Err(unexpected("a check"));
         }
-        if replies.iter().any(Reply::is_error) {
+        if replies.iter().any(|r| r.error().is_some()) {
             // (a server that lost its scripts, or worse: Python's path deals with it)
             return Ok(Step::Fallback);
         }
@@ -472,11 +550,13 @@ impl Engine {
             return Err(unexpected("a write"));
         }
         let out = match &replies[0] {
-            Reply::Error => {
-                // NOSCRIPT: the script did not run, nothing is written (Python loads it and
-                // runs the call); anything else: the script may have run in part.
-                return Ok(Step::Failed);
+            Reply::Error(m) if m.starts_with(b"NOSCRIPT") => {
+                // (the script did not run, nothing is written: Python loads it and runs the
+                // call its own way)
+                call.written = None;
+                return Ok(Step::Fallback);
             }
+            Reply::Error(m) => return Ok(failed(m)), // (the script may have run in part)
             reply => reply.items("the write")?,
         };
         let ticket = out
@@ -499,8 +579,8 @@ impl Engine {
             period: call.text.period,
             old,
         });
-        if replies[1].is_error() {
-            return Ok(Step::Failed);
+        if let Some(m) = replies[1].error() {
+            return Ok(failed(m));
         }
         if let Some(slots) = out.get(3) {
             self.saw(ticket, slots.bytes("the recent ring")?.unwrap_or_default());
@@ -590,11 +670,20 @@ impl Engine {
                     push_bulk(&mut bytes, f);
                 }
             }
-            call.stage = Stage::Resolve { near, then };
-            return Ok(Step::Send(Request {
-                bytes,
-                replies: misses.len(),
-            }));
+            // (the others' data as they are now: the cache may change before the replies
+            // come, by another thread's call or by this one's eviction)
+            let known = near
+                .iter()
+                .filter_map(|(r, _, _)| self.cache.get(r).map(|v| (*r, v.clone())))
+                .collect();
+            let n = misses.len();
+            call.stage = Stage::Resolve {
+                near,
+                known,
+                misses,
+                then,
+            };
+            return Ok(Step::Send(Request { bytes, replies: n }));
         }
         let found = near
             .into_iter()
@@ -618,6 +707,8 @@ impl Engine {
             // this one; one without a ticket sorts after every ticketed one)
             found.retain(|c| c.version.ticket.is_some_and(|q| q < w.ticket));
         }
+        // (nearest first, then by ticket and ref: the order Python's path reads them in)
+        sort_candidates(&mut found);
         let lacking: Vec<(u64, u64)> = found
             .iter()
             .filter(|c| c.version.sketch.is_none())
@@ -656,15 +747,7 @@ impl Engine {
         candidates: usize,
         then: Then,
     ) -> Decision {
-        found.sort_by_key(|c| {
-            (
-                c.distance,
-                c.version
-                    .ticket
-                    .map_or(i128::from(u64::MAX) + 1, i128::from),
-                c.reference,
-            )
-        });
+        sort_candidates(&mut found);
         let mut matches: Vec<Found> = found
             .iter()
             .filter_map(|c| {
@@ -814,6 +897,19 @@ impl Engine {
         call.stage = Stage::Write;
         Ok(Request { bytes, replies: 2 })
     }
+}
+
+/// Nearest first, then by ticket (none: after every ticketed one), then by ref.
+fn sort_candidates(found: &mut [Candidate]) {
+    found.sort_by_key(|c| {
+        (
+            c.distance,
+            c.version
+                .ticket
+                .map_or(i128::from(u64::MAX) + 1, i128::from),
+            c.reference,
+        )
+    });
 }
 
 fn be_u64(b: &[u8]) -> u64 {

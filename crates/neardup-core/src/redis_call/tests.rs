@@ -327,12 +327,19 @@ fn candidates_without_a_sketch_wait_for_python_s() {
 fn errors_and_a_ref_in_use_are_left_to_python() {
     let mut e = engine();
     let (mut call, _) = e.begin(text(0xf0, &[1], "a", 0x33)).unwrap();
-    assert_eq!(
-        e.take(&mut call, &[Reply::Error, Reply::Array(buckets(&[]))])
-            .unwrap(),
-        Step::Failed
+    let step = e.take(
+        &mut call,
+        &[Reply::Error(b"ERR boom"), Reply::Array(buckets(&[]))],
     );
-    assert_eq!(call.written().unwrap().reference, 0x33);
+    assert_eq!(step.unwrap(), Step::Failed("ERR boom".into()));
+    assert_eq!(call.written().unwrap().reference, 0x33); // (it may have run in part)
+    let (mut call, _) = e.begin(text(0xf0, &[1], "a", 0x36)).unwrap();
+    let step = e.take(
+        &mut call,
+        &[Reply::Error(b"NOSCRIPT x"), Reply::Array(buckets(&[]))],
+    );
+    assert_eq!(step.unwrap(), Step::Fallback);
+    assert!(call.written().is_none()); // (the script did not run)
     let (mut call, _) = e.begin(text(0xf0, &[1], "a", 0x34)).unwrap();
     let in_use = Reply::Array(vec![Reply::Int(-1)]);
     assert_eq!(
@@ -393,4 +400,173 @@ fn the_cache_drops_its_oldest_half_when_full() {
     assert_eq!(e.len(), 3);
     assert!(!e.cache.contains_key(&1) && !e.cache.contains_key(&2) && e.cache.contains_key(&5));
     assert!(Engine::new(keys(), BLOCKS, 0.5, 0).is_err());
+}
+
+#[test]
+fn the_data_read_go_to_the_refs_asked_for_whatever_the_cache_does_meanwhile() {
+    // Two candidates not kept; while their data are read, another call keeps the first
+    // (another thread sharing the engine): the rows still go to the refs they were asked for.
+    let mut e = engine();
+    let (mut call, _) = e.begin(text(0xf0, &[5, 6, 7, 8], "a", 0x33)).unwrap();
+    let both = [record(0xf1, 0x44), record(0xf3, 0x55)].concat();
+    let req = send(
+        e.take(
+            &mut call,
+            &[write_reply(9, None, b""), Reply::Array(buckets(&both))],
+        )
+        .unwrap(),
+    );
+    assert_eq!(req.replies, 2);
+    e.remember(
+        0x44,
+        Version {
+            id: "other".into(),
+            ticket: Some(1),
+            sketch: Some(vec![1].into()),
+        },
+    );
+    let (near, far) = (le(&[5, 6, 7, 8]), le(&[100]));
+    let d = done(
+        e.take(
+            &mut call,
+            &[
+                row(b"copy", b"2", Some(&near)),
+                row(b"far", b"3", Some(&far)),
+            ],
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        d.matches,
+        vec![Found {
+            id: "copy".into(),
+            distance: 1,
+            similarity: 1.0
+        }]
+    );
+    assert_eq!(d.candidates, 2);
+    // The same when the cache evicts a candidate it had when the request was made.
+    let mut e = Engine::new(keys(), BLOCKS, 0.5, 2).unwrap();
+    e.remember(
+        0x44,
+        Version {
+            id: "kept".into(),
+            ticket: Some(1),
+            sketch: Some(vec![5, 6, 7, 8].into()),
+        },
+    );
+    let (mut call, _) = e.begin(text(0xf0, &[5, 6, 7, 8], "a", 0x33)).unwrap();
+    let three = [record(0xf1, 0x44), record(0xf3, 0x55), record(0xf3, 0x66)].concat();
+    let req = send(
+        e.take(
+            &mut call,
+            &[write_reply(9, None, b""), Reply::Array(buckets(&three))],
+        )
+        .unwrap(),
+    );
+    assert_eq!(req.replies, 2); // (0x55 and 0x66; keeping them evicts 0x44)
+    let d = done(
+        e.take(
+            &mut call,
+            &[row(b"x", b"2", Some(&far)), row(b"y", b"3", Some(&far))],
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        d.matches.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        vec!["kept"]
+    );
+    assert!(!e.cache.contains_key(&0x44));
+}
+
+#[test]
+fn candidates_without_a_sketch_are_asked_for_nearest_first() {
+    let mut e = engine();
+    let (mut call, _) = e.begin(text(0xf0, &[1, 2], "a", 0x33)).unwrap();
+    let recs = [record(0xf3, 0x44), record(0xf1, 0x55), record(0xf1, 0x22)].concat();
+    send(
+        e.take(
+            &mut call,
+            &[write_reply(9, None, b""), Reply::Array(buckets(&recs))],
+        )
+        .unwrap(),
+    );
+    let rows = [
+        row(b"b", b"2", None),
+        row(b"c", b"3", None),
+        row(b"d", b"3", None),
+    ];
+    let step = e.take(&mut call, &rows).unwrap();
+    // (0x55 and 0x22 at distance 1 have tickets 3 and 3: by ref; 0x44 at distance 2 last)
+    assert_eq!(
+        step,
+        Step::Sketches(vec![(0x22, 0xf1), (0x55, 0xf1), (0x44, 0xf3)])
+    );
+    // (the order of the matches: best first, then nearest)
+    let d = done(
+        e.sketches(&mut call, &[Some(vec![1, 2, 3]), Some(vec![1, 2]), None])
+            .unwrap(),
+    );
+    let ids: Vec<&str> = d.matches.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, vec!["c", "d"]);
+    assert_eq!(d.candidates, 3);
+    // A version without a ticket never precedes a write.
+    let (mut call, _) = e.begin(text(0xf0, &[1, 2], "e", 0x77)).unwrap();
+    let untimed = record(0xf0, 0x88);
+    send(
+        e.take(
+            &mut call,
+            &[write_reply(9, None, b""), Reply::Array(buckets(&untimed))],
+        )
+        .unwrap(),
+    );
+    let sketch = le(&[1, 2]);
+    let no_ticket = Reply::Array(vec![
+        Reply::Bulk(b"n"),
+        Reply::Bulk(b"0"),
+        Reply::Nil,
+        Reply::Bulk(&sketch),
+    ]);
+    assert!(done(e.take(&mut call, &[no_ticket]).unwrap()).added);
+}
+
+#[test]
+fn replies_fed_in_pieces_and_bad_periods() {
+    let mut e = engine();
+    let (mut call, req) = e.begin(text(0xf0, &[1], "a", 0x33)).unwrap();
+    assert_eq!(req.replies, 2);
+    let mut wire = b"*4\r\n:1\r\n$-1\r\n$-1\r\n$0\r\n\r\n".to_vec();
+    wire.extend(format!("*{}\r\n", probes()).as_bytes());
+    for _ in 0..probes() {
+        wire.extend(b"$-1\r\n");
+    }
+    for b in &wire[..wire.len() - 1] {
+        assert_eq!(e.feed(&mut call, &[*b]).unwrap(), None);
+    }
+    let d = done(e.feed(&mut call, &wire[wire.len() - 1..]).unwrap().unwrap());
+    assert!(d.added && d.written.unwrap().ticket == 1);
+    let (mut call, _) = e.begin(text(0xf0, &[1], "b", 0x34)).unwrap();
+    assert!(e.feed(&mut call, b"?\r\n").is_err());
+    for periods in [(5, 5), (0, 5000), (i64::MIN, i64::MAX)] {
+        let mut t = text(0xf0, &[1], "c", 0x35);
+        t.periods = periods;
+        assert!(e.begin(t).is_err(), "{periods:?}");
+    }
+}
+
+#[test]
+fn forgotten_versions_leave_the_order_list_too() {
+    let mut e = Engine::new(keys(), BLOCKS, 0.5, 10).unwrap();
+    for r in 1..=1000u64 {
+        e.remember(
+            r,
+            Version {
+                id: "x".into(),
+                ticket: None,
+                sketch: None,
+            },
+        );
+        e.forget(&[r]);
+    }
+    assert!(e.is_empty() && e.order.len() <= 66);
 }
