@@ -20,14 +20,17 @@
 //! reply; Python retracts what [`Call::written`] says was sent and raises it).
 
 use crate::hamming::within;
-use crate::records::{
-    self, near_records_in, probe_mget, push_array_header, push_bulk, RECORD_BYTES,
-};
+use crate::records::{self, near_records_in, push_array_header, push_bulk, RECORD_BYTES};
 use crate::verify::jaccard_sorted;
 use crate::{Error, Result};
 use std::collections::VecDeque;
 
+mod requests;
 pub mod resp;
+mod types;
+
+use types::unexpected;
+pub use types::{Decision, Found, Keys, Reply, Request, Step, Text, Written};
 
 /// The most periods a call probes (a retention of more is refused by `RedisIndex` long before).
 const MAX_PERIODS: i64 = 4096;
@@ -37,74 +40,6 @@ pub const SEEN_SIZE: usize = 4096;
 
 /// The data fields read with a candidate: id, period, ticket, sketch.
 const FIELDS: [&[u8]; 4] = [b"i", b"p", b"q", b"h"];
-
-/// The names of a namespace's keys and the scripts' SHA1s (`RedisIndex`'s attributes).
-#[derive(Clone, Debug)]
-pub struct Keys {
-    pub seq: String,
-    pub count_prefix: String,
-    pub id_prefix: String,
-    pub horizon: String,
-    pub data_prefix: String,
-    pub recent: String,
-    pub bucket_prefix: String,
-    pub write_sha: String,
-    pub recent_sha: String,
-}
-
-/// A reply as the server sent it (RESP2): what a call reads back.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Reply<'a> {
-    Nil,
-    Int(i64),
-    Bulk(&'a [u8]),
-    Array(Vec<Reply<'a>>),
-    /// An error reply: its message.
-    Error(&'a [u8]),
-}
-
-impl<'a> Reply<'a> {
-    fn items(&self, what: &str) -> Result<&[Reply<'a>]> {
-        match self {
-            Reply::Array(items) => Ok(items),
-            _ => Err(unexpected(what)),
-        }
-    }
-
-    fn int(&self, what: &str) -> Result<i64> {
-        match self {
-            Reply::Int(n) => Ok(*n),
-            Reply::Bulk(b) => std::str::from_utf8(b)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .ok_or_else(|| unexpected(what)),
-            _ => Err(unexpected(what)),
-        }
-    }
-
-    fn bytes(&self, what: &str) -> Result<Option<&'a [u8]>> {
-        match self {
-            Reply::Nil => Ok(None),
-            Reply::Bulk(b) => Ok(Some(b)),
-            _ => Err(unexpected(what)),
-        }
-    }
-
-    /// The first error reply in this one (in arrays too).
-    fn error(&self) -> Option<&'a [u8]> {
-        match self {
-            Reply::Error(m) => Some(m),
-            Reply::Array(items) => items.iter().find_map(Reply::error),
-            _ => None,
-        }
-    }
-}
-
-fn unexpected(what: &str) -> Error {
-    Error::InvalidArgument(format!(
-        "unexpected reply from Redis for {what}: not neardup format 2 data"
-    ))
-}
 
 /// The data of a stored version (its sketch `None`: stored before sketches were).
 #[derive(Clone, Debug)]
@@ -121,79 +56,6 @@ struct Candidate {
     fp: u64,
     distance: u32,
     version: Version,
-}
-
-/// A verified near-duplicate: its id (as stored), distance and Jaccard similarity.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Found {
-    pub id: String,
-    pub distance: u32,
-    pub similarity: f64,
-}
-
-/// The write a call sent: its ticket (0 until its reply is read), ref, period, and the
-/// version of the id it replaced (known once answered).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Written {
-    pub ticket: i64,
-    pub reference: u64,
-    pub period: i64,
-    pub old: Option<u64>,
-}
-
-/// A call's answer: added or not, the verified near-duplicates (best first), how many
-/// candidates were verified, and the write (`None`: answered by a read alone, nothing written).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Decision {
-    pub added: bool,
-    pub matches: Vec<Found>,
-    pub candidates: usize,
-    pub written: Option<Written>,
-}
-
-/// Bytes to send and how many replies they bring.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request {
-    pub bytes: Vec<u8>,
-    pub replies: usize,
-}
-
-/// What a call does next.
-#[derive(Debug, PartialEq)]
-pub enum Step {
-    /// Send this and hand the replies to [`Engine::take`].
-    Send(Request),
-    /// The answer.
-    Done(Decision),
-    /// Nothing written: let Python's path run the call (a ref in use, a script the server lost;
-    /// before it wrote, an error reply Python's path will meet again).
-    Fallback,
-    /// An error reply (its message): Python retracts [`Call::written`] (if any) and raises it.
-    Failed(String),
-    /// Candidates stored without a sketch (`(ref, fingerprint)`): Python computes their
-    /// sketches from their texts and hands them to [`Engine::sketches`].
-    Sketches(Vec<(u64, u64)>),
-}
-
-/// One text to check and add.
-#[derive(Clone, Debug)]
-pub struct Text {
-    pub fp: u64,
-    /// Sorted distinct shingle hashes of the prepared text.
-    pub sketch: Vec<u32>,
-    /// The radius of the check.
-    pub k: u32,
-    /// The live periods, `first..end` (each one's buckets are probed).
-    pub periods: (i64, i64),
-    /// The period the text is stored in, and its expiry (unix seconds, 0: none).
-    pub period: i64,
-    pub expire_at: i64,
-    /// The id as stored, the timestamp as stored (Python's repr), the text (UTF-8).
-    pub id: String,
-    pub timestamp: String,
-    pub text: Vec<u8>,
-    /// The ref of the version it would write (random, drawn by the caller).
-    pub reference: u64,
 }
 
 #[derive(Debug)]
@@ -426,19 +288,30 @@ impl Engine {
     /// Bytes received on the connection after the call's last request: the next step once
     /// every reply to it is here (`None`: not yet).
     pub fn feed(&mut self, call: &mut Call, chunk: &[u8]) -> Result<Option<Step>> {
-        call.received.extend_from_slice(chunk);
-        let received = std::mem::take(&mut call.received);
-        let step = match resp::replies(&received, call.expect) {
-            Ok(None) => {
-                call.received = received;
-                return Ok(None);
+        let step = if call.received.is_empty() {
+            // (the usual case: every reply in one read, parsed where it lies)
+            match resp::replies(chunk, call.expect)? {
+                Some(replies) => self.take(call, &replies)?,
+                None => {
+                    call.received.extend_from_slice(chunk);
+                    return Ok(None);
+                }
             }
-            Ok(Some(replies)) => self.take(call, &replies),
-            Err(e) => Err(e),
+        } else {
+            call.received.extend_from_slice(chunk);
+            let received = std::mem::take(&mut call.received);
+            let step = match resp::replies(&received, call.expect) {
+                Ok(None) => {
+                    call.received = received;
+                    return Ok(None);
+                }
+                Ok(Some(replies)) => self.take(call, &replies),
+                Err(e) => Err(e),
+            };
+            call.received = received;
+            call.received.clear();
+            step?
         };
-        call.received = received;
-        call.received.clear();
-        let step = step?;
         if let Step::Send(r) = &step {
             call.expect = r.replies;
         }
@@ -785,117 +658,6 @@ impl Engine {
                 None
             },
         }
-    }
-
-    fn data_key(&self, reference: u64) -> String {
-        format!("{}{reference:016x}", self.keys.data_prefix)
-    }
-
-    fn prefixes(&self, text: &Text) -> Vec<String> {
-        (text.periods.0..text.periods.1)
-            .map(|q| format!("{}{q}:", self.keys.bucket_prefix))
-            .collect()
-    }
-
-    /// `MGET <horizon> <probe buckets...>`, the data of `prefetch`, and the ring's new slots.
-    fn check_request(&self, text: &Text, prefetch: &[(u64, u64)]) -> Result<Request> {
-        let prefixes = self.prefixes(text);
-        let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-        let mut bytes = probe_mget(
-            &[self.keys.horizon.as_str()],
-            &prefixes,
-            text.fp,
-            self.blocks,
-            text.k,
-        )?;
-        for &(r, _) in prefetch {
-            push_array_header(&mut bytes, 2 + FIELDS.len());
-            push_bulk(&mut bytes, b"HMGET");
-            push_bulk(&mut bytes, self.data_key(r).as_bytes());
-            for f in FIELDS {
-                push_bulk(&mut bytes, f);
-            }
-        }
-        push_array_header(&mut bytes, 6);
-        for arg in [
-            b"EVALSHA".as_slice(),
-            self.keys.recent_sha.as_bytes(),
-            b"2",
-            self.keys.seq.as_bytes(),
-            self.keys.recent.as_bytes(),
-            self.seen_ticket.to_string().as_bytes(),
-        ] {
-            push_bulk(&mut bytes, arg);
-        }
-        Ok(Request {
-            bytes,
-            replies: prefetch.len() + 2,
-        })
-    }
-
-    /// The write script for the call's text, then `MGET <probe buckets...>`; from here on
-    /// the call has written.
-    fn write_request(&mut self, call: &mut Call) -> Result<Request> {
-        let t = &call.text;
-        let k = &self.keys;
-        let own_prefix = format!("{}{}:", k.bucket_prefix, t.period);
-        let own = records::bucket_keys(&own_prefix, t.fp, self.blocks)?;
-        let ref8 = t.reference.to_be_bytes();
-        let record: Vec<u8> = [t.fp.to_be_bytes(), ref8].concat();
-        let sketch: Vec<u8> = t.sketch.iter().flat_map(|h| h.to_le_bytes()).collect();
-        let (period, fp_hex) = (t.period.to_string(), format!("{:016x}", t.fp));
-        let count_key = format!("{}{}", k.count_prefix, t.period);
-        let id_key = format!("{}{}", k.id_prefix, t.id);
-        let data_key = self.data_key(t.reference);
-        let (n_keys, expire, seen) = (
-            (6 + own.len()).to_string(),
-            t.expire_at.to_string(),
-            self.seen_ticket.to_string(),
-        );
-        let mut args: Vec<&[u8]> = vec![
-            b"EVALSHA",
-            k.write_sha.as_bytes(),
-            n_keys.as_bytes(),
-            k.seq.as_bytes(),
-            count_key.as_bytes(),
-            id_key.as_bytes(),
-            k.horizon.as_bytes(),
-            data_key.as_bytes(),
-            k.recent.as_bytes(),
-        ];
-        args.extend(own.iter().map(|s| s.as_bytes()));
-        args.extend([record.as_slice(), &ref8, expire.as_bytes(), seen.as_bytes()]);
-        let fields: [&[u8]; 12] = [
-            b"i",
-            t.id.as_bytes(),
-            b"f",
-            fp_hex.as_bytes(),
-            b"t",
-            t.timestamp.as_bytes(),
-            b"p",
-            period.as_bytes(),
-            b"x",
-            &t.text,
-            b"h",
-            &sketch,
-        ];
-        args.extend(fields);
-        let mut bytes = Vec::with_capacity(args.iter().map(|a| a.len() + 16).sum::<usize>() + 4096);
-        push_array_header(&mut bytes, args.len());
-        for a in &args {
-            push_bulk(&mut bytes, a);
-        }
-        let prefixes = self.prefixes(t);
-        let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
-        bytes.extend(probe_mget(&[], &prefixes, t.fp, self.blocks, t.k)?);
-        call.written = Some(Written {
-            ticket: 0,
-            reference: t.reference,
-            period: t.period,
-            old: None,
-        });
-        call.stage = Stage::Write;
-        Ok(Request { bytes, replies: 2 })
     }
 }
 
