@@ -98,6 +98,32 @@ def test_a_copy_of_another_process_text_costs_one_read_and_no_write(
     assert _seq(admin, ns) == tickets + 3
 
 
+def _wide(url: str) -> tuple[RedisDeduplicator, RedisDeduplicator, list[str]]:
+    """At radius 40: process A adds six texts (so does a process without the cache, on a
+    namespace of its own); B (the process under test) and that plain process, and B's texts:
+    four new ones, then a copy of A's third."""
+    rng = random.Random(12)
+    ns, ns_plain = fresh_ns(), fresh_ns()
+    a = RedisDeduplicator.from_url(url, namespace=ns, k=40)
+    b = RedisDeduplicator.from_url(url, namespace=ns, k=40)
+    plain = RedisDeduplicator.from_url(url, namespace=ns_plain, k=40, cache_size=0)
+    bases, copies = _copies(rng, 6, 40)
+    for j, t in enumerate(bases):
+        assert a.check_and_add(j, t) == plain.check_and_add(j, t) == (True, [])
+    return b, plain, [_words(rng, 40) for _ in range(4)] + [copies[2]]
+
+
+def _same_answers(
+    b: RedisDeduplicator, plain: RedisDeduplicator, texts: list[str], got: list[Any]
+) -> None:
+    """B's answers to ``texts`` equal the plain process's: four added, the copy caught."""
+    want = [plain.check_and_add(10 + j, t) for j, t in enumerate(texts)]
+    assert got == want
+    assert [ok for ok, _ in got] == [True] * 4 + [False]
+    assert got[4][1][0].id == 2
+    assert b.stats()["documents"] == 10
+
+
 @pytest.mark.parametrize("watching", [True, False])
 def test_a_wrong_guess_still_adds_the_text(
     redis_url: str,
@@ -109,16 +135,8 @@ def test_a_wrong_guess_still_adds_the_text(
     check, so it is checked, then added. The answers equal those of a process that never
     guesses, and a copy is still caught. (Python's path: the guess of the core's engine is
     tested below.)"""
-    rng = random.Random(12)
-    ns, ns_plain = fresh_ns(), fresh_ns()
-    a = RedisDeduplicator.from_url(redis_url, namespace=ns, k=40)
-    b = RedisDeduplicator.from_url(redis_url, namespace=ns, k=40)
+    b, plain, texts = _wide(redis_url)
     b.index._engine = None
-    plain = RedisDeduplicator.from_url(redis_url, namespace=ns_plain, k=40, cache_size=0)
-    bases, copies = _copies(rng, 6, 40)
-    texts = [_words(rng, 40) for _ in range(4)] + [copies[2]]
-    for j, t in enumerate(bases):
-        assert a.check_and_add(j, t) == plain.check_and_add(j, t) == (True, [])
     b.index._watching = watching
     b.check(texts[0], k=0)  # (B hears of A's versions, reads none of their data)
     guesses: list[bool] = []  # (per call: whether another process's version was guessed)
@@ -134,11 +152,7 @@ def test_a_wrong_guess_still_adds_the_text(
     # (the first guess reads the data of A's versions; later ones find them cached)
     assert guesses == [watching, False, False, False, False]
     monkeypatch.undo()
-    want = [plain.check_and_add(10 + j, t) for j, t in enumerate(texts)]
-    assert got == want
-    assert [ok for ok, _ in got] == [True] * 4 + [False]
-    assert got[4][1][0].id == 2
-    assert b.stats()["documents"] == 10
+    _same_answers(b, plain, texts, got)
 
 
 def test_a_wrong_guess_of_the_core_s_engine_still_adds_the_text(
@@ -150,16 +164,8 @@ def test_a_wrong_guess_of_the_core_s_engine_still_adds_the_text(
     B's check, data not yet read), reads them with its check (one round trip), fails the
     Jaccard check and is written (one more); then A's versions are cached and fail the guess
     without a read (one round trip each), and the copy is answered by a read alone."""
-    rng = random.Random(12)
-    ns, ns_plain = fresh_ns(), fresh_ns()
-    a = RedisDeduplicator.from_url(redis_url, namespace=ns, k=40)
-    b = RedisDeduplicator.from_url(redis_url, namespace=ns, k=40)
-    plain = RedisDeduplicator.from_url(redis_url, namespace=ns_plain, k=40, cache_size=0)
+    b, plain, texts = _wide(redis_url)
     assert b.index._engine is not None and plain.index._engine is None
-    bases, copies = _copies(rng, 6, 40)
-    texts = [_words(rng, 40) for _ in range(4)] + [copies[2]]
-    for j, t in enumerate(bases):
-        assert a.check_and_add(j, t) == plain.check_and_add(j, t) == (True, [])
     b.check(texts[0], k=0)
     trips = _RoundTrips(monkeypatch)
     got = []
@@ -170,11 +176,7 @@ def test_a_wrong_guess_of_the_core_s_engine_still_adds_the_text(
         per_call.append(trips.n - before)
     assert per_call == [2, 1, 1, 1, 1]
     monkeypatch.undo()
-    want = [plain.check_and_add(10 + j, t) for j, t in enumerate(texts)]
-    assert got == want
-    assert [ok for ok, _ in got] == [True] * 4 + [False]
-    assert got[4][1][0].id == 2
-    assert b.stats()["documents"] == 10
+    _same_answers(b, plain, texts, got)
     assert len(b.index._engine) == 6 + 4  # (A's six read, B's four added)
 
 

@@ -127,20 +127,7 @@ class ServerLink:
 
     def roundtrip_packed(self, packed: bytes, n: int) -> list[Any]:
         """:meth:`roundtrip` of ``n`` commands already packed in RESP."""
-        for attempt in (0, 1):
-            s = self._socket()
-            try:
-                return s.roundtrip(packed, n)
-            except (OSError, redis_py.exceptions.ConnectionError) as e:
-                self._drop()
-                if attempt:
-                    if isinstance(e, TimeoutError):
-                        raise redis_py.exceptions.TimeoutError(str(e)) from e
-                    raise redis_py.exceptions.ConnectionError(str(e)) from e
-            except BaseException:
-                self._drop()
-                raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        return self._on_socket(lambda s: s.roundtrip(packed, n))
 
     def exchange(
         self, packed: bytes, feed: Callable[[bytes], Any], rewind: Callable[[], None]
@@ -148,17 +135,26 @@ class ServerLink:
         """:meth:`roundtrip_packed` whose replies ``feed`` parses (:meth:`_Socket.exchange`);
         ``rewind`` before the request is sent again on a new connection. A reply ``feed``
         cannot parse (``ValueError``) closes the connection: it is out of step."""
+        return self._on_socket(lambda s: s.exchange(packed, feed), rewind)
+
+    def _on_socket(
+        self, use: Callable[[_Socket], Any], again: Callable[[], None] | None = None
+    ) -> Any:
+        """``use(socket)`` on this thread's connection; a connection that fails is closed,
+        reopened and used once more (``again`` first); one interrupted mid-way is closed (a
+        reply may be left unread)."""
         for attempt in (0, 1):
             s = self._socket()
             try:
-                return s.exchange(packed, feed)
+                return use(s)
             except (OSError, redis_py.exceptions.ConnectionError) as e:
                 self._drop()
                 if attempt:
                     if isinstance(e, TimeoutError):
                         raise redis_py.exceptions.TimeoutError(str(e)) from e
                     raise redis_py.exceptions.ConnectionError(str(e)) from e
-                rewind()
+                if again is not None:
+                    again()
             except BaseException:
                 self._drop()
                 raise
