@@ -20,7 +20,7 @@ pytestmark = pytest.mark.redis
 
 redis = pytest.importorskip("redis", reason="the [redis] extra is required")
 
-from neardup.backends import redis_dedup, redis_index, redis_link  # noqa: E402
+from neardup.backends import redis_index, redis_link, redis_onetext  # noqa: E402
 from neardup.backends.redis import RedisDeduplicator  # noqa: E402
 from neardup.backends.redis_dedup import _utf8  # noqa: E402
 from redis_servers import _words, fresh_ns  # noqa: E402
@@ -71,7 +71,7 @@ def _run(url: str, ns: str, core: bool, cache_size: int) -> tuple[list[Any], lis
 
     got = []
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(redis_dedup, "new_ref", ref)
+        m.setattr(redis_onetext, "new_ref", ref)
         m.setattr(redis_index, "new_ref", ref)
         for j in range(8):
             call(1000 + j)

@@ -3,9 +3,7 @@ verifier) over :class:`~neardup.backends.redis_index.RedisIndex`."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -19,17 +17,19 @@ from neardup._core import (
     _sketch_many,
     _TextEngine,
 )
-from neardup.backends.redis_connect import Client, connect, redact, redis_py
+from neardup.backends.redis_connect import Client, connect, redact
 from neardup.backends.redis_format import (
     _check_k,
     _dec_id,
     _enc_id,
     _Entry,
     _Pending,
+    _unicode,
+    _utf8,
     _Written,
-    new_ref,
 )
 from neardup.backends.redis_index import DEFAULT_CACHE_SIZE, RedisIndex, _Gone
+from neardup.backends.redis_onetext import check_and_add_in_core
 from neardup.backends.redis_single import check_add_in_script
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
 from neardup.textstore import Id, check_id
@@ -56,17 +56,6 @@ def _policy_from(
     if preset is not None:
         pol = pol.replace(fingerprint={**pol.fingerprint, "preset": preset})
     return pol
-
-
-def _utf8(text: str) -> bytes:
-    """A text as stored: UTF-8, a lone surrogate (not Unicode: half of an emoji from a JSON
-    ``\\ud83d`` escape) kept as its three bytes, so the text comes back as it was."""
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _unicode(raw: bytes) -> str:
-    """A stored text (see :func:`_utf8`)."""
-    return raw.decode("utf-8", "surrogatepass")
 
 
 class RedisDeduplicator(Closing):
@@ -121,7 +110,7 @@ class RedisDeduplicator(Closing):
         index = self.index
         index._watching = self._payload == "h" and not index.cluster and index._cache.size > 0
         # There, without replicas to wait for, one text's check-and-add is decided in the core
-        # (_check_and_add_in_core); Python only sends and receives its bytes.
+        # (redis_onetext); Python only sends and receives its bytes.
         if index._watching and not index._link.wait_replicas:
             index._engine = _TextEngine(
                 [
@@ -308,7 +297,7 @@ class RedisDeduplicator(Closing):
         check_id(id)
         engine = self.index._engine
         if engine is not None and self.index._watching:
-            return self._check_and_add_in_core(engine, id, text, timestamp)
+            return check_and_add_in_core(self, engine, id, text, timestamp)
         return self._check_and_add_here(id, text, timestamp)
 
     def _check_and_add_here(
@@ -326,80 +315,6 @@ class RedisDeduplicator(Closing):
                     self._count(entries, matches)
                     return False, matches
         return self._check_and_add_prepared([id], [text], [timestamp], [norm], [fp], [h])[0]
-
-    def _check_and_add_in_core(
-        self, engine: _TextEngine, id: Id, text: str, timestamp: float | None
-    ) -> tuple[bool, list[Match]]:
-        """:meth:`check_and_add` on one server, decided by the core's engine (the same
-        requests as :meth:`_check_and_add_here`, the guess, the cache and the decision in
-        Rust). What it leaves to Python: a call that fails (what it wrote is retracted, as
-        :meth:`_decide_one` does), anything unusual before it wrote (a lost script, a ref in
-        use: :meth:`_check_and_add_here` runs the call), candidates stored without a sketch
-        (computed here) and the settling of a rejected or replacing write."""
-        index = self.index
-        norm, fp, h = self._prepare_one(text)
-        assert h is not None  # (the engine is made for the Jaccard verifier only)
-        idenc = _enc_id(id)
-        ts = time.time() if timestamp is None else float(timestamp)
-        p = index._store_period(ts)
-        live = index._live_periods()
-        call, packed = engine.begin(
-            fp,
-            h,
-            self._radius(norm, None),
-            (live.start, live.stop),
-            p,
-            index._expire_at(p),
-            idenc,
-            repr(ts),
-            _utf8(text),
-            new_ref(),
-        )
-        link = index._link
-        feed = partial(engine.feed, call)
-        try:
-            while True:
-                step = link.exchange(packed, feed, call.rewind)
-                if step[0] == "sketches":
-                    step = engine.sketches(call, self._sketches_of(step[1]))
-                if step[0] == "send":
-                    packed = step[1]
-                    continue
-                if step[0] == "failed":
-                    raise redis_py.exceptions.ResponseError(step[1])
-                if step[0] == "done":
-                    _, added, found, candidates, w = step
-                    matches = [Match(_dec_id(i), d, s) for i, d, s in found]
-                break
-        except BaseException as e:
-            w = call.written()
-            if w is not None:
-                index._abandon([(idenc, fp, _Written(w[0], w[1], w[2]))], e)
-            raise
-        if step[0] == "fallback":  # (nothing written; a lost script: loaded again there)
-            return self._check_and_add_here(id, text, timestamp)
-        if w is None:  # (a copy found by a read: nothing written)
-            self._counters["checks"] += 1
-            self._counters["candidates"] += candidates
-            self._counters["matches"] += len(matches)
-            return False, matches
-        if not added or w[3] is not None:
-            index._settle_or_note([(idenc, fp, _Written(w[0], w[1], w[2], old=w[3]), added)])
-        self._count_decided(candidates, len(matches), added)
-        return added, matches
-
-    def _sketches_of(self, refs: Sequence[tuple[int, int]]) -> list[bytes | None]:
-        """The Jaccard sketches of the versions ``(ref, fp)`` stored without one (written
-        before sketches were stored), from their texts; None for a version gone meanwhile."""
-        texts = {e.ref: e.text for e in self.index._resolve({r: (f, 0) for r, f in refs}, "x")}
-        out: list[bytes | None] = []
-        for r, _ in refs:
-            raw = texts.get(r)
-            if raw is None:
-                out.append(None)
-                continue
-            out.append(self._sketch(self._prepare(_unicode(raw))).astype("<u4").tobytes())
-        return out
 
     def _likely_duplicate(self, fp: int, radius: int, hashes: Any) -> tuple[bool, dict[int, int]]:
         """Whether a version whose data this process keeps is within ``radius`` and passes

@@ -48,6 +48,17 @@ def add_note(err: BaseException, note: str) -> None:
 # -- encodings -------------------------------------------------------------------------------
 
 
+def _utf8(text: str) -> bytes:
+    """A text as stored: UTF-8, a lone surrogate (not Unicode: half of an emoji from a JSON
+    ``\\ud83d`` escape) kept as its three bytes, so the text comes back as it was."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _unicode(raw: bytes) -> str:
+    """A stored text (see :func:`_utf8`)."""
+    return raw.decode("utf-8", "surrogatepass")
+
+
 def _enc_id(id: Id) -> str:
     check_id(id)
     return f"i{id}" if isinstance(id, int) else f"s{id}"
