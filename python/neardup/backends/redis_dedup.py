@@ -222,12 +222,22 @@ class RedisDeduplicator(Closing):
         missing = {e.ref: (e.fp, e.distance) for e in entries if e.text is None}
         if not missing:
             return entries
-        texts = {e.ref: e.text for e in self.index._resolve(missing, "x")}
+        sketches = self._sketches_from_texts(missing)
         for e in entries:
-            if e.text is None and texts.get(e.ref) is not None:
-                raw = texts[e.ref] or b""
-                e.text = self._sketch(self._prepare(_unicode(raw))).astype("<u4").tobytes()
+            if e.text is None and e.ref in sketches:
+                e.text = sketches[e.ref]
         return entries
+
+    def _sketches_from_texts(self, versions: Mapping[int, tuple[int, int]]) -> dict[int, bytes]:
+        """The Jaccard sketches (little-endian uint32 bytes) of the stored ``versions``
+        ``{ref: (fp, distance)}``, computed from their texts (one round trip); those whose
+        text is gone are left out."""
+        texts = {e.ref: e.text for e in self.index._resolve(versions, "x")}
+        return {
+            ref: self._sketch(self._prepare(_unicode(raw))).astype("<u4").tobytes()
+            for ref, raw in texts.items()
+            if raw is not None
+        }
 
     def _prepare(self, text: str) -> str:
         # What both stages see (HTML main text, normalised), exactly as Deduplicator does.

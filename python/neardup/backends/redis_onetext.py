@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from neardup._core import _TextEngine
 from neardup.backends.redis_connect import redis_py
-from neardup.backends.redis_format import _dec_id, _enc_id, _unicode, _utf8, _Written, new_ref
+from neardup.backends.redis_format import _dec_id, _enc_id, _utf8, _Written, new_ref
 from neardup.dedup import Match
 from neardup.textstore import Id
 
@@ -87,12 +87,5 @@ def check_and_add_in_core(
 def sketches_of(d: RedisDeduplicator, refs: Sequence[tuple[int, int]]) -> list[bytes | None]:
     """The Jaccard sketches of the versions ``(ref, fp)`` stored without one (written
     before sketches were stored), from their texts; None for a version gone meanwhile."""
-    texts = {e.ref: e.text for e in d.index._resolve({r: (f, 0) for r, f in refs}, "x")}
-    out: list[bytes | None] = []
-    for r, _ in refs:
-        raw = texts.get(r)
-        if raw is None:
-            out.append(None)
-            continue
-        out.append(d._sketch(d._prepare(_unicode(raw))).astype("<u4").tobytes())
-    return out
+    sketches = d._sketches_from_texts({r: (f, 0) for r, f in refs})
+    return [sketches.get(r) for r, _ in refs]

@@ -20,7 +20,7 @@
 //! reply; Python retracts what [`Call::written`] says was sent and raises it).
 
 use crate::hamming::within;
-use crate::records::{self, near_records_in, push_array_header, push_bulk};
+use crate::records::{self, near_records_in};
 use crate::verify::jaccard_sorted;
 use crate::{Error, Result};
 use std::collections::VecDeque;
@@ -263,19 +263,7 @@ impl Engine {
                         known.push((r, v));
                     }
                 }
-                let found = near
-                    .into_iter()
-                    .filter_map(|(r, f, d)| {
-                        let at = known.iter().position(|(k, _)| *k == r)?;
-                        Some(Candidate {
-                            reference: r,
-                            fp: f,
-                            distance: d,
-                            version: known.swap_remove(at).1,
-                        })
-                    })
-                    .collect();
-                self.verify(call, found, then)
+                self.verify(call, paired(near, known), then)
             }
             Stage::Sketch { .. } | Stage::Over => Err(Error::InvalidArgument(
                 "this call is not waiting for replies".into(),
@@ -424,48 +412,30 @@ impl Engine {
 
     /// The candidates' data from the cache, or a request for those not kept.
     fn resolve(&mut self, call: &mut Call, near: Vec<(u64, u64, u32)>, then: Then) -> Result<Step> {
+        // (the data kept as they are now: the cache may change before the replies to a read
+        // come, by another thread's call or by this one's eviction)
+        let known: Vec<(u64, Version)> = near
+            .iter()
+            .filter_map(|(r, _, _)| self.cache.get(r).map(|v| (*r, v.clone())))
+            .collect();
+        if known.len() == near.len() {
+            return self.verify(call, paired(near, known), then);
+        }
         let misses: Vec<u64> = near
             .iter()
             .map(|&(r, _, _)| r)
-            .filter(|r| !self.cache.contains_key(r))
+            .filter(|r| !known.iter().any(|(k, _)| k == r))
             .collect();
-        if !misses.is_empty() {
-            let mut bytes = Vec::with_capacity(misses.len() * 80);
-            for &r in &misses {
-                push_array_header(&mut bytes, 2 + FIELDS.len());
-                push_bulk(&mut bytes, b"HMGET");
-                push_bulk(&mut bytes, self.data_key(r).as_bytes());
-                for f in FIELDS {
-                    push_bulk(&mut bytes, f);
-                }
-            }
-            // (the others' data as they are now: the cache may change before the replies
-            // come, by another thread's call or by this one's eviction)
-            let known = near
-                .iter()
-                .filter_map(|(r, _, _)| self.cache.get(r).map(|v| (*r, v.clone())))
-                .collect();
-            let n = misses.len();
-            call.stage = Stage::Resolve {
-                near,
-                known,
-                misses,
-                then,
-            };
-            return Ok(Step::Send(Request { bytes, replies: n }));
-        }
-        let found = near
-            .into_iter()
-            .filter_map(|(r, f, d)| {
-                self.cache.get(&r).map(|v| Candidate {
-                    reference: r,
-                    fp: f,
-                    distance: d,
-                    version: v.clone(),
-                })
-            })
-            .collect();
-        self.verify(call, found, then)
+        let mut bytes = Vec::with_capacity(misses.len() * 80);
+        self.push_data_reads(&mut bytes, misses.iter().copied());
+        let n = misses.len();
+        call.stage = Stage::Resolve {
+            near,
+            known,
+            misses,
+            then,
+        };
+        Ok(Step::Send(Request { bytes, replies: n }))
     }
 
     /// After a write, the candidates written before it (smaller ticket); then, unless some
@@ -555,6 +525,22 @@ impl Engine {
             },
         }
     }
+}
+
+/// The candidates of `near` (`(ref, fp, distance)`) whose data are in `known`, in `near`'s
+/// order (those without: gone).
+fn paired(near: Vec<(u64, u64, u32)>, mut known: Vec<(u64, Version)>) -> Vec<Candidate> {
+    near.into_iter()
+        .filter_map(|(r, f, d)| {
+            let at = known.iter().position(|(k, _)| *k == r)?;
+            Some(Candidate {
+                reference: r,
+                fp: f,
+                distance: d,
+                version: known.swap_remove(at).1,
+            })
+        })
+        .collect()
 }
 
 /// Nearest first, then by ticket (none: after every ticketed one), then by ref.

@@ -15,6 +15,18 @@ impl Engine {
             .collect()
     }
 
+    /// `HMGET <data key> i p q h` of each of `refs`: their data, read for candidates.
+    pub(super) fn push_data_reads(&self, bytes: &mut Vec<u8>, refs: impl Iterator<Item = u64>) {
+        for r in refs {
+            push_array_header(bytes, 2 + FIELDS.len());
+            push_bulk(bytes, b"HMGET");
+            push_bulk(bytes, self.data_key(r).as_bytes());
+            for f in FIELDS {
+                push_bulk(bytes, f);
+            }
+        }
+    }
+
     /// `MGET <horizon> <probe buckets...>`, the data of `prefetch`, and the ring's new slots.
     pub(super) fn check_request(&self, text: &Text, prefetch: &[(u64, u64)]) -> Result<Request> {
         let prefixes = self.prefixes(text);
@@ -26,14 +38,7 @@ impl Engine {
             self.blocks,
             text.k,
         )?;
-        for &(r, _) in prefetch {
-            push_array_header(&mut bytes, 2 + FIELDS.len());
-            push_bulk(&mut bytes, b"HMGET");
-            push_bulk(&mut bytes, self.data_key(r).as_bytes());
-            for f in FIELDS {
-                push_bulk(&mut bytes, f);
-            }
-        }
+        self.push_data_reads(&mut bytes, prefetch.iter().map(|&(r, _)| r));
         push_array_header(&mut bytes, 6);
         for arg in [
             b"EVALSHA".as_slice(),
