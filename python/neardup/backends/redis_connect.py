@@ -25,6 +25,7 @@ _OUR_OPTIONS = {
     "period": float,
     "wait_replicas": int,
     "wait_timeout": int,
+    "spin_us": int,
 }
 
 
@@ -39,8 +40,8 @@ def connect(url: str, **client_kwargs: Any) -> tuple[Client, dict[str, Any]]:
     - ``unix:///path/to/socket?db=0``.
 
     Query parameters ``namespace``, ``blocks``, ``retention``, ``period``, ``wait_replicas``,
-    ``wait_timeout`` are neardup's; the others are passed to redis-py (e.g. ``socket_timeout``,
-    ``health_check_interval``).
+    ``wait_timeout``, ``spin_us`` are neardup's; the others are passed to redis-py (e.g.
+    ``socket_timeout``, ``health_check_interval``).
     """
     if not isinstance(url, str):
         raise TypeError(f"url must be str, got {type(url).__name__}")

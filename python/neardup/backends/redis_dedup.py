@@ -29,6 +29,7 @@ from neardup.backends.redis_format import (
     _Written,
 )
 from neardup.backends.redis_index import DEFAULT_CACHE_SIZE, RedisIndex, _Gone
+from neardup.backends.redis_link import DEFAULT_SPIN_US
 from neardup.backends.redis_onetext import check_and_add_in_core
 from neardup.backends.redis_single import check_add_in_script
 from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
@@ -83,6 +84,7 @@ class RedisDeduplicator(Closing):
         wait_replicas: int = 0,
         wait_timeout: int = 1000,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        spin_us: int = DEFAULT_SPIN_US,
     ) -> None:
         self.policy = _policy_from(policy, None, None)
         self.fingerprinter = (
@@ -99,6 +101,7 @@ class RedisDeduplicator(Closing):
             wait_replicas=wait_replicas,
             wait_timeout=wait_timeout,
             cache_size=cache_size,
+            spin_us=spin_us,
         )
         self.url = redact(url) if url else None
         # The data field read with each candidate: its sketch for the Jaccard verifier, its
@@ -144,13 +147,15 @@ class RedisDeduplicator(Closing):
         period: float | None = None,
         blocks: int | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        spin_us: int | None = None,
         **client_kwargs: Any,
     ) -> RedisDeduplicator:
         """Open the deduplicator at ``url`` (``redis://``, ``rediss://``, ``redis+cluster://``,
         ``unix://``; see :func:`connect`). ``k`` and ``preset`` override the policy's radius and
         fingerprint preset; URL query options ``namespace``, ``retention``, ``period``,
-        ``blocks`` apply when the keyword is not given; ``wait_replicas``, ``wait_timeout``
-        come from the URL only; ``cache_size`` see :class:`RedisIndex`."""
+        ``blocks``, ``spin_us`` apply when the keyword is not given; ``wait_replicas``,
+        ``wait_timeout`` come from the URL only; ``cache_size`` and ``spin_us``: see
+        :class:`RedisIndex`."""
         client, options = connect(url, **client_kwargs)
         return cls(
             client,
@@ -163,6 +168,7 @@ class RedisDeduplicator(Closing):
             wait_replicas=options.get("wait_replicas", 0),
             wait_timeout=options.get("wait_timeout", 1000),
             cache_size=cache_size,
+            spin_us=spin_us if spin_us is not None else options.get("spin_us", DEFAULT_SPIN_US),
         )
 
     # -- verification ------------------------------------------------------------------------

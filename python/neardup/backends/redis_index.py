@@ -38,7 +38,7 @@ from neardup.backends.redis_format import (
     _Written,
     new_ref,
 )
-from neardup.backends.redis_link import ServerLink
+from neardup.backends.redis_link import DEFAULT_SPIN_US, ServerLink
 from neardup.backends.redis_lua import (
     _CHAIN_LUA,
     _CHECK_ADD_LUA,
@@ -89,6 +89,12 @@ class RedisIndex(Closing):
     replicas acknowledged it (``wait_timeout`` ms); fewer raises ``TimeoutError`` and the
     write must be treated as not acknowledged (see docs/scale-out.md, durability).
 
+    ``spin_us`` (one server): how long, in microseconds, a single-threaded process polls its
+    connection for a reply, yielding its CPU to any other runnable task between looks, before
+    it sleeps (0: sleep at once). Waking a halted virtual CPU costs more than a loopback round
+    trip's work; it is skipped when replies usually take over twice as long (a remote server),
+    under TLS, and while the process runs other threads.
+
     ``cache_size`` (one server): how many stored versions' data (id, ticket, and the Jaccard
     sketch a deduplicator verifies with) this process keeps after writing or reading them, so
     that a check whose near records are all known needs no round trip for their data (0: off).
@@ -109,11 +115,18 @@ class RedisIndex(Closing):
         wait_replicas: int = 0,
         wait_timeout: int = 1000,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        spin_us: int = DEFAULT_SPIN_US,
     ) -> None:
         self.k = _check_k(k)
-        for name, value in (("wait_replicas", wait_replicas), ("wait_timeout", wait_timeout)):
+        for name, value in (
+            ("wait_replicas", wait_replicas),
+            ("wait_timeout", wait_timeout),
+            ("spin_us", spin_us),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        if spin_us > 1_000_000:
+            raise ValueError(f"spin_us must be at most 1000000 (1 s), got {spin_us!r}")
         self.wait_replicas = wait_replicas
         self.wait_timeout = wait_timeout
         if not isinstance(namespace, str) or not namespace or any(c in namespace for c in "{}|"):
@@ -166,7 +179,7 @@ class RedisIndex(Closing):
         # One server: the core's state for one-text check-and-adds (set by a
         # RedisDeduplicator; its own cache and ring, cleared with the namespace).
         self._engine: _TextEngine | None = None
-        self._link = ServerLink(client, wait_replicas, wait_timeout)  # one server's transport
+        self._link = ServerLink(client, wait_replicas, wait_timeout, spin_us)  # one server's
         # One server decides a check-and-add inside one script at probe radius 0: k < blocks.
         self._in_script_below = 0 if self.cluster else self.layout.blocks
         reg = client.register_script

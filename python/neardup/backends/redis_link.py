@@ -14,7 +14,12 @@ redis-py's ``RedisCluster``.
 from __future__ import annotations
 
 import os
+import select
+import socket
+import ssl
+import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,9 +32,15 @@ try:
 except ImportError:  # pragma: no cover - hiredis is part of the [redis] extra
     _Reader = None
 
-__all__ = ["ServerLink"]
+__all__ = ["DEFAULT_SPIN_US", "ServerLink"]
 
 _READ_SIZE = 1 << 16
+# How long a single-threaded client polls for a reply before it sleeps (see
+# _Socket.first_chunk): 0.2 ms covers a loopback or same-rack round trip of a busy server.
+DEFAULT_SPIN_US = 200
+_now = time.perf_counter
+_yield: Callable[[], None] = getattr(os, "sched_yield", lambda: None)
+_CAN_SPIN = hasattr(select, "poll") and hasattr(os, "sched_yield")  # (not on Windows)
 
 # Bumped in every forked child: a socket opened before the fork belongs to the parent. (A
 # counter, not os.getpid() on every call: a system call costs microseconds in a sandbox.)
@@ -41,19 +52,58 @@ class _Socket:
     """One thread's connection: redis-py's (for opening and closing), its socket and a
     hiredis reader of our own (redis-py's parser is never used on it after the handshake)."""
 
-    __slots__ = ("conn", "sock", "reader", "fork")
+    __slots__ = ("conn", "sock", "reader", "fork", "timeout", "spin", "wait", "poller")
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, spin: float = 0.0) -> None:
         self.conn = conn
         conn.connect()
-        self.sock = conn._sock
-        if self.sock is None:  # pragma: no cover - connect() raises instead
+        self.sock = sock = conn._sock
+        if sock is None:  # pragma: no cover - connect() raises instead
             raise redis_py.exceptions.ConnectionError("the connection did not open")
+        # redis-py's socket_timeout (5 s by default) makes Python poll() before every send and
+        # recv: two more system calls per round trip. The kernel keeps the same limit instead
+        # (SO_RCVTIMEO/SO_SNDTIMEO on a blocking socket; a call past it fails with EAGAIN).
+        # Not under TLS: there the socket's own reads decrypt, and keep what they buffered.
+        self.timeout = sock.gettimeout()
+        if isinstance(sock, ssl.SSLSocket) or not _CAN_SPIN:
+            spin = 0.0
+        elif self.timeout:
+            sec = int(self.timeout)
+            limit = struct.pack("ll", sec, int((self.timeout - sec) * 1e6))
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
+            except OSError:  # pragma: no cover - (Linux takes them; elsewhere Python polls)
+                pass
+            else:
+                sock.settimeout(None)
         self.reader = _Reader(
             protocolError=redis_py.exceptions.InvalidResponse,
             replyError=redis_py.exceptions.ResponseError,
         )
         self.fork = _forks[0]
+        self.spin = spin
+        self.wait = 0.0  # (a moving average of the reply's wait, seconds)
+        self.poller = select.poll() if spin else None
+        if self.poller is not None:
+            self.poller.register(sock, select.POLLIN)
+
+    def first_chunk(self) -> bytes:
+        """The first bytes of the reply to what was just sent. Blocking in ``recv`` lets an
+        idle virtual CPU halt, and waking it costs more than a local round trip's work: with
+        ``spin`` (seconds), a single-threaded process that usually hears back within twice
+        that long first polls the socket, yielding its CPU to any other runnable task between
+        looks, for up to ``spin`` seconds, then blocks."""
+        sock = self.sock
+        t0 = _now()
+        if self.poller and self.wait <= 2 * self.spin and threading.active_count() == 1:
+            end = t0 + self.spin
+            look = self.poller.poll
+            while not look(0) and _now() < end:
+                _yield()
+        chunk: bytes = sock.recv(_READ_SIZE)
+        self.wait += (_now() - t0 - self.wait) * 0.125
+        return chunk
 
     def roundtrip(self, packed: bytes, n: int) -> list[Any]:
         """Send ``packed`` (``n`` commands) and read ``n`` replies (error replies as
@@ -61,10 +111,12 @@ class _Socket:
         sock, reader = self.sock, self.reader
         sock.sendall(packed)
         replies: list[Any] = []
+        first = True
         while len(replies) < n:
             reply = reader.gets()
             if reply is False:
-                chunk = sock.recv(_READ_SIZE)
+                chunk = self.first_chunk() if first else sock.recv(_READ_SIZE)
+                first = False
                 if not chunk:
                     raise redis_py.exceptions.ConnectionError("the server closed the connection")
                 reader.feed(chunk)
@@ -77,13 +129,14 @@ class _Socket:
         other than None (the replies are parsed there: the core's one-text engine)."""
         sock = self.sock
         sock.sendall(packed)
+        chunk = self.first_chunk()
         while True:
-            chunk = sock.recv(_READ_SIZE)
             if not chunk:
                 raise redis_py.exceptions.ConnectionError("the server closed the connection")
             out = feed(chunk)
             if out is not None:
                 return out
+            chunk = sock.recv(_READ_SIZE)
 
 
 def _no_script(reply: Any) -> bool:
@@ -97,17 +150,24 @@ class ServerLink:
     (taken once from ``client``'s pool: one per thread, so threads never share one; a forked
     child opens its own)."""
 
-    def __init__(self, client: Client, wait_replicas: int = 0, wait_timeout: int = 1000) -> None:
+    def __init__(
+        self,
+        client: Client,
+        wait_replicas: int = 0,
+        wait_timeout: int = 1000,
+        spin_us: int = DEFAULT_SPIN_US,
+    ) -> None:
         self.client = client
         self.wait_replicas = wait_replicas
         self.wait_timeout = wait_timeout
+        self.spin_us = spin_us
         self.local = threading.local()
 
     def _socket(self) -> _Socket:
         s: _Socket | None = getattr(self.local, "s", None)
         if s is None or s.fork != _forks[0]:
             pool = self.client.connection_pool  # type: ignore[union-attr]
-            s = self.local.s = _Socket(pool.get_connection())
+            s = self.local.s = _Socket(pool.get_connection(), self.spin_us * 1e-6)
         return s
 
     def _drop(self) -> None:
@@ -150,6 +210,10 @@ class ServerLink:
             except (OSError, redis_py.exceptions.ConnectionError) as e:
                 self._drop()
                 if attempt:
+                    if isinstance(e, BlockingIOError):  # (past the kernel's limit, above)
+                        raise redis_py.exceptions.TimeoutError(
+                            f"no reply from the server within socket_timeout={s.timeout} s"
+                        ) from e
                     if isinstance(e, TimeoutError):
                         raise redis_py.exceptions.TimeoutError(str(e)) from e
                     raise redis_py.exceptions.ConnectionError(str(e)) from e
