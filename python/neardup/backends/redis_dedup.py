@@ -18,6 +18,7 @@ from neardup._core import (
     _TextEngine,
 )
 from neardup.backends.redis_connect import Client, connect, redact
+from neardup.backends.redis_copies import copies_first, with_batch_matches
 from neardup.backends.redis_format import (
     _check_k,
     _dec_id,
@@ -407,7 +408,31 @@ class RedisDeduplicator(Closing):
         ones and the earlier texts of the batch that were added. Pipelined: on one server a
         batch costs two or three round trips, not two or three per text."""
         tss, norms, fps, sketches = self._prepare_batch(ids, texts, timestamps)
-        return self._check_and_add_prepared(ids, texts, tss, norms, fps, sketches)
+        if len(norms) < 2 or not self.index._watching:
+            return self._check_and_add_prepared(ids, texts, tss, norms, fps, sketches)
+        # (one server, Jaccard: the likely copies of stored texts checked first, redis_copies)
+        radii = [self._radius(n, None) for n in norms]
+        ids = list(ids)
+        found = copies_first(self, ids, norms, fps, radii, sketches)
+        if not found:
+            return self._check_and_add_prepared(ids, texts, tss, norms, fps, sketches)
+        rest = [j for j in range(len(norms)) if j not in found]
+        out: list[tuple[bool, list[Match]]] = [(False, [])] * len(norms)
+        if rest:
+            pick = lambda xs: [xs[j] for j in rest]  # noqa: E731
+            decided = self._check_and_add_prepared(
+                pick(ids), pick(texts), pick(tss), pick(norms), pick(fps), pick(sketches)
+            )
+            for j, r in zip(rest, decided):
+                out[j] = r
+        for j, (entries, matches) in found.items():
+            added_before = [i for i in rest if i < j and out[i][0]]
+            out[j] = (
+                False,
+                with_batch_matches(self, j, matches, ids, fps, radii[j], sketches, added_before),
+            )
+            self._count(entries, out[j][1])
+        return out
 
     def _check_and_add_prepared(
         self,

@@ -31,6 +31,7 @@ __all__ = [
     "keep_read",
     "read_with",
     "recent_read",
+    "resolve_many",
     "resolve",
     "saw",
     "take_recent",
@@ -48,32 +49,43 @@ def resolve(
     are. Refs whose data are gone (removed, retracted, expired) are skipped."""
     if not near:
         return []
-    fields = data_fields(payload)
-    refs = list(near)
-    rows: list[Any]
     if index.cluster:
+        refs = list(near)
         pipe = index.client.pipeline(transaction=False)
         for ref in refs:
-            pipe.hmget(index._datakey(ref), fields)
-        rows = pipe.execute()
-        return entries(near, refs, rows, payload)
+            pipe.hmget(index._datakey(ref), data_fields(payload))
+        return entries(near, refs, pipe.execute(), payload)
+    return resolve_many(index, [near], payload)[0]
+
+
+def resolve_many(
+    index: RedisIndex, nears: Sequence[Mapping[int, tuple[int, int]]], payload: str | None
+) -> list[list[_Entry]]:
+    """One server: :func:`resolve` of several queries' near records, the data missing from
+    the cache read in one round trip for all."""
     cache = index._cache
     known: dict[int, Cached] = {}
-    for ref in refs:
-        c = cache.get(ref, payload)
-        if c is not None:
-            known[ref] = c
-    misses = [ref for ref in refs if ref not in known]
+    misses: dict[int, int] = {}  # (ref: fp)
+    for near in nears:
+        for ref, (fp, _) in near.items():
+            if ref not in known and ref not in misses:
+                c = cache.get(ref, payload)
+                if c is None:
+                    misses[ref] = fp
+                else:
+                    known[ref] = c
     if misses:
-        rows = index._link.send_all([("HMGET", index._datakey(ref), *fields) for ref in misses])
-        known.update(keep_read(index, misses, [near[r][0] for r in misses], rows, payload))
-    out: list[_Entry] = []
-    for ref in refs:
-        c = known.get(ref)
-        if c is None:
-            continue
-        fp, dist = near[ref]
-        out.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4] if payload else None))
+        fields = data_fields(payload)
+        rows = index._link.send_all([("HMGET", index._datakey(r), *fields) for r in misses])
+        known.update(keep_read(index, list(misses), list(misses.values()), rows, payload))
+    out: list[list[_Entry]] = []
+    for near in nears:
+        found: list[_Entry] = []
+        for ref, (fp, dist) in near.items():
+            c = known.get(ref)
+            if c is not None:
+                found.append(_Entry(ref, fp, c[0], c[1], dist, c[2], c[4] if payload else None))
+        out.append(found)
     return out
 
 

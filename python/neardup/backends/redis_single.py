@@ -44,9 +44,11 @@ def write_many(
     (records of later tickets it may also return are left out). Items are ticketed in order,
     so each sees the earlier ones of the batch. (An item whose random ref was in use is sent
     again: probability ~2**-64 per item.)"""
-    # (the first item's script also returns the recent ring's new slots, when watched)
+    # (the last item's script also returns the recent ring's new slots, when watched: those
+    # of every write of the batch too, which a later batch's likely copies are guessed from)
+    last = len(batch) - 1
     calls = [
-        write_call(index, x, index._seen if j == 0 and index._watching else -1)
+        write_call(index, x, index._seen if j == last and index._watching else -1)
         for j, x in enumerate(batch)
     ]
     reads: list[bytes | None] = [None if x.probes is None else x.probes.mget() for x in batch]
@@ -107,9 +109,9 @@ def _written(
         )
         for j, out in zip(retry, again):
             outs[j] = out
-    first = outs[0][0] if outs else None
-    if first is not None and len(first) > 3:  # (the ring's slots up to its own ticket)
-        saw(index, int(first[0]), first[3])
+    final = outs[-1][0] if outs else None
+    if final is not None and len(final) > 3:  # (the ring's slots up to its own ticket)
+        saw(index, int(final[0]), final[3])
     written: list[_Written] = []
     near: dict[int, tuple[int, int]] = {}
     per_item: list[dict[int, tuple[int, int]]] = []
