@@ -27,13 +27,24 @@ from redis_servers import _words, fresh_ns  # noqa: E402
 
 
 def _texts(rng: random.Random) -> list[str]:
-    """Originals, exact copies, copies with a word changed and unrelated texts, mixed."""
+    """Originals, exact copies, copies with a word changed and unrelated texts, mixed; and
+    texts the core prepares as the policy does (an HTML page's main text, a short text at
+    the short radius, Chinese, case and width folded, a lone surrogate), each with a copy."""
     bases = [_words(rng, 50) for _ in range(12)]
     out = []
     for j, b in enumerate(bases):
         w = b.split()
         w[3] = "zzz"
         out += [b, " ".join(w)] if j % 3 else [b, b, _words(rng, 50)]
+    page = (
+        "<html><head><title>t</title><script>var x = 1;</script></head><body><nav>home | news"
+        f"</nav><article><p>{_words(rng, 60)}</p><p>{_words(rng, 40)}</p></article></body></html>"
+    )
+    short = _words(rng, 12)
+    chinese = "今天北京的天气很好，我们一起去公园散步，然后在湖边喝茶聊天。" * 3
+    odd = "ＦＵＬＬ width and MiXeD case " + _words(rng, 20) + " \ud83d"  # (half an emoji)
+    for t in (page, short, chinese, odd):
+        out += [t, t.replace("e", "E", 1)]
     rng.shuffle(out)
     return out
 

@@ -230,11 +230,17 @@ class _TextEngine:
     def __new__(
         cls, keys: Sequence[str], blocks: int, threshold: float, cache_size: int
     ) -> _TextEngine: ...
+    def prepare_with(
+        self,
+        fingerprinter: Fingerprinter,
+        shingle: int,
+        k_short: int,
+        k_long: int,
+        short_chars: int,
+    ) -> None: ...
     def begin(
         self,
-        fp: int,
-        sketch: npt.NDArray[np.uint32],
-        k: int,
+        visible: str,
         periods: tuple[int, int],
         period: int,
         expire_at: int,
@@ -242,7 +248,7 @@ class _TextEngine:
         timestamp: str,
         text: bytes,
         reference: int,
-    ) -> tuple[_TextCall, bytes]: ...
+    ) -> tuple[_TextCall, bytes, int]: ...
     def feed(self, call: _TextCall, chunk: bytes) -> _Step | None: ...
     def sketches(self, call: _TextCall, sketches: Sequence[bytes | None]) -> _Step: ...
     def heard(self, ticket: int, slots: bytes) -> None: ...

@@ -16,7 +16,7 @@ pub const MAX_SHINGLE: usize = 64;
 /// The n-gram hash multiplier: the 32-bit golden ratio (odd), as in `neardup.verify`.
 const G: u32 = 0x9E37_79B1;
 
-fn check_shingle(n: usize) -> Result<()> {
+pub(crate) fn check_shingle(n: usize) -> Result<()> {
     if (1..=MAX_SHINGLE).contains(&n) {
         Ok(())
     } else {

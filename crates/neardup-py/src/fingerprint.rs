@@ -169,7 +169,7 @@ fn fits(fp: u128, bits: u32, name: &str) -> PyResult<()> {
 #[pyclass(module = "neardup._core", frozen, eq)]
 #[derive(PartialEq)]
 pub struct Fingerprinter {
-    inner: core::Fingerprinter,
+    pub(crate) inner: core::Fingerprinter,
 }
 
 impl Fingerprinter {

@@ -12,7 +12,7 @@ const DETACH_BYTES: usize = 1 << 16;
 
 /// A Python `str` as Rust text. A lone surrogate (not Unicode: half of an emoji from a JSON
 /// `\ud83d` escape, say) becomes U+FFFD, so such text is normalised rather than refused.
-fn text_of<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
+pub(crate) fn text_of<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
     match s.to_cow() {
         Ok(c) => Ok(c),
         Err(_) => Ok(Cow::Owned(String::from_utf16_lossy(&utf16_units(s)?))),

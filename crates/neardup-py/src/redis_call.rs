@@ -1,15 +1,21 @@
 //! Binding of `neardup_core::redis_call`: one text's check-and-add on one Redis server.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use crate::errors::to_py;
-use crate::verify::{array, slice};
+use crate::fingerprint::Fingerprinter;
+use crate::plain::text_of;
 use neardup_core::records::sketch_from_le;
-use neardup_core::redis_call::{Call, Decision, Engine, Keys, Request, Step, Text, Written};
+use neardup_core::redis_call::{
+    Call, Decision, Engine, Keys, Preparation, Request, Step, Text, Written,
+};
+
+/// Texts longer than this (bytes) are prepared with the GIL released.
+const DETACH_BYTES: usize = 1 << 16;
 
 /// A write as Python sees it: ticket, ref, period, the old ref it replaced.
 type WrittenTuple = (i64, u64, i64, Option<u64>);
@@ -74,6 +80,7 @@ fn step_to_py<'py>(py: Python<'py>, step: Step) -> PyResult<Bound<'py, PyTuple>>
 #[pyclass(module = "neardup._core", name = "_TextEngine", frozen)]
 pub struct TextEngine {
     inner: Mutex<Engine>,
+    preparation: OnceLock<Preparation>,
 }
 
 #[pymethods]
@@ -97,17 +104,40 @@ impl TextEngine {
         };
         Ok(TextEngine {
             inner: Mutex::new(Engine::new(keys, blocks, threshold, cache_size).map_err(to_py)?),
+            preparation: OnceLock::new(),
         })
     }
 
-    /// Start a check-and-add: ``(call, request bytes)``.
+    /// How :meth:`begin` prepares a text (the deduplicator's policy; set once).
+    fn prepare_with(
+        &self,
+        fingerprinter: &Fingerprinter,
+        shingle: usize,
+        k_short: u32,
+        k_long: u32,
+        short_chars: usize,
+    ) -> PyResult<()> {
+        let p = Preparation::new(
+            fingerprinter.inner.clone(),
+            shingle,
+            k_short,
+            k_long,
+            short_chars,
+        )
+        .map_err(to_py)?;
+        self.preparation
+            .set(p)
+            .map_err(|_| PyValueError::new_err("the engine's preparation is already set"))
+    }
+
+    /// Start the check-and-add of the text ``visible`` (as the policy reads it: an HTML
+    /// page's main text), prepared in the core (:meth:`prepare_with`); ``text`` is what is
+    /// stored (UTF-8). ``(call, request bytes, fingerprint)``.
     #[allow(clippy::too_many_arguments)]
     fn begin<'py>(
         &self,
         py: Python<'py>,
-        fp: u64,
-        sketch: &Bound<'py, PyAny>,
-        k: u32,
+        visible: &Bound<'py, PyString>,
         periods: (i64, i64),
         period: i64,
         expire_at: i64,
@@ -115,12 +145,22 @@ impl TextEngine {
         timestamp: String,
         text: &[u8],
         reference: u64,
-    ) -> PyResult<(TextCall, Bound<'py, PyBytes>)> {
-        let sketch = array::<u32>(sketch, "sketch", "uint32")?;
+    ) -> PyResult<(TextCall, Bound<'py, PyBytes>, u64)> {
+        let prep = self.preparation.get().ok_or_else(|| {
+            PyValueError::new_err("the engine has no preparation: prepare_with()")
+        })?;
+        let visible = text_of(visible)?;
+        let p = if visible.len() > DETACH_BYTES {
+            py.detach(|| prep.prepare(&visible))
+        } else {
+            prep.prepare(&visible)
+        }
+        .map_err(to_py)?;
+        let fp = p.fp;
         let t = Text {
             fp,
-            sketch: slice(&sketch).into_owned(),
-            k,
+            sketch: p.sketch,
+            k: p.k,
             periods,
             period,
             expire_at,
@@ -133,7 +173,7 @@ impl TextEngine {
         let call = TextCall {
             inner: Mutex::new(Some(call)),
         };
-        Ok((call, PyBytes::new(py, &req.bytes)))
+        Ok((call, PyBytes::new(py, &req.bytes), fp))
     }
 
     /// Bytes received after the call's last request: None until every reply to it is here,

@@ -132,6 +132,10 @@ class RedisDeduplicator(Closing):
                 self.policy.threshold,
                 index._cache.size,
             )
+            p = self.policy
+            index._engine.prepare_with(
+                self.fingerprinter, p.shingle, p.k_short, p.k_long, p.short_chars
+            )
         self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
         self._closed = False
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from neardup._core import _TextEngine
 from neardup.backends.redis_connect import redis_py
 from neardup.backends.redis_format import _dec_id, _enc_id, _utf8, _Written, new_ref
-from neardup.dedup import Match
+from neardup.dedup import Match, check_text
+from neardup.htmltext import main_text
 from neardup.textstore import Id
 
 if TYPE_CHECKING:
@@ -32,16 +33,15 @@ def check_and_add_in_core(
     ref in use: ``_check_and_add_here`` runs the call), candidates stored without a sketch
     (computed here, :func:`sketches_of`) and the settling of a rejected or replacing write."""
     index = d.index
-    norm, fp, h = d._prepare_one(text)
-    assert h is not None  # (the engine is made for the Jaccard verifier only)
+    policy = d.policy
+    visible = main_text(text) if policy.is_html(check_text(text)) else text
     idenc = _enc_id(id)
     ts = time.time() if timestamp is None else float(timestamp)
     p = index._store_period(ts)
     live = index._live_periods()
-    call, packed = engine.begin(
-        fp,
-        h,
-        d._radius(norm, None),
+    # (normalised, fingerprinted, sketched and given its radius in the core)
+    call, packed, fp = engine.begin(
+        visible,
         (live.start, live.stop),
         p,
         index._expire_at(p),

@@ -26,10 +26,12 @@ use crate::{Error, Result};
 use std::collections::VecDeque;
 
 mod cache;
+mod prepare;
 mod requests;
 pub mod resp;
 mod types;
 
+pub use prepare::{Preparation, Prepared};
 use types::unexpected;
 pub use types::{Decision, Found, Keys, Reply, Request, Step, Text, Written};
 
@@ -369,6 +371,15 @@ impl Engine {
         if let Some(slots) = out.get(3) {
             self.saw(ticket, slots.bytes("the recent ring")?.unwrap_or_default());
         }
+        // Its own version's data, kept from now on as Python's path keeps them (before the
+        // candidates' data, and forgotten again if the write is retracted), so that both
+        // caches evict alike.
+        let version = Version {
+            id: call.text.id.as_str().into(),
+            ticket: Some(ticket),
+            sketch: Some(call.text.sketch.clone().into_boxed_slice()),
+        };
+        self.remember(own, version);
         let buckets = replies[1].items("the buckets")?;
         let mut near = self.near(&call.text, &out[2], buckets)?;
         near.retain(|&(r, _, _)| r != own);
@@ -504,16 +515,6 @@ impl Engine {
                 .then(a.distance.cmp(&b.distance))
         });
         let added = matches.is_empty() && matches!(then, Then::Write);
-        if added {
-            if let Some(w) = call.written {
-                let own = Version {
-                    id: call.text.id.as_str().into(),
-                    ticket: Some(w.ticket),
-                    sketch: Some(call.text.sketch.clone().into_boxed_slice()),
-                };
-                self.remember(w.reference, own);
-            }
-        }
         Decision {
             added,
             matches,

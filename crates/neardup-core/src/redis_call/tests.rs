@@ -251,8 +251,12 @@ fn candidates_not_kept_are_read_then_verified_and_a_write_after_a_near_copy_is_r
             similarity: 0.6
         }]
     );
-    assert_eq!(d.written.unwrap().ticket, 5); // (Python retracts it)
-    assert_eq!(e.len(), 1); // (the other's data kept; the rejected write not)
+    assert_eq!(d.written.unwrap().ticket, 5);
+    // The other's data kept, and the write's own (from its reply on, as Python's path keeps
+    // them) until Python retracts it and the engine forgets it.
+    assert_eq!(e.len(), 2);
+    e.forget(&[0x33]);
+    assert_eq!(e.len(), 1);
 }
 
 #[test]
