@@ -410,7 +410,9 @@ class RedisDeduplicator(Closing):
     ) -> list[tuple[bool, list[Match]]]:
         """:meth:`check_and_add` for each text, in order: a text is checked against the stored
         ones and the earlier texts of the batch that were added. Pipelined: on one server a
-        batch costs two or three round trips, not two or three per text."""
+        batch costs two or three round trips, not two or three per text, and with the Jaccard
+        verifier its likely copies of stored texts are first only read, in one or two more,
+        and answered without a write when confirmed (:mod:`~neardup.backends.redis_copies`)."""
         tss, norms, fps, sketches = self._prepare_batch(ids, texts, timestamps)
         if len(norms) < 2 or not self.index._watching:
             return self._check_and_add_prepared(ids, texts, tss, norms, fps, sketches)
