@@ -425,7 +425,10 @@ class RedisDeduplicator(Closing):
         rest = [j for j in range(len(norms)) if j not in found]
         out: list[tuple[bool, list[Match]]] = [(False, [])] * len(norms)
         if rest:
-            pick = lambda xs: [xs[j] for j in rest]  # noqa: E731
+
+            def pick(xs: Sequence[Any]) -> list[Any]:
+                return [xs[j] for j in rest]
+
             decided = self._check_and_add_prepared(
                 pick(ids), pick(texts), pick(tss), pick(norms), pick(fps), pick(sketches)
             )
