@@ -24,13 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from neardup._core import _sketch_jaccard
 from neardup.backends.redis_format import _Entry
-from neardup.backends.redis_read import (
-    data_fields,
-    keep_read,
-    recent_read,
-    resolve_many,
-    take_recent,
-)
+from neardup.backends.redis_read import read_many_with, resolve_many
 from neardup.dedup import Match
 from neardup.textstore import Id
 
@@ -60,30 +54,11 @@ def copies_first(
         return {}
     # One round trip: each guessed text's MGET and the data of the versions it likely copies
     # that this process does not keep, then the recent ring once.
-    fields = data_fields("h")
-    commands: list[Any] = []
-    plan = []
-    for j, unknown in guessed.items():
-        probes = index._probe_keys(fps[j], radii[j])
-        plan.append((j, probes, list(unknown)))
-        commands.append(probes.mget(index._k_horizon))
-        commands += [("HMGET", index._datakey(ref), *fields) for ref in unknown]
-    commands.append(recent_read(index))
-    replies = index._link.roundtrip(commands)
-    for r in replies[:-1]:
-        if isinstance(r, Exception):
-            raise r
-    take_recent(index, replies[-1])
-    nears = []
-    pos = 0
-    for j, probes, refs in plan:
-        mget = replies[pos]
-        rows = replies[pos + 1 : pos + 1 + len(refs)]
-        keep_read(index, refs, [guessed[j][r] for r in refs], rows, "h")
-        pos += 1 + len(refs)
-        nears.append(probes.near(mget[1:], mget[0]))
+    probes = {j: index._probe_keys(fps[j], radii[j]) for j in guessed}
+    mgets = read_many_with(index, [(probes[j], guessed[j]) for j in guessed], "h")
+    nears = [probes[j].near(m[1:], m[0]) for j, m in zip(guessed, mgets)]
     found: dict[int, tuple[list[_Entry], list[Match]]] = {}
-    for (j, _, _), got in zip(plan, resolve_many(index, nears, "h")):
+    for j, got in zip(guessed, resolve_many(index, nears, "h")):
         entries = index._sorted(got)
         matches = d._verify(norms[j], d._payloads(entries), sketches[j])
         if matches:

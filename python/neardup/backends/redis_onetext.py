@@ -33,8 +33,7 @@ def check_and_add_in_core(
     ref in use: ``_check_and_add_here`` runs the call), candidates stored without a sketch
     (computed here, :func:`sketches_of`) and the settling of a rejected or replacing write."""
     index = d.index
-    policy = d.policy
-    visible = main_text(text) if policy.is_html(check_text(text)) else text
+    visible = main_text(text) if d.policy.is_html(check_text(text)) else text
     idenc = _enc_id(id)
     ts = time.time() if timestamp is None else float(timestamp)
     p = index._store_period(ts)

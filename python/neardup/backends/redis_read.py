@@ -29,6 +29,7 @@ __all__ = [
     "data_of",
     "entries",
     "keep_read",
+    "read_many_with",
     "read_with",
     "recent_read",
     "resolve_many",
@@ -148,20 +149,36 @@ def read_with(
     """One server, one round trip: the ``MGET`` of ``probes`` (its reply is returned), the
     data of the versions ``prefetch`` (kept in the cache) and, when watched, the recent
     ring's new slots."""
+    return read_many_with(index, [(probes, prefetch)], payload)[0]
+
+
+def read_many_with(
+    index: RedisIndex, reads: Sequence[tuple[Probes, Mapping[int, int]]], payload: str | None
+) -> list[Any]:
+    """:func:`read_with` of several queries ``(probes, prefetch)`` in one round trip (each
+    query's ``MGET`` then its prefetched data, the recent ring once at the end); the ``MGET``
+    replies."""
     fields = data_fields(payload)
-    refs = list(prefetch)
-    commands: list[Any] = [probes.mget(index._k_horizon)]
-    commands += [("HMGET", index._datakey(ref), *fields) for ref in refs]
+    commands: list[Any] = []
+    for probes, prefetch in reads:
+        commands.append(probes.mget(index._k_horizon))
+        commands += [("HMGET", index._datakey(ref), *fields) for ref in prefetch]
     if index._watching:
         commands.append(recent_read(index))
     replies = index._link.roundtrip(commands)
-    for r in replies[: 1 + len(refs)]:
+    for r in replies[: len(replies) - index._watching]:
         if isinstance(r, Exception):
             raise r
     if index._watching:
         take_recent(index, replies[-1])
-    keep_read(index, refs, list(prefetch.values()), replies[1:], payload)
-    return replies[0]
+    mgets = []
+    pos = 0
+    for _, prefetch in reads:
+        mgets.append(replies[pos])
+        rows = replies[pos + 1 : pos + 1 + len(prefetch)]
+        keep_read(index, list(prefetch), list(prefetch.values()), rows, payload)
+        pos += 1 + len(prefetch)
+    return mgets
 
 
 # -- the recent ring (one server) ------------------------------------------------------------
