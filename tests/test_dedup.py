@@ -271,7 +271,10 @@ def test_acknowledged_adds_survive_kill_9(tmp_path: Path) -> None:
 
 def test_retention_expires_old_texts(tmp_path: Path) -> None:
     with Deduplicator.open(tmp_path / "r", retention=10.0) as d:
-        d.add(1, LONG, timestamp=0.0)  # older than the retention: expired as texts arrive
+        with pytest.raises(ValueError, match="older than the retention window"):
+            d.add(1, LONG, timestamp=0.0)  # it would be expired at once
+        d.add(1, LONG, timestamp=time.time() - 9.0)  # falls out of the window in a second
+        time.sleep(1.1)  # (retention is applied at most once a second, as texts arrive)
         d.add(2, "a fresh text that is kept", timestamp=time.time())
         assert 1 not in d and 2 in d and d.check(LONG) == []
     with pytest.raises(ValueError, match="retention must be a positive number"):

@@ -35,7 +35,15 @@ from neardup._core import (
     _sketch,
     _sketch_jaccard,
 )
-from neardup.durable import INDEX_SEQ, SYNCS, DurableLog, load_policy, open_index
+from neardup.durable import (
+    INDEX_SEQ,
+    SYNCS,
+    DurableLog,
+    Row,
+    Staged,
+    load_policy,
+    open_index,
+)
 from neardup.policy import (
     Match,
     Policy,
@@ -46,7 +54,14 @@ from neardup.policy import (
     fingerprinter_config,
     match_order,
 )
-from neardup.textstore import Id, MemoryTextStore, SqliteTextStore, TextStore, check_id
+from neardup.textstore import (
+    Id,
+    MemoryTextStore,
+    SqliteTextStore,
+    TextStore,
+    check_id,
+    check_timestamp,
+)
 from neardup.verify import cosine, levenshtein
 
 __all__ = [
@@ -425,8 +440,8 @@ class Deduplicator(Closing):
     ) -> int:
         """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint.
         ``durable=False``: see :meth:`open` and :meth:`commit`."""
-        ts = None if timestamp is None else [timestamp]
-        return self.add_many([id], [text], ts, durable=durable)[0]
+        tss = self._check_writes([id], [text], [timestamp], one=True)
+        return self._add_many([id], [text], tss, durable)[0]
 
     def check_and_add(
         self, id: Id, text: str, timestamp: float | None = None, *, durable: bool = True
@@ -437,8 +452,8 @@ class Deduplicator(Closing):
         the add happen under one lock, so of near-copies sent concurrently exactly one is added.
         ``durable=False``: see :meth:`open` and :meth:`commit`.
         """
-        ts = None if timestamp is None else [timestamp]
-        return self.check_and_add_many([id], [text], ts, durable=durable)[0]
+        tss = self._check_writes([id], [text], [timestamp], one=True)
+        return self._check_and_add_many([id], [text], tss, durable)[0]
 
     def _prepare(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
         norms = self.policy.prepare_many(texts)
@@ -468,10 +483,37 @@ class Deduplicator(Closing):
         *,
         durable: bool = True,
     ) -> list[int]:
-        """:meth:`add` for each text, in order; returns the fingerprints."""
+        """:meth:`add` for each text, in order; returns the fingerprints. Every item is checked
+        before anything is written: one bad item refuses the whole batch."""
+        return self._add_many(ids, texts, self._check_writes(ids, texts, timestamps), durable)
+
+    def _check_writes(
+        self,
+        ids: Sequence[Id],
+        texts: Sequence[str],
+        timestamps: Sequence[float | None] | None,
+        *,
+        one: bool = False,
+    ) -> list[float | None]:
+        """The one check of a write call's input, before any side effect: shapes, then each
+        id, text and timestamp (finite, within what the stores hold, and not older than the
+        retention window). Raises ``TypeError`` / ``ValueError`` naming the argument (``id``,
+        or ``ids[3]`` in a batch) and the value; returns the timestamps as floats (None: now)."""
         tss = check_batch(ids, texts, timestamps)
-        for i in ids:
-            check_id(i)
+        not_before = None if self._retention is None else time.time() - self._retention
+        out: list[float | None] = []
+        for j, (i, text, ts) in enumerate(zip(ids, texts, tss)):
+            at = "" if one else f"s[{j}]"
+            check_id(i, f"id{at}")
+            check_text(text, f"text{at}")
+            out.append(
+                None if ts is None else check_timestamp(ts, f"timestamp{at}", not_before=not_before)
+            )
+        return out
+
+    def _add_many(
+        self, ids: Sequence[Id], texts: Sequence[str], tss: list[float | None], durable: bool
+    ) -> list[int]:
         norms, fps = self._prepare(texts)
         with self._lock:
             self._ensure_open()
@@ -487,10 +529,10 @@ class Deduplicator(Closing):
         tss: Sequence[float | None],
         durable: bool,
     ) -> None:
-        """Store a batch (with _lock held). Opened on a directory: staged, then indexed (one
-        index call), then, when ``durable``, committed (one store transaction, one fsync).
-        Otherwise: texts first, then the index. Sketches are made when a later check needs
-        them, not here."""
+        """Store a batch (with _lock held). Opened on a directory: indexed (one index call),
+        staged, then, when ``durable``, committed (one store transaction, one fsync); if a step
+        fails, nothing of the batch stays (see :meth:`_add_logged`). Otherwise: texts first,
+        then the index. Sketches are made when a later check needs them, not here."""
         if not ids:
             return
         now = time.time()
@@ -498,7 +540,7 @@ class Deduplicator(Closing):
         rows = list(zip(ids, texts, stamps))
         log = self._log
         if log is not None:
-            log.stage(rows, fps)
+            self._add_logged(log, ids, rows, fps, durable)
         else:
             put_many = getattr(self.store, "put_many", None)
             if put_many is not None:
@@ -506,14 +548,41 @@ class Deduplicator(Closing):
             else:
                 for i, t, ts in rows:
                     self.store.put(i, t, ts)
-        self._forget_sketches(ids)
-        self.index.add_many(ids, np.asarray(fps, np.uint64), np.asarray(stamps, np.float64))
+            self._forget_sketches(ids)
+            self.index.add_many(ids, np.asarray(fps, np.uint64), np.asarray(stamps, np.float64))
         self._counters["added"] += len(ids)
-        if log is not None:
+        try:
+            if log is not None:
+                log.maybe_flush_index(self.index, self.index_flush_interval)
+            self._maybe_expire()
+        except Exception:
+            # The batch is written: an index sync that failed is redone by the next one (and a
+            # reopen replays what it missed from the texts), an expiry by the next sweep.
+            _logger.exception("index sync or expiry after a write failed")
+
+    def _add_logged(
+        self, log: DurableLog, ids: list[Id], rows: list[Row], fps: list[int], durable: bool
+    ) -> None:
+        """Index, stage and (``durable``) commit a batch; on any failure take back what was
+        done (the rows leave the staging area, the index entries return to the staged or
+        committed state) and re-raise: a failed write leaves nothing visible and nothing for a
+        later commit to write."""
+        staged: list[Staged] = []
+        try:
+            # The index first: a row is staged (visible to readers, taken by the next commit,
+            # perhaps on another thread) only once nothing of its write can fail but the commit.
+            self.index.add_many(
+                ids, np.asarray(fps, np.uint64), np.asarray([r[2] for r in rows], np.float64)
+            )
+            staged = log.stage(rows, fps)
+            self._forget_sketches(ids)
             if durable:
-                log.commit()
-            log.maybe_flush_index(self.index, self.index_flush_interval)
-        self._maybe_expire()
+                log.commit(own=staged)
+        except BaseException:
+            log.unstage(staged)
+            log.restore(self.index, ids)
+            self._forget_sketches(ids)
+            raise
 
     def _batch_pairs(self, fps: list[int], radii: list[int]) -> dict[int, list[tuple[int, int]]]:
         """For each row i of the batch, its earlier rows j < i within ``radii[i]`` bits."""
@@ -543,10 +612,14 @@ class Deduplicator(Closing):
         durable: bool = True,
     ) -> list[tuple[bool, list[Match]]]:
         """:meth:`check_and_add` for each text, in order: a text is checked against the stored
-        ones and the earlier texts of the batch that were added."""
-        tss = check_batch(ids, texts, timestamps)
-        for i in ids:
-            check_id(i)
+        ones and the earlier texts of the batch that were added. Every item is checked before
+        anything is written: one bad item refuses the whole batch."""
+        tss = self._check_writes(ids, texts, timestamps)
+        return self._check_and_add_many(ids, texts, tss, durable)
+
+    def _check_and_add_many(
+        self, ids: Sequence[Id], texts: Sequence[str], tss: list[float | None], durable: bool
+    ) -> list[tuple[bool, list[Match]]]:
         norms, fps = self._prepare(texts)
         policy = self.policy
         radii = [policy.radius(len(n)) for n in norms]

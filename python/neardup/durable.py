@@ -44,6 +44,7 @@ INDEX_SEQ = "index_seq"  # meta: the last text-store row the synced index covers
 _logger = logging.getLogger("neardup.dedup")
 
 Row = tuple[Id, str, float]
+Staged = tuple[Id, str, float, int]  # a staged row: id, text, timestamp, fingerprint
 
 
 def load_policy(root: str, policy: Policy | None) -> Policy:
@@ -94,10 +95,10 @@ class DurableLog:
     def __init__(self, store: SqliteTextStore, sync: str) -> None:
         self.store = store
         self.sync = sync
-        # Staged rows in write order, and the newest staged text of each id (what readers see
+        # Staged rows in write order, and the newest staged row of each id (what readers see
         # until the row is committed).
-        self._staged: list[tuple[Id, str, float, int]] = []
-        self._staged_text: dict[Id, str] = {}
+        self._staged: list[Staged] = []
+        self._staged_row: dict[Id, Staged] = {}
         self._staged_lock = threading.Lock()
         self._commit_lock = threading.Lock()  # one commit at a time, in staging order
         self._flushed_seq: int | None = None  # index synced through this row; not recorded yet
@@ -105,27 +106,52 @@ class DurableLog:
 
     # -- staging and committing ---------------------------------------------------------------
 
-    def stage(self, rows: Sequence[Row], fps: Sequence[int]) -> None:
-        """Stage written ``(id, text, timestamp)`` rows with their fingerprints."""
+    def stage(self, rows: Sequence[Row], fps: Sequence[int]) -> list[Staged]:
+        """Stage written ``(id, text, timestamp)`` rows with their fingerprints; returns the
+        staged entries (for :meth:`commit`'s ``own`` and :meth:`unstage`)."""
+        entries = [(i, text, ts, fp) for (i, text, ts), fp in zip(rows, fps)]
         with self._staged_lock:
-            for (i, text, ts), fp in zip(rows, fps):
-                self._staged.append((i, text, ts, fp))
-                self._staged_text[i] = text
+            self._staged.extend(entries)
+            for e in entries:
+                self._staged_row[e[0]] = e
+        return entries
+
+    def unstage(self, entries: Sequence[Staged]) -> None:
+        """Take back staged entries that are not committed yet (a write call that failed):
+        readers see the id's earlier staged row again, or the committed one. Entries already
+        committed are left alone."""
+        with self._commit_lock:  # not while a commit is writing them
+            self._unstage(entries)
+
+    def _unstage(self, entries: Sequence[Staged]) -> None:
+        drop = {id(e) for e in entries}
+        with self._staged_lock:
+            ids = {e[0] for e in self._staged if id(e) in drop}
+            if not ids:
+                return
+            self._staged = [e for e in self._staged if id(e) not in drop]
+            for i in ids:
+                del self._staged_row[i]
+            for e in self._staged:
+                if e[0] in ids:
+                    self._staged_row[e[0]] = e  # the newest remaining one wins
 
     def pending_text(self, id: Id) -> str | None:
         """The staged (not yet committed) text of ``id``, or None."""
-        return self._staged_text.get(id)
+        e = self._staged_row.get(id)
+        return None if e is None else e[1]
 
     @property
     def pending(self) -> int:
         """Rows staged and not yet committed."""
         return len(self._staged)
 
-    def commit(self) -> None:
+    def commit(self, own: Sequence[Staged] = ()) -> None:
         """Write every staged row to the text store in one transaction (one fsync with
         ``sync="full"``), with the index's last sync point when there is a new one to record.
-        Rows staged while this runs wait for the next commit. On failure the rows stay staged
-        (the next commit writes them) and the error propagates."""
+        Rows staged while this runs wait for the next commit. On failure the error propagates;
+        the caller's ``own`` entries are taken back (its write failed: nothing of it may be
+        written later) and the other rows stay staged (the next commit writes them)."""
         with self._commit_lock:
             with self._staged_lock:
                 if not self._staged:
@@ -133,17 +159,36 @@ class DurableLog:
                 todo = list(self._staged)
                 flushed = self._flushed_seq
             meta = None if flushed is None else {INDEX_SEQ: flushed}
-            self.store.put_many(
-                [(i, t, ts) for i, t, ts, _ in todo], [r[3] for r in todo], meta=meta
-            )
+            try:
+                self.store.put_many(
+                    [(i, t, ts) for i, t, ts, _ in todo], [r[3] for r in todo], meta=meta
+                )
+            except BaseException:
+                self._unstage(own)
+                raise
             with self._staged_lock:
                 del self._staged[: len(todo)]
                 if flushed is not None and self._flushed_seq == flushed:
                     self._flushed_seq = None
-                for i, text, _, _ in todo:
-                    # A newer staged text of the same id stays until its own commit.
-                    if self._staged_text.get(i) is text:
-                        del self._staged_text[i]
+                for e in todo:
+                    # A newer staged row of the same id stays until its own commit.
+                    if self._staged_row.get(e[0]) is e:
+                        del self._staged_row[e[0]]
+
+    def restore(self, index: Index, ids: Sequence[Id]) -> None:
+        """Put the index entries of ``ids`` back to what is staged or committed (after a write
+        call failed, possibly half-way through the index): the staged row's fingerprint, else
+        the stored one, else no entry."""
+        for i in dict.fromkeys(ids):
+            e = self._staged_row.get(i)
+            row = (e[3], e[2]) if e is not None else self.store.stored_row(i)
+            if row is not None and row[0] is not None:
+                index.add(i, row[0], row[1])
+                continue
+            try:
+                index.remove(i)
+            except KeyError:
+                pass
 
     # -- the index's sync points ----------------------------------------------------------------
 
@@ -211,8 +256,20 @@ class DurableLog:
 
     def close(self, index: Index) -> None:
         """Commit, close the index (a synced snapshot), record that it covers every row, close
-        the store."""
-        self.commit()
-        index.close()
-        self.store.set_meta(INDEX_SEQ, self.store.last_seq)
-        self.store.close()
+        the store. If the commit fails, the staged rows (never acknowledged) leave the index
+        too, and both are closed all the same before the error propagates."""
+        try:
+            self.commit()
+        except BaseException:
+            with self._commit_lock, self._staged_lock:
+                lost = [e[0] for e in self._staged]
+                self._staged.clear()
+                self._staged_row.clear()
+            self.restore(index, lost)
+            raise
+        finally:
+            try:
+                index.close()
+                self.store.set_meta(INDEX_SEQ, self.store.last_seq)
+            finally:
+                self.store.close()

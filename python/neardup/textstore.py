@@ -24,6 +24,7 @@ index that is synced lazily can be caught up on open (see ``Deduplicator.open`` 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sqlite3
 import threading
@@ -31,28 +32,73 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, Union, runtime_checkable
 
-__all__ = ["Id", "MemoryTextStore", "SqliteTextStore", "TextStore", "check_id"]
+__all__ = [
+    "MAX_TIMESTAMP",
+    "Id",
+    "MemoryTextStore",
+    "SqliteTextStore",
+    "TextStore",
+    "check_id",
+    "check_timestamp",
+]
 
 Id = Union[int, str]
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
 
-def check_id(id: object) -> Id:
-    """Return ``id`` if it is a valid id (str, or int in the signed 64-bit range), else raise."""
+def check_id(id: object, name: str = "id") -> Id:
+    """Return ``id`` if it is a valid id (str encodable as UTF-8, or int in the signed 64-bit
+    range), else raise ``TypeError`` / ``ValueError`` naming ``name``."""
     if isinstance(id, bool) or not isinstance(id, (int, str)):
-        raise TypeError(f"id must be int or str, got {type(id).__name__}")
-    if isinstance(id, int) and not _I64_MIN <= id <= _I64_MAX:
-        raise ValueError(f"id must fit in a signed 64-bit integer, got {id}")
+        raise TypeError(f"{name} must be int or str, got {type(id).__name__}")
+    if isinstance(id, int):
+        if not _I64_MIN <= id <= _I64_MAX:
+            raise ValueError(f"{name} must fit in a signed 64-bit integer, got {id}")
+    elif not id.isascii():
+        # Every store keeps ids as UTF-8 (SQLite, the index, Redis): a lone surrogate has none.
+        try:
+            id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"{name} must be valid Unicode (no lone surrogates), got {id!r}"
+            ) from None
     return id
 
 
-def _now(timestamp: float | None) -> float:
-    if timestamp is None:
-        return time.time()
+#: Largest timestamp magnitude (seconds) that every store and the index hold exactly (the
+#: index's limit, about the year 31.7 million).
+MAX_TIMESTAMP = 1e15
+
+
+def check_timestamp(
+    timestamp: object, name: str = "timestamp", *, not_before: float | None = None
+) -> float:
+    """``timestamp`` as float seconds when every store can keep it: a finite number with
+    ``|t| <= MAX_TIMESTAMP`` and, when ``not_before`` is given (now minus a retention window),
+    not older than that (such a document would be expired at once). ``TypeError`` /
+    ``ValueError`` naming ``name`` otherwise."""
     if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
-        raise TypeError(f"timestamp must be float seconds or None, got {type(timestamp).__name__}")
-    return float(timestamp)
+        raise TypeError(f"{name} must be float seconds or None, got {type(timestamp).__name__}")
+    try:
+        ts = float(timestamp)
+    except OverflowError:  # an int beyond the float range
+        ts = math.inf
+    if not -MAX_TIMESTAMP <= ts <= MAX_TIMESTAMP:  # (NaN fails this too)
+        raise ValueError(
+            f"{name} must be finite seconds since the epoch within +-{MAX_TIMESTAMP:.0e}, "
+            f"got {timestamp!r:.40}"
+        )
+    if not_before is not None and ts < not_before:
+        raise ValueError(
+            f"{name} {timestamp!r} is older than the retention window (it would be expired at "
+            f"once; the oldest accepted now is {not_before:.3f})"
+        )
+    return ts
+
+
+def _now(timestamp: float | None) -> float:
+    return time.time() if timestamp is None else check_timestamp(timestamp)
 
 
 @runtime_checkable
@@ -343,7 +389,7 @@ class SqliteTextStore:
                 raise TypeError(f"text must be str, got {type(text).__name__}")
             if timestamp is None:
                 ts = now
-            elif type(timestamp) is float:
+            elif type(timestamp) is float and -MAX_TIMESTAMP <= timestamp <= MAX_TIMESTAMP:
                 ts = timestamp
             else:
                 ts = _now(timestamp)
@@ -460,6 +506,22 @@ class SqliteTextStore:
         if row is None:
             raise KeyError(id)
         return _text(row[0])
+
+    def stored_row(self, id: Id) -> tuple[int | None, float] | None:
+        """``(fingerprint, timestamp)`` of the committed row of ``id`` (fingerprint None for a
+        row written without one), or None when there is none."""
+        try:
+            kind, key = _key(id)
+        except (TypeError, ValueError):
+            return None
+        row = (
+            self._reader()
+            .execute("SELECT fp, ts FROM texts WHERE kind = ? AND key = ?", (kind, key))
+            .fetchone()
+        )
+        if row is None:
+            return None
+        return (None if row[0] is None else row[0] & _U64_MASK), float(row[1])
 
     def delete(self, id: Id) -> None:
         """Forget ``id``; ``KeyError`` if unknown."""
