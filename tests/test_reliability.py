@@ -71,7 +71,7 @@ def test_an_id_with_a_lone_surrogate_is_refused_and_the_store_stays_usable(tmp_p
         pytest.param(10**400, ValueError, "timestamp must be finite", id="10**400"),
         ("2024-01-01", TypeError, "timestamp must be float seconds or None, got str"),
         (True, TypeError, "timestamp must be float seconds or None, got bool"),
-        (0.0, ValueError, "timestamp 0.0 is older than the retention window"),
+        (0.0, ValueError, "timestamp is 0.0, older than the retention window"),
     ],
 )
 @pytest.mark.parametrize("call", ["add", "check_and_add", "add_many", "check_and_add_many"])

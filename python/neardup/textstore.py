@@ -91,8 +91,8 @@ def check_timestamp(
         )
     if not_before is not None and ts < not_before:
         raise ValueError(
-            f"{name} {timestamp!r} is older than the retention window (it would be expired at "
-            f"once; the oldest accepted now is {not_before:.3f})"
+            f"{name} is {timestamp!r}, older than the retention window (it would be expired "
+            f"at once; the oldest accepted now is {not_before:.3f})"
         )
     return ts
 

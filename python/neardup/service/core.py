@@ -51,7 +51,11 @@ class DedupService:
     def __init__(self, settings: Settings, backend: Any) -> None:
         self.settings = settings
         self.backend = backend
-        self.limits = Limits(max_text_bytes=settings.max_text_bytes, max_batch=settings.max_batch)
+        self.limits = Limits(
+            max_text_bytes=settings.max_text_bytes,
+            max_batch=settings.max_batch,
+            retention=settings.retention,
+        )
         self.metrics = Metrics()
         # The embedded store can decide a group of single writes before it is on disk and make
         # it durable on the writer's committer thread (Deduplicator.commit): the next group is

@@ -27,7 +27,9 @@ class AddRequest(BaseModel):
     id: Union[int, str] = Field(..., description="Signed 64-bit integer or non-empty string.")
     text: str = Field(..., description="The document text (non-empty).")
     timestamp: Optional[float] = Field(
-        None, description="Seconds since the epoch (default: now); retention counts from it."
+        None,
+        description="Seconds since the epoch, in 0..1e15 and not older than the retention "
+        "window (default: now); retention counts from it.",
     )
 
 

@@ -8,12 +8,14 @@ at ``/docs``.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Union
 
 import orjson
 
 from neardup.service.errors import ApiError
+from neardup.textstore import check_timestamp
 
 __all__ = [
     "AddItem",
@@ -37,11 +39,13 @@ Id = Union[int, str]
 
 @dataclass(frozen=True)
 class Limits:
-    """Size limits applied to every request."""
+    """Size limits applied to every request, and the retention window (seconds; None: kept
+    forever) that a write's timestamp must fall in."""
 
     max_text_bytes: int
     max_batch: int
     max_k: int = 64
+    retention: float | None = None
 
 
 @dataclass(frozen=True)
@@ -181,7 +185,7 @@ def _id(obj: dict[str, Any], where: str) -> Id:
     return value
 
 
-def _timestamp(obj: dict[str, Any], where: str) -> float | None:
+def _timestamp(obj: dict[str, Any], where: str, limits: Limits) -> float | None:
     value = obj.get("timestamp")
     if value is None:
         return None
@@ -197,7 +201,12 @@ def _timestamp(obj: dict[str, Any], where: str) -> float | None:
             f"field {field!r} must be non-negative seconds since the epoch, got {value!r}",
             field=field,
         )
-    return float(value)
+    # The range every store holds, and the retention window (neardup.textstore's one rule).
+    not_before = None if limits.retention is None else time.time() - limits.retention
+    try:
+        return check_timestamp(value, f"field {field!r}", not_before=not_before)
+    except ValueError as e:
+        raise ApiError("invalid_timestamp", str(e), field=field) from None
 
 
 def _check_item(obj: dict[str, Any], where: str, limits: Limits) -> CheckItem:
@@ -226,7 +235,7 @@ def parse_check(data: Any, limits: Limits) -> CheckItem:
 def parse_add(data: Any, limits: Limits) -> AddItem:
     """Validate a POST /v1/add or /v1/check-and-add body."""
     obj = _object(data, "body")
-    return AddItem(_id(obj, "body"), _text(obj, "body", limits), _timestamp(obj, "body"))
+    return AddItem(_id(obj, "body"), _text(obj, "body", limits), _timestamp(obj, "body", limits))
 
 
 def _items(data: Any, limits: Limits) -> tuple[dict[str, Any], list[Any]]:
@@ -290,7 +299,7 @@ def parse_add_batch(data: Any, limits: Limits) -> list[AddItem]:
                 continue
         where = f"items[{i}]"
         obj = _object(raw, where)
-        append(AddItem(_id(obj, where), _text(obj, where, limits), _timestamp(obj, where)))
+        append(AddItem(_id(obj, where), _text(obj, where, limits), _timestamp(obj, where, limits)))
     return out
 
 
