@@ -406,6 +406,10 @@ def report(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
                 f"; exact sample of {t['sample']:,}: {t['pairs']:,} pairs at Jaccard >= 0.8, "
                 f"{t['docs_with_copy']:,} docs with a near-copy, {t['removable']:,} removable"
             )
+            if t["sample"] < r["docs"]:
+                # each pair of the file is in the sample with probability s(s-1) / n(n-1)
+                scale = r["docs"] * (r["docs"] - 1) / (t["sample"] * (t["sample"] - 1))
+                line += f" (~{t['pairs'] * scale:,.0f} pairs in the file, scaled)"
             if "any_within_radius" in t:
                 line += (
                     f"; random pairs within the candidate radius: "
