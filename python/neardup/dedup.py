@@ -43,6 +43,8 @@ from neardup.durable import (
     Staged,
     load_policy,
     open_index,
+    open_texts,
+    verify_texts,
 )
 from neardup.policy import (
     Match,
@@ -57,7 +59,6 @@ from neardup.policy import (
 from neardup.textstore import (
     Id,
     MemoryTextStore,
-    SqliteTextStore,
     TextStore,
     check_id,
     check_timestamp,
@@ -248,12 +249,16 @@ class Deduplicator(Closing):
         root = os.fspath(path)
         os.makedirs(root, exist_ok=True)
         policy = load_policy(root, policy)
-        store = SqliteTextStore(
-            os.path.join(root, "texts.sqlite"), sync=sync, background_checkpoint=True
-        )
+        store = open_texts(root, sync)
         try:
             index = open_index(root, policy)
         except BaseException:
+            store.close()
+            raise
+        try:
+            verify_texts(root, store, index)
+        except BaseException:
+            index.close()
             store.close()
             raise
         d = cls(policy=policy, index=index, store=store)

@@ -29,17 +29,32 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from neardup._core import CorruptIndexError, Fingerprinter, Index
 from neardup.policy import Policy
-from neardup.textstore import Id, SqliteTextStore
+from neardup.textstore import CorruptTextStoreError, Id, SqliteTextStore
 
-__all__ = ["INDEX_SEQ", "SYNCS", "DurableLog", "load_policy", "open_index"]
+__all__ = [
+    "COMMITTED",
+    "INDEX_SEQ",
+    "SYNCS",
+    "DurableLog",
+    "load_policy",
+    "open_index",
+    "open_texts",
+    "repair",
+    "verify_texts",
+]
 
 SYNCS = ("full", "normal", "off")
 INDEX_SEQ = "index_seq"  # meta: the last text-store row the synced index covers
+# A file beside the text store, rewritten (not synced) after each commit: the store's last
+# sequence number. A store that opens behind it lost committed rows (see verify_texts).
+COMMITTED = "texts.committed"
+TEXTS = "texts.sqlite"
 
 _logger = logging.getLogger("neardup.dedup")
 
@@ -87,6 +102,98 @@ def open_index(root: str, policy: Policy) -> Index:
         return Index.open(path, k=policy.k_max, sync="never", fingerprint_config=config)
 
 
+def _repair_hint(root: str) -> str:
+    return (
+        f"nothing was changed; `neardup repair {root}` keeps what can be read, rebuilds the "
+        "index from it and reports what is lost"
+    )
+
+
+def open_texts(root: str, sync: str) -> SqliteTextStore:
+    """The text store of directory ``root``; a file that cannot be read raises
+    :class:`CorruptTextStoreError` naming it and the repair command."""
+    try:
+        return SqliteTextStore(os.path.join(root, TEXTS), sync=sync, background_checkpoint=True)
+    except CorruptTextStoreError as e:
+        raise CorruptTextStoreError(f"{e}; {_repair_hint(root)}") from e
+
+
+def read_committed(root: str) -> int | None:
+    """The last sequence number the text store of ``root`` committed, as recorded beside it."""
+    try:
+        with open(os.path.join(root, COMMITTED), "rb") as f:
+            return int(f.read(32).strip() or b"0")
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def verify_texts(root: str, store: SqliteTextStore, index: Index) -> None:
+    """Refuse a text store that lost rows it had committed (a damaged or deleted write-ahead log
+    or database: SQLite drops the log's frames after a bad checksum without a word) or that is
+    empty beside a non-empty index: :class:`CorruptTextStoreError` naming the file, what was
+    lost and the repair command."""
+    committed = read_committed(root)
+    if committed is not None and store.last_seq < committed:
+        raise CorruptTextStoreError(
+            f"text store {store.path!r} lacks its last {committed - store.last_seq} committed "
+            f"row(s): it ends at row {store.last_seq}, row {committed} was committed (its "
+            f"write-ahead log {store.path + '-wal'!r} or the database was damaged, deleted or "
+            f"replaced); {_repair_hint(root)}"
+        )
+    if store.last_seq == 0 and len(index) > 0:
+        raise CorruptTextStoreError(
+            f"text store {store.path!r} is empty but the index holds {len(index)} document(s) "
+            f"(deleted or replaced?); {_repair_hint(root)}"
+        )
+
+
+def repair(root: str) -> dict[str, Any]:
+    """Rebuild directory ``root`` from what can be read: the text store's files and the index
+    are moved to ``root/damaged-<time>/``, every readable row is written to a new text store,
+    and the index is rebuilt from it on the next open. Returns a report: rows recovered, the
+    index's item count before, the rows the store had committed, what is lost, where the old
+    files are. Run it with the directory closed (no service on it)."""
+    policy = load_policy(root, None)
+    aside = os.path.join(root, time.strftime("damaged-%Y%m%d-%H%M%S"))
+    os.makedirs(aside)
+    index = open_index(root, policy)
+    indexed = len(index)
+    index.close()
+    os.replace(os.path.join(root, "index"), os.path.join(aside, "index"))
+    committed = read_committed(root)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(os.path.join(root, TEXTS + suffix)):
+            os.replace(os.path.join(root, TEXTS + suffix), os.path.join(aside, TEXTS + suffix))
+    rows, error = (
+        SqliteTextStore.salvage(os.path.join(aside, TEXTS))
+        if os.path.exists(os.path.join(aside, TEXTS))
+        else ([], "no text store file")
+    )
+    store = SqliteTextStore(os.path.join(root, TEXTS))
+    try:
+        for start in range(0, len(rows), 10_000):
+            chunk = rows[start : start + 10_000]
+            with_fp = [r for r in chunk if r[3] is not None]
+            store.put_many([r[:3] for r in with_fp], [int(r[3] or 0) for r in with_fp])
+            store.put_many([r[:3] for r in chunk if r[3] is None])  # fingerprinted on open
+        _record_committed(root, store.last_seq)
+    finally:
+        store.close()
+    return {
+        "recovered": len(rows),
+        "indexed_before": indexed,
+        "committed_rows": committed,
+        "lost_at_least": max(0, indexed - len(rows)),
+        "read_error": error,
+        "moved_aside": aside,
+    }
+
+
+def _record_committed(root: str, seq: int) -> None:
+    with open(os.path.join(root, COMMITTED), "wb") as f:
+        f.write(b"%d\n" % seq)
+
+
 class DurableLog:
     """The text store as the durable log of an index: staging, group commits, index syncs and
     the catch-up on open (see the module docstring). Thread-safe: staging is done by the
@@ -103,6 +210,14 @@ class DurableLog:
         self._commit_lock = threading.Lock()  # one commit at a time, in staging order
         self._flushed_seq: int | None = None  # index synced through this row; not recorded yet
         self._last_flush = 0.0
+        self._committed = os.open(
+            os.path.join(os.path.dirname(store.path), COMMITTED), os.O_RDWR | os.O_CREAT, 0o644
+        )
+        self._record(store.last_seq)
+
+    def _record(self, seq: int) -> None:
+        # Not synced: it must never be ahead of the store, and the store's commit is synced first.
+        os.pwrite(self._committed, b"%20d\n" % seq, 0)
 
     # -- staging and committing ---------------------------------------------------------------
 
@@ -166,6 +281,7 @@ class DurableLog:
             except BaseException:
                 self._unstage(own)
                 raise
+            self._record(self.store.last_seq)
             with self._staged_lock:
                 del self._staged[: len(todo)]
                 if flushed is not None and self._flushed_seq == flushed:
@@ -273,3 +389,4 @@ class DurableLog:
                 self.store.set_meta(INDEX_SEQ, self.store.last_seq)
             finally:
                 self.store.close()
+                os.close(self._committed)

@@ -33,7 +33,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, Union, runtime_checkable
 
 __all__ = [
+    "LAST_SEQ",
     "MAX_TIMESTAMP",
+    "CorruptTextStoreError",
     "Id",
     "MemoryTextStore",
     "SqliteTextStore",
@@ -45,6 +47,12 @@ __all__ = [
 Id = Union[int, str]
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+LAST_SEQ = "last_seq"  # meta: the sequence number of the last row written (in its transaction)
+
+
+class CorruptTextStoreError(ValueError):
+    """A text store that cannot be read whole (a damaged file) or that lacks rows it had."""
 
 
 def check_id(id: object, name: str = "id") -> Id:
@@ -278,7 +286,33 @@ class SqliteTextStore:
         self._db: sqlite3.Connection | None = sqlite3.connect(
             self.path, check_same_thread=False, isolation_level=None
         )
+        try:
+            self._setup(sync)
+        except sqlite3.DatabaseError as e:
+            self._db.close()
+            self._db = None
+            raise CorruptTextStoreError(f"text store {self.path!r} cannot be read: {e}") from e
         db = self._db
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._checkpointer: threading.Thread | None = None
+        self._stop_checkpoints = threading.Event()
+        if background_checkpoint:
+            db.execute("PRAGMA wal_autocheckpoint=0")
+            # A restarted log is cut back to this size (it stays at its largest otherwise).
+            db.execute("PRAGMA journal_size_limit=67108864")
+            self._checkpointer = threading.Thread(
+                target=self._checkpoint_forever,
+                args=(float(checkpoint_interval),),
+                name="neardup-textstore-checkpoint",
+                daemon=True,
+            )
+            self._checkpointer.start()
+
+    def _setup(self, sync: str) -> None:
+        """Pragmas, tables (created or upgraded) and the last sequence number; then a quick
+        check of the file (SQLite's ``quick_check``: every page and B-tree readable)."""
+        db = self._conn()
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={_SYNC[sync]}")
         # The write path descends the primary-key and timestamp B-trees at random places: keep
@@ -297,22 +331,12 @@ class SqliteTextStore:
             "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
         )
         row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM texts").fetchone()
-        self._seq = int(row[0])
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        self._checkpointer: threading.Thread | None = None
-        self._stop_checkpoints = threading.Event()
-        if background_checkpoint:
-            db.execute("PRAGMA wal_autocheckpoint=0")
-            # A restarted log is cut back to this size (it stays at its largest otherwise).
-            db.execute("PRAGMA journal_size_limit=67108864")
-            self._checkpointer = threading.Thread(
-                target=self._checkpoint_forever,
-                args=(float(checkpoint_interval),),
-                name="neardup-textstore-checkpoint",
-                daemon=True,
-            )
-            self._checkpointer.start()
+        meta = db.execute("SELECT value FROM meta WHERE name = ?", (LAST_SEQ,)).fetchone()
+        # (The last rows may have been removed since: the recorded number still counts them.)
+        self._seq = max(int(row[0]), 0 if meta is None else int(meta[0]))
+        problems = [r[0] for r in db.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            raise sqlite3.DatabaseError("; ".join(problems))
 
     def _checkpoint_forever(self, interval: float) -> None:
         # A connection of its own: SQLite runs a checkpoint concurrently with the writer's
@@ -405,16 +429,16 @@ class SqliteTextStore:
             db = self._conn()
             first = self._seq + 1
             params[5::6] = range(first, first + count)
+            # The last sequence number, in the same transaction: a reopen then knows how far the
+            # store went even after its last rows were removed (see neardup.durable).
+            meta_rows.append((LAST_SEQ, first + count - 1))
             # Rows go in multi-row INSERTs (one statement per _ROWS_PER_INSERT rows): SQLite
             # runs a statement with the GIL released, and each release is a chance for the
             # event loop's thread to take the GIL and keep it for a switch interval; executemany
-            # releases it once per row. One statement alone is atomic: no BEGIN/COMMIT needed.
-            chunks = range(0, count, _ROWS_PER_INSERT)
-            explicit = len(chunks) > 1 or bool(meta_rows)
-            if explicit:
-                db.execute("BEGIN IMMEDIATE")
+            # releases it once per row.
+            db.execute("BEGIN IMMEDIATE")
             try:
-                for start in chunks:
+                for start in range(0, count, _ROWS_PER_INSERT):
                     n = min(_ROWS_PER_INSERT, count - start)
                     rows_n = params[6 * start : 6 * (start + n)]
                     try:
@@ -422,17 +446,37 @@ class SqliteTextStore:
                     except UnicodeEncodeError:  # (a text with a lone surrogate: nothing ran)
                         rows_n[2::6] = [_storable(t) for t in rows_n[2::6]]
                         db.execute(_insert_sql(n), rows_n)
-                if meta_rows:
-                    db.executemany(
-                        "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", meta_rows
-                    )
-                if explicit:
-                    db.execute("COMMIT")
+                db.executemany("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", meta_rows)
+                db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
             self._seq += count
+
+    @staticmethod
+    def salvage(
+        path: str | os.PathLike[str],
+    ) -> tuple[list[tuple[Id, str, float, int | None]], str | None]:
+        """The rows of a (possibly damaged) store file that can still be read, as
+        ``(id, text, timestamp, fingerprint)`` in write order, and the error that stopped the
+        reading (None when every row was read)."""
+        found: list[tuple[int, Id, str, float, int | None]] = []
+        error: str | None = None
+        conn = sqlite3.connect(os.fspath(path), isolation_level=None)
+        try:
+            cur = conn.execute("SELECT seq, kind, key, text, ts, fp FROM texts")
+            while batch := cur.fetchmany(10_000):
+                for seq, kind, key, text, ts, fp in batch:
+                    found.append(
+                        (seq, _unkey(kind, key), _text(text), float(ts), fp and fp & _U64_MASK)
+                    )
+        except sqlite3.DatabaseError as e:  # a damaged page: keep what came before it
+            error = str(e)
+        finally:
+            conn.close()
+        found.sort(key=lambda r: r[0])
+        return [r[1:] for r in found], error
 
     def set_meta(self, name: str, value: int) -> None:
         """Set the integer ``name`` of the ``meta`` table (durable when this returns)."""
