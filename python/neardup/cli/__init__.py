@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "index": "neardup.cli.index",
     "calibrate": "neardup.cli.calibrate",
     "serve": "neardup.cli.serve",
+    "repair": "neardup.cli.repair",
 }
 
 
