@@ -384,7 +384,8 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, rows: list[dict[str, Any]]) 
     os.close(master)
     assert p.wait(timeout=300) == 0
     shown = b"".join(chunks).decode("utf-8", "replace")
-    assert "pass 1/2: reading" in shown and "pass 2/2: writing" in shown
+    assert "pass 1/3: reading" in shown and "pass 3/3: writing" in shown
+    assert "pass 2/3: grouping" in shown and "docs/s" in shown
     assert re.search(r"[\d.]+ ?[kMG]?B/s", shown) and re.search(r"[\d,]+ docs/s", shown)
     assert re.search(r"\d\d:\d\d<(\d\d:\d\d|\?)", shown)  # elapsed<remaining (ETA)
     assert f"read {len(rows) * 30:,} documents" in shown

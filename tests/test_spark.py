@@ -199,22 +199,24 @@ def test_keep_newest_needs_good_times(spark: SparkSession) -> None:
 
 def test_resolve_keep_longest_matches_corpus_deduper(rows: list[dict[str, Any]]) -> None:
     """The driver-side keep rule equals CorpusDeduper.result for keep="longest" too (no Spark
-    needed: fed with the engine's own verified pairs)."""
+    needed: fed with the engine's own verified pairs, CorpusDeduper.near_pairs)."""
     d = CorpusDeduper()
-    d.feed([r["text"] for r in rows])
-    lengths = np.asarray(d._lengths[0]) if len(d._lengths) == 1 else np.concatenate(d._lengths)
+    texts = [r["text"] for r in rows]
+    d.feed(texts)
+    lengths = np.asarray([len(t) for t in texts], dtype=np.int64)
     n = len(rows)
     order = np.lexsort((np.arange(n), -lengths))
     res = d.result(order)
-    v = res.pairs_verified
+    every = d.near_pairs(order)
     pairs = list(
         zip(
-            res.pairs_a[v].tolist(),
-            res.pairs_b[v].tolist(),
-            res.pairs_distance[v].tolist(),
-            res.pairs_similarity[v].tolist(),
+            every.pairs_a.tolist(),
+            every.pairs_b.tolist(),
+            every.pairs_distance.tolist(),
+            every.pairs_similarity.tolist(),
         )
     )
+    assert res.duplicates > 10
     dec = nspark._resolve(pairs, "longest", {i: int(x) for i, x in enumerate(lengths)})
     got = dict(zip(dec[nspark._ROW].tolist(), dec["__rep"].tolist()))
     want = {i: int(r) for i, r in enumerate(res.representative) if i in got or r != i}

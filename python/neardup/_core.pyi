@@ -19,6 +19,7 @@ __all__ = [
     "to_bitstring",
     "from_bitstring",
     "Index",
+    "NearEngine",
     "_disable_parallelism_after_fork",
     "main_text",
     "visible_text",
@@ -219,6 +220,34 @@ def _within(fps: npt.NDArray[np.uint64], fp: int, k: int) -> list[int]: ...
 
 # One text's check-and-add on one Redis server (crates/neardup-core/src/redis_call)
 _Step: TypeAlias = tuple[Any, ...]
+
+@final
+class NearEngine:
+    """Rows of a corpus and the bounded-work greedy decision over them (neardup.corpus)."""
+
+    def __new__(
+        cls,
+        *,
+        bands: int,
+        rows: int,
+        shingle: int,
+        threshold: float,
+        verify: bool,
+        k_short: int,
+        k_long: int,
+        short_chars: int,
+        bucket_limit: int,
+        verify_limit: int,
+        memory_budget: int,
+        spill_dir: str | os.PathLike[str],
+    ) -> NearEngine: ...
+    def feed(self, norms: Sequence[str], fingerprints: npt.NDArray[np.uint64]) -> None: ...
+    def decide(self, rows: npt.NDArray[np.int64], all_pairs: bool = False) -> None: ...
+    def outcome(self) -> dict[str, Any]: ...
+    def reset(self) -> None: ...
+    def __len__(self) -> int: ...
+    def memory_bytes(self) -> int: ...
+    def spilled_bytes(self) -> int: ...
 
 @final
 class _TextCall:

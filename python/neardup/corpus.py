@@ -1,72 +1,57 @@
 """The batch engine behind ``neardup dedup``: :class:`CorpusDeduper`.
 
-It keeps only what the two stages need per document (the fingerprint and a compact sketch of the
-5-grams), finds candidate pairs with one self-join of the fingerprints at the policy's radius,
-verifies them in the core, and applies the keep rule (:func:`resolve_keep`, shared with the Spark
-engine). The policy is :class:`neardup.dedup.Policy`.
+Documents are fed in chunks: each is prepared (main text of pages, normalised), fingerprinted,
+and handed to the core's :class:`neardup._core.NearEngine`, which keeps its shingle sketch (in
+memory up to a budget, then in a temporary file) and its MinHash band keys. :meth:`result`
+visits the documents in preference order and drops each one that passes the verifier against a
+document kept before it, comparing it only with a bounded number of kept documents (the
+policy's ``bucket_limit`` and ``verify_limit``): work per document does not grow with the
+corpus, nor with the size of a template family (docs/quality.md, "Bounded work").
 """
 
 from __future__ import annotations
 
-import math
+import os
+import tempfile
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from neardup._core import Fingerprinter, Index, sketch_jaccard_pairs_at_least
+from neardup._core import Fingerprinter, NearEngine
 from neardup.dedup import Policy, check_text, check_texts
 from neardup.htmltext import main_text
-from neardup.verify import normalise_many, sketch_many
+from neardup.verify import normalise_many
 
-__all__ = ["CorpusDeduper", "CorpusResult", "SketchedChunk", "resolve_keep"]
+__all__ = ["CorpusDeduper", "CorpusResult", "SketchedChunk", "check_order", "spill_directory"]
 
 
-def resolve_keep(
-    rank: npt.NDArray[np.int64],
-    a: npt.NDArray[np.int64],
-    b: npt.NDArray[np.int64],
-    distances: npt.NDArray[np.int64],
-    similarities: npt.NDArray[np.float64],
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """The keep rule over verified near pairs of ``rank.size`` rows.
+#: Bytes of sketches held in memory before they go to a temporary file.
+DEFAULT_MEMORY_BUDGET = 256 << 20
+#: Rows per step of :meth:`CorpusDeduper.result` (progress is reported between steps).
+_STEP = 1 << 15
 
-    ``rank[i]`` is row ``i``'s place in the preference order (lower is kept first); pair ``j``
-    joins rows ``a[j]`` and ``b[j]`` at Hamming distance ``distances[j]`` with similarity
-    ``similarities[j]`` (NaN: not computed, counts as 1.0). Rows are visited in preference
-    order; a row is dropped for its best kept earlier partner (highest similarity, then
-    nearest, then earliest). Returns, per row, its representative (itself when kept) and the
-    distance and similarity to it (0 and 1.0 when kept).
-    """
-    n = rank.size
-    representative = np.arange(n, dtype=np.int64)
-    distance = np.zeros(n, dtype=np.int64)
-    similarity = np.ones(n, dtype=np.float64)
-    # Orient each pair as (earlier, later) in preference order.
-    swap = rank[a] > rank[b]
-    early = np.where(swap, b, a)
-    late = np.where(swap, a, b)
-    score = np.nan_to_num(similarities, nan=1.0)
-    # Visit the later rows in preference order; among their earlier partners, best first.
-    visit = np.lexsort((rank[early], distances, -score, rank[late]))
-    kept = np.ones(n, dtype=bool)
-    late_l, early_l = late[visit].tolist(), early[visit].tolist()
-    vd_l, vs_l = distances[visit].tolist(), similarities[visit].tolist()
-    current, decided = -1, False
-    for lt, er, dist, s in zip(late_l, early_l, vd_l, vs_l):
-        if lt != current:
-            current, decided = lt, False
-        if decided or not kept[er]:
-            continue
-        kept[lt] = False
-        decided = True
-        representative[lt] = er
-        distance[lt] = dist
-        similarity[lt] = 1.0 if math.isnan(s) else s
-    return representative, distance, similarity
+
+def spill_directory(path: str | None = None) -> str:
+    """Where the engine's temporary file goes: ``path``, else ``$NEARDUP_TMPDIR``, else the
+    system's temporary directory (``$TMPDIR``)."""
+    return path or os.environ.get("NEARDUP_TMPDIR") or tempfile.gettempdir()
+
+
+def check_order(order: npt.ArrayLike | None, n: int) -> npt.NDArray[np.int64]:
+    """``order`` as an int64 permutation of ``0..n-1`` (``None``: input order)."""
+    if order is None:
+        return np.arange(n, dtype=np.int64)
+    a = np.asarray(order)
+    if a.ndim != 1 or a.size != n or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"keep_order must be a permutation of the {n} rows (1-D integer array)")
+    a = a.astype(np.int64)
+    if n and (a.min() < 0 or a.max() >= n or np.unique(a).size != n):
+        raise ValueError(f"keep_order must be a permutation of 0..{n - 1}")
+    return a
 
 
 @dataclass
@@ -76,11 +61,13 @@ class CorpusResult:
     - ``representative[row]``: the row of the kept document this row duplicates (itself if kept).
     - ``distance[row]``: Hamming distance to the representative (0 if kept).
     - ``similarity[row]``: verifier score against the representative (1.0 if kept).
-    - ``pairs_a, pairs_b, pairs_distance``: every candidate pair (row a < row b) within the
-      policy's radius; ``pairs_similarity`` their verifier score (NaN without verifier, or when
-      an upper bound rules the pair out before the exact merge: Jaccard <= smaller/larger, or
-      the bound of 64-bit sketch signatures in ``_pair_jaccard``);
-      ``pairs_verified`` whether the pair is a near-duplicate.
+    - ``pairs_a, pairs_b, pairs_distance, pairs_similarity``: the pair (representative, row) of
+      each dropped row, the representative first.
+    - ``stats``: counters of the run -- ``documents``, ``candidates`` (found in the band buckets
+      or within the radius), ``compared`` (verified), ``capped`` (rows with more candidates than
+      ``verify_limit``), ``buckets_cut``, ``empty`` (rows with no text: never copies), and
+      histograms of the compared candidates: ``distance_passed`` / ``distance_failed`` (by
+      SimHash distance, 65 bins) and ``similarity`` (100 bins of 0.01).
     """
 
     representative: npt.NDArray[np.int64]
@@ -90,7 +77,7 @@ class CorpusResult:
     pairs_b: npt.NDArray[np.int64]
     pairs_distance: npt.NDArray[np.int64]
     pairs_similarity: npt.NDArray[np.float64]
-    pairs_verified: npt.NDArray[np.bool_]
+    stats: dict[str, Any] = field(default_factory=dict)
 
     @property
     def kept(self) -> npt.NDArray[np.bool_]:
@@ -102,34 +89,47 @@ class CorpusResult:
         """Number of rows dropped as near-duplicates."""
         return int(self.representative.size - np.count_nonzero(self.kept))
 
+    @property
+    def compared_distances(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """The SimHash distance of each compared candidate and whether it passed (from the
+        histograms)."""
+        bins = np.arange(65, dtype=np.int64)
+        passed = np.asarray(self.stats.get("distance_passed", [0] * 65), dtype=np.int64)
+        failed = np.asarray(self.stats.get("distance_failed", [0] * 65), dtype=np.int64)
+        d = np.concatenate([np.repeat(bins, passed), np.repeat(bins, failed)])
+        ok = np.concatenate([np.ones(passed.sum(), bool), np.zeros(failed.sum(), bool)])
+        return d, ok
+
 
 @dataclass
 class SketchedChunk:
-    """What :class:`CorpusDeduper` keeps of a chunk of texts (see :meth:`CorpusDeduper.sketch`):
-    per text its fingerprint, prepared length and, for the Jaccard verifier, the number of its
-    distinct shingle hashes (``counts``) and those hashes, concatenated (``hashes``)."""
+    """A chunk ready for :meth:`CorpusDeduper.add_sketched`: the prepared texts and their
+    fingerprints (see :meth:`CorpusDeduper.sketch`)."""
 
     fingerprints: npt.NDArray[np.uint64]
-    lengths: npt.NDArray[np.int64]
-    counts: npt.NDArray[np.int64] | None
-    hashes: npt.NDArray[np.uint32] | None
+    norms: list[str]
 
 
 class CorpusDeduper:
     """Batch near-duplicate detection over a whole corpus, fed in chunks.
 
-    ``feed(texts)`` fingerprints and sketches each chunk and keeps only those (8 bytes of
-    fingerprint + 4 bytes per distinct shingle + 8 bytes of offset per document: memory grows
-    with the number of documents and their length in shingles, never with the raw text kept).
-    ``result(keep_order)`` finds candidate pairs with the index, verifies them, and picks one
-    document to keep per group of near-duplicates: rows are visited in ``keep_order`` (input order
-    when ``None``) and a row is dropped when it is a near-duplicate of an already kept row (its
-    representative is the kept row it is most similar to). So every dropped row has a kept
-    near-duplicate, and no kept row has a kept near-duplicate earlier in the order.
+    ``feed(texts)`` prepares, fingerprints and sketches each chunk; the core keeps per document
+    its fingerprint, length and band keys (~100 bytes) and its sketch (4 bytes per distinct
+    shingle, in memory up to ``memory_budget`` bytes, then in an unnamed temporary file in
+    ``spill_dir``: see :func:`spill_directory`). ``result(keep_order)`` visits the rows in
+    ``keep_order`` (input order when ``None``) and drops a row when it is a near-duplicate of an
+    already kept row (its representative is the kept row it is most similar to). So every
+    dropped row has a kept near-duplicate, and no kept row has a kept near-duplicate earlier in
+    the order among the candidates the policy's limits let through.
     """
 
     def __init__(
-        self, policy: Policy | None = None, *, fingerprinter: Fingerprinter | None = None
+        self,
+        policy: Policy | None = None,
+        *,
+        fingerprinter: Fingerprinter | None = None,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        spill_dir: str | None = None,
     ) -> None:
         self.policy = policy if policy is not None else Policy.default()
         if not isinstance(self.policy, Policy):
@@ -139,21 +139,38 @@ class CorpusDeduper:
                 f"CorpusDeduper supports verifier 'jaccard' or 'none' (it keeps sketches, not "
                 f"texts); got {self.policy.verifier!r}"
             )
+        if isinstance(memory_budget, bool) or not isinstance(memory_budget, int):
+            raise TypeError(f"memory_budget must be int, got {type(memory_budget).__name__}")
+        if memory_budget < 0:
+            raise ValueError(f"memory_budget must be >= 0, got {memory_budget}")
+        directory = spill_directory(spill_dir)
+        if not os.path.isdir(directory):
+            raise ValueError(f"spill_dir {directory!r} is not a directory")
         self.fingerprinter = (
             fingerprinter if fingerprinter is not None else self.policy.make_fingerprinter()
         )
-        self._fps: list[npt.NDArray[np.uint64]] = []
-        self._lengths: list[npt.NDArray[np.int64]] = []
-        self._counts: list[npt.NDArray[np.int64]] = []
-        self._hashes: list[npt.NDArray[np.uint32]] = []
-        self._n = 0
+        p = self.policy
+        self._engine = NearEngine(
+            bands=p.bands,
+            rows=p.rows,
+            shingle=p.shingle,
+            threshold=p.threshold,
+            verify=p.verifier == "jaccard",
+            k_short=p.k_short,
+            k_long=p.k_long,
+            short_chars=p.short_chars,
+            bucket_limit=p.bucket_limit,
+            verify_limit=p.verify_limit,
+            memory_budget=memory_budget,
+            spill_dir=directory,
+        )
         self._boilerplate: set[str] = set()
         #: A line of main text found in at least this many HTML pages of a chunk (and 1 % of
         #: them) is site boilerplate and dropped.
         self.boilerplate_min_pages = 10
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._engine)
 
     def feed(self, texts: Sequence[str]) -> None:
         """Add the next chunk of texts; they get rows ``len(self) .. len(self)+len(texts)-1``."""
@@ -161,8 +178,7 @@ class CorpusDeduper:
 
     # feed() in three steps, for a caller that overlaps chunks (neardup dedup): prepare() in
     # chunk order (it learns the corpus's HTML boilerplate as it goes), sketch() of several
-    # chunks at once in threads (the core and numpy release the GIL), add_sketched() in chunk
-    # order.
+    # chunks at once in threads (the core releases the GIL), add_sketched() in chunk order.
 
     def prepare(self, texts: Sequence[str]) -> list[str]:
         """The texts as both stages see them (main text of pages, normalised); call in feeding
@@ -171,27 +187,15 @@ class CorpusDeduper:
         return self._prepare_chunk(texts)
 
     def sketch(self, norms: list[str]) -> SketchedChunk:
-        """Fingerprints, lengths and shingle sketches of prepared texts (thread-safe)."""
+        """Fingerprints of prepared texts (thread-safe)."""
         fps = np.asarray(self.fingerprinter.fingerprint_many(norms), dtype=np.uint64)
-        lengths = np.fromiter(map(len, norms), np.int64, len(norms))
-        counts = hashes = None
-        if self.policy.verifier == "jaccard":
-            offsets, hashes = sketch_many(norms, self.policy.shingle)
-            counts = np.diff(offsets)
-        return SketchedChunk(fps, lengths, counts, hashes)
+        return SketchedChunk(fps, norms)
 
     def add_sketched(self, chunk: SketchedChunk) -> None:
-        """Add a chunk made by :meth:`sketch`; its rows follow those added so far."""
-        if not chunk.fingerprints.size:
-            return
-        self._fps.append(chunk.fingerprints)
-        self._lengths.append(chunk.lengths)
-        if self.policy.verifier == "jaccard":
-            if chunk.counts is None or chunk.hashes is None:
-                raise ValueError("the chunk has no sketches but the policy's verifier needs them")
-            self._counts.append(chunk.counts)
-            self._hashes.append(chunk.hashes)
-        self._n += int(chunk.fingerprints.size)
+        """Add a chunk made by :meth:`sketch`; its rows follow those added so far (the core
+        sketches and bands them, GIL released)."""
+        if chunk.norms:
+            self._engine.feed(chunk.norms, chunk.fingerprints)
 
     def _prepare_chunk(self, texts: Sequence[str]) -> list[str]:
         for t in texts:
@@ -220,98 +224,72 @@ class CorpusDeduper:
             norms[i] = " ".join(kept)
         return norms
 
-    @property
-    def fingerprints(self) -> npt.NDArray[np.uint64]:
-        """The fingerprint of every row fed so far."""
-        return np.concatenate(self._fps) if self._fps else np.empty(0, np.uint64)
-
     def memory_bytes(self) -> int:
-        """Bytes held for the rows fed so far."""
-        return int(
-            sum(a.nbytes for a in self._fps)
-            + sum(a.nbytes for a in self._lengths)
-            + sum(a.nbytes for a in self._counts)
-            + sum(a.nbytes for a in self._hashes)
-        )
+        """Bytes held in memory for the rows fed so far and the last decision's tables."""
+        return int(self._engine.memory_bytes())
 
-    def _candidate_pairs(
-        self, fps: npt.NDArray[np.uint64], lengths: npt.NDArray[np.int64]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        k = self.policy.k_max
-        index = Index(k=k)
-        index.add_many(np.arange(fps.size, dtype=np.int64), fps, 0.0)
-        raw_a, raw_b, raw_d = index.near_pairs(k)
-        a = np.asarray(raw_a, dtype=np.int64)
-        b = np.asarray(raw_b, dtype=np.int64)
-        d = np.asarray(raw_d, dtype=np.int64)
-        lo, hi = np.minimum(a, b), np.maximum(a, b)
-        if self.policy.k_short != self.policy.k_long:
-            # A pair is a candidate when the check of either text would find the other.
-            ra = np.where(
-                lengths[lo] <= self.policy.short_chars, self.policy.k_short, self.policy.k_long
-            )
-            rb = np.where(
-                lengths[hi] <= self.policy.short_chars, self.policy.k_short, self.policy.k_long
-            )
-            keep = d <= np.maximum(ra, rb)
-            lo, hi, d = lo[keep], hi[keep], d[keep]
-        return lo, hi, d
+    def spilled_bytes(self) -> int:
+        """Bytes of sketches written to the temporary file."""
+        return int(self._engine.spilled_bytes())
 
-    def result(self, keep_order: npt.NDArray[np.integer[Any]] | None = None) -> CorpusResult:
-        """Find the near-duplicate groups of every row fed so far (see the class docstring).
+    def result(
+        self,
+        keep_order: npt.ArrayLike | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> CorpusResult:
+        """Find the near-duplicates of every row fed so far (see the class docstring).
 
         ``keep_order``: a permutation of the rows, most preferred first (``None``: input order).
+        ``progress(rows)`` is called after each step with the number of rows just visited.
         """
-        n = self._n
-        if keep_order is None:
-            order = np.arange(n, dtype=np.int64)
-        else:
-            order = np.asarray(keep_order)
-            if order.ndim != 1 or order.size != n or not np.issubdtype(order.dtype, np.integer):
-                raise ValueError(
-                    f"keep_order must be a permutation of the {n} rows (1-D integer array)"
-                )
-            order = order.astype(np.int64)
-            seen = np.zeros(n, dtype=bool)
-            if n and (order.min() < 0 or order.max() >= n):
-                raise ValueError(f"keep_order must be a permutation of 0..{n - 1}")
-            seen[order] = True
-            if not seen.all():
-                raise ValueError(f"keep_order must be a permutation of 0..{n - 1}")
-        rank = np.empty(n, dtype=np.int64)
-        rank[order] = np.arange(n, dtype=np.int64)
-
-        fps = self.fingerprints
-        lengths = np.concatenate(self._lengths) if self._lengths else np.empty(0, np.int64)
-        a, b, d = self._candidate_pairs(fps, lengths)
-        if self.policy.verifier == "jaccard":
-            sim = self._pair_jaccard(a, b)
-            verified = sim >= self.policy.threshold
-        else:
-            sim = np.full(a.size, np.nan)
-            verified = np.ones(a.size, dtype=bool)
-
-        representative, distance, similarity = resolve_keep(
-            rank, a[verified], b[verified], d[verified], sim[verified]
-        )
+        order = check_order(keep_order, len(self))
+        out = self._run(order, False, progress)
+        rep = out["representative"]
+        rows = np.flatnonzero(rep != np.arange(rep.size))
         return CorpusResult(
-            representative=representative,
-            distance=distance,
-            similarity=similarity,
-            pairs_a=a,
-            pairs_b=b,
-            pairs_distance=d,
-            pairs_similarity=sim,
-            pairs_verified=verified,
+            representative=rep,
+            distance=out["distance"],
+            similarity=out["similarity"],
+            pairs_a=rep[rows],
+            pairs_b=rows.astype(np.int64),
+            pairs_distance=out["distance"][rows],
+            pairs_similarity=out["similarity"][rows],
+            stats=out["stats"],
         )
 
-    def _pair_jaccard(
-        self, a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
-        counts = np.concatenate(self._counts) if self._counts else np.empty(0, np.int64)
-        offsets = np.zeros(counts.size + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        hashes = np.concatenate(self._hashes) if self._hashes else np.empty(0, np.uint32)
-        # Pairs that cannot reach the threshold -- by their sizes, or by 64-bit signatures of
-        # their sketches -- are not compared: their similarity is NaN (in the core, one pass).
-        return sketch_jaccard_pairs_at_least(hashes, offsets, a, b, self.policy.threshold)
+    def near_pairs(
+        self,
+        keep_order: npt.ArrayLike | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> CorpusResult:
+        """Every verified pair among the rows fed so far (each row compared with all earlier
+        rows of ``keep_order``, not only the kept, within the same limits); no row is dropped.
+        Pairs are ``(earlier, later)`` in that order."""
+        order = check_order(keep_order, len(self))
+        out = self._run(order, True, progress)
+        return CorpusResult(
+            representative=out["representative"],
+            distance=out["distance"],
+            similarity=out["similarity"],
+            pairs_a=out["pairs_a"],
+            pairs_b=out["pairs_b"],
+            pairs_distance=out["pairs_distance"],
+            pairs_similarity=out["pairs_similarity"],
+            stats=out["stats"],
+        )
+
+    def _run(
+        self,
+        order: npt.NDArray[np.int64],
+        all_pairs: bool,
+        progress: Callable[[int], None] | None,
+    ) -> dict[str, Any]:
+        self._engine.reset()
+        for start in range(0, order.size, _STEP):
+            step = order[start : start + _STEP]
+            self._engine.decide(step, all_pairs)
+            if progress is not None:
+                progress(int(step.size))
+        out: dict[str, Any] = self._engine.outcome()
+        self._engine.reset()  # (the tables go; the outcome is copied out)
+        return out

@@ -84,6 +84,15 @@ class Policy:
     shingle: int = 5
     fingerprint: Mapping[str, Any] = field(default_factory=lambda: {"preset": "default"})
     html: bool | str = "auto"
+    # The batch engine's candidate stage (neardup.corpus; docs/quality.md, "Bounded work"):
+    # MinHash bands of the verifier's shingles, ``bands`` x ``rows`` min-hashes -- two texts of
+    # Jaccard J share a band with probability 1 - (1 - J**rows)**bands: 0.9996 at J = 0.8,
+    # 6e-6 at J = 0.05 (unrelated texts of one domain). Per document at most ``bucket_limit``
+    # newest kept documents are read per band and the ``verify_limit`` most promising verified.
+    bands: int = 20
+    rows: int = 5
+    bucket_limit: int = 64
+    verify_limit: int = 32
 
     def __post_init__(self) -> None:
         for name in ("k_short", "k_long"):
@@ -109,6 +118,11 @@ class Policy:
                 f"fingerprint must be a dict of Fingerprinter settings, "
                 f"got {type(self.fingerprint).__name__}"
             )
+        limits = (("bands", 64), ("rows", 16), ("bucket_limit", 1 << 30), ("verify_limit", 1 << 30))
+        for name, top in limits:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top:
+                raise ValueError(f"{name} must be an int in 1..{top}, got {v!r}")
         if self.html not in (True, False, "auto"):
             raise ValueError(f"html must be True, False or 'auto', got {self.html!r}")
         object.__setattr__(self, "threshold", float(t))

@@ -35,6 +35,7 @@ Install with ``pip install 'neardup[spark]'``; pyspark is imported only by this 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -44,7 +45,6 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.backends.layout import BlockLayout, default_blocks
-from neardup.corpus import resolve_keep
 from neardup.dedup import Policy
 from neardup.io import parse_time
 from neardup.verify import jaccard_sketch, sketch_many
@@ -369,6 +369,50 @@ def _verify(pairs: DataFrame, docs: DataFrame, pol: Policy) -> DataFrame:
     return joined.select("a", "b", "d", "ska", "skb").mapInPandas(
         score, "a long, b long, d long, sim double"
     )
+
+
+def resolve_keep(
+    rank: npt.NDArray[np.int64],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    distances: npt.NDArray[np.int64],
+    similarities: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The keep rule over verified near pairs of ``rank.size`` rows.
+
+    ``rank[i]`` is row ``i``'s place in the preference order (lower is kept first); pair ``j``
+    joins rows ``a[j]`` and ``b[j]`` at Hamming distance ``distances[j]`` with similarity
+    ``similarities[j]`` (NaN: not computed, counts as 1.0). Rows are visited in preference
+    order; a row is dropped for its best kept earlier partner (highest similarity, then
+    nearest, then earliest). Returns, per row, its representative (itself when kept) and the
+    distance and similarity to it (0 and 1.0 when kept).
+    """
+    n = rank.size
+    representative = np.arange(n, dtype=np.int64)
+    distance = np.zeros(n, dtype=np.int64)
+    similarity = np.ones(n, dtype=np.float64)
+    # Orient each pair as (earlier, later) in preference order.
+    swap = rank[a] > rank[b]
+    early = np.where(swap, b, a)
+    late = np.where(swap, a, b)
+    score = np.nan_to_num(similarities, nan=1.0)
+    # Visit the later rows in preference order; among their earlier partners, best first.
+    visit = np.lexsort((rank[early], distances, -score, rank[late]))
+    kept = np.ones(n, dtype=bool)
+    late_l, early_l = late[visit].tolist(), early[visit].tolist()
+    vd_l, vs_l = distances[visit].tolist(), similarities[visit].tolist()
+    current, decided = -1, False
+    for lt, er, dist, s in zip(late_l, early_l, vd_l, vs_l):
+        if lt != current:
+            current, decided = lt, False
+        if decided or not kept[er]:
+            continue
+        kept[lt] = False
+        decided = True
+        representative[lt] = er
+        distance[lt] = dist
+        similarity[lt] = 1.0 if math.isnan(s) else s
+    return representative, distance, similarity
 
 
 def _resolve(rows: Sequence[Any], keep: str, values: Mapping[int, float]) -> pd.DataFrame:

@@ -10,6 +10,7 @@ pub mod fingerprint;
 pub mod hamming;
 pub mod html;
 pub mod index;
+pub mod near;
 pub mod parallel;
 pub mod plain;
 pub mod records;

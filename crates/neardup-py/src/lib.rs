@@ -8,6 +8,7 @@ mod errors;
 mod fingerprint;
 mod html;
 mod index;
+mod near;
 mod plain;
 mod records;
 mod redis_call;
@@ -21,6 +22,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fingerprint::register(m)?;
     html::register(m)?;
     index::register(m)?;
+    near::register(m)?;
     plain::register(m)?;
     records::register(m)?;
     redis_call::register(m)?;

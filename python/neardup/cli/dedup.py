@@ -109,6 +109,13 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
     p.add_argument(
+        "--temp-dir",
+        metavar="DIR",
+        default=None,
+        help="where sketches that outgrow memory go (default: $NEARDUP_TMPDIR, else $TMPDIR, "
+        "else /tmp); an unnamed file, gone when the job ends",
+    )
+    p.add_argument(
         "--engine",
         choices=("local", "spark"),
         default="local",
@@ -153,9 +160,10 @@ def add_input_arguments(p: argparse.ArgumentParser, time_field: bool = True) -> 
 
 
 class Progress:
-    """A tqdm bar over input bytes with docs/s, shown only on a terminal and unless quiet."""
+    """A tqdm bar over input bytes (or another ``unit``) with docs/s, shown only on a terminal
+    and unless quiet."""
 
-    def __init__(self, total_bytes: int, desc: str, quiet: bool) -> None:
+    def __init__(self, total_bytes: int, desc: str, quiet: bool, unit: str = "B") -> None:
         self.docs = 0
         self._bar: Any = None
         self._start = time.perf_counter()
@@ -165,7 +173,7 @@ class Progress:
             self._bar = tqdm(
                 total=total_bytes or None,
                 desc=desc,
-                unit="B",
+                unit=unit,
                 unit_scale=True,
                 unit_divisor=1000,
                 dynamic_ncols=True,
@@ -322,7 +330,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         policy = make_policy(args)
-        deduper = CorpusDeduper(policy)
+        deduper = CorpusDeduper(policy, spill_dir=args.temp_dir)
     except ValueError as e:
         eprint(f"neardup dedup: {e}")
         return EXIT_USAGE
@@ -336,7 +344,7 @@ def run(args: argparse.Namespace) -> int:
     skipped = 0
     warnings = 0
     total_chars = 0
-    progress = Progress(input_bytes(sources), "pass 1/2: reading", args.quiet)
+    progress = Progress(input_bytes(sources), "pass 1/3: reading", args.quiet)
     try:
         # Chunks overlap: one thread prepares them in order (it learns HTML boilerplate as it
         # goes), two fingerprint and sketch them (the core and numpy release the GIL), and this
@@ -412,11 +420,16 @@ def run(args: argparse.Namespace) -> int:
     if args.time_field:
         time_arr = np.frombuffer(times, dtype=np.float64) if n else np.zeros(0, np.float64)
     order = keep_order_for(args.keep, length_arr, time_arr)
-    Progress.status(f"grouping near-copies among {n:,} documents ...", args.quiet)
     t_read = time.perf_counter()
-    result = deduper.result(order)
+    progress = Progress(n, "pass 2/3: grouping", args.quiet, unit="docs")
+    try:
+        result = deduper.result(order, progress.advance)
+    except OSError as e:  # (the temporary sketch file)
+        eprint(f"neardup dedup: {e}")
+        return EXIT_INPUT
+    finally:
+        progress.close()
     t_group = time.perf_counter()
-    Progress.status("", args.quiet)
     rows = np.arange(n, dtype=np.int64)
     rep = result.representative
     kept = rep == rows
@@ -440,7 +453,7 @@ def run(args: argparse.Namespace) -> int:
     need_rows = in_cluster if (args.clusters or args.report) else np.zeros(n, dtype=bool)
     ids: dict[int, Any] = {}
     texts: dict[int, str] = {}
-    progress = Progress(input_bytes(sources), "pass 2/2: writing", args.quiet)
+    progress = Progress(input_bytes(sources), "pass 3/3: writing", args.quiet)
     row_offset = 0
     # a file output appears whole or not at all: written aside, renamed at the end
     staged = output
@@ -503,10 +516,15 @@ def run(args: argparse.Namespace) -> int:
         "seconds_read_and_sketch": round(t_read - started, 3),
         "seconds_group": round(t_group - t_read, 3),
         "seconds_write": round(t_write - t_group, 3),
+        "candidates_per_document": round(result.stats["candidates"] / max(1, n), 3),
+        "compared_per_document": round(result.stats["compared"] / max(1, n), 3),
+        "empty": result.stats["empty"],
+        "spilled_megabytes": round(deduper.spilled_bytes() / 1e6, 1),
     }
     if args.report:
         from neardup import report
 
+        compared = result.compared_distances
         clusters = []
         for r in report_reps:
             members = [int(m) for m in np.flatnonzero((rep == r) & member)]
@@ -530,8 +548,8 @@ def run(args: argparse.Namespace) -> int:
         report.write_report(
             args.report,
             summary,
-            pair_distances=result.pairs_distance,
-            pair_verified=result.pairs_verified,
+            pair_distances=compared[0],
+            pair_verified=compared[1],
             member_distances=result.distance[member],
             clusters=clusters,
         )
@@ -547,6 +565,12 @@ def run(args: argparse.Namespace) -> int:
                 f"neardup dedup: read+fingerprint+sketch {t_read - started:.2f} s, "
                 f"group {t_group - t_read:.2f} s, write {t_write - t_group:.2f} s, "
                 f"report {time.perf_counter() - t_write:.2f} s"
+            )
+            eprint(
+                f"neardup dedup: {summary['candidates_per_document']} candidates and "
+                f"{summary['compared_per_document']} comparisons per document, "
+                f"{result.stats['capped']:,} documents capped at verify_limit, "
+                f"{summary['empty']:,} empty, {summary['spilled_megabytes']} MB of sketches spilled"
             )
     return EXIT_OK
 

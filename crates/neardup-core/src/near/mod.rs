@@ -1,0 +1,486 @@
+//! The one decision of near-duplicate detection, with bounded work per document.
+//!
+//! Documents are visited in preference order. Each is compared with the documents *kept* so
+//! far, never with dropped ones, and is dropped when one of them passes the verifier:
+//!
+//! 1. **candidates**: kept documents that share a MinHash band key with it ([`minhash`]; the
+//!    chance of sharing one is a function of the very Jaccard similarity that decides, so
+//!    unrelated texts of one domain rarely meet). Each band bucket is read up to its
+//!    `bucket_limit` newest entries.
+//! 2. **ranking**: most shared bands first (an estimate of the similarity), then the smallest
+//!    SimHash distance, then the earliest kept; the first `verify_limit` go on.
+//! 3. **verify**: exact Jaccard of the shingle sketches (`batch_dedup::sketch`), after the
+//!    exact size bound; the best passing candidate (highest similarity, then nearest, then
+//!    earliest) is the document's representative.
+//!
+//! With the verifier off (`verify == false`) the candidates are the kept documents within the
+//! SimHash radius of the document's length (an exact index of the kept fingerprints), nearest
+//! first, and the nearest decides.
+//!
+//! Because only kept documents are compared with, a template family or a repost cluster costs
+//! each new member a bounded number of comparisons, and nothing chains: a document is dropped
+//! only for a kept one that it is itself near. The two limits make this an approximation of
+//! "compared with every kept document": their measured effect on recall is in docs/quality.md.
+//!
+//! Sketches are kept in a [`spill::SketchStore`] (memory up to a budget, then a temporary
+//! file); what stays in memory per document is its fingerprint, length and band keys, plus,
+//! for a kept document, one entry per band.
+
+pub mod minhash;
+pub mod spill;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+use crate::batch_dedup::{check_shingle, sketch};
+use crate::index::{Id, IdRef, Index, Options};
+use crate::parallel as pool;
+use crate::verify::jaccard_sorted;
+use crate::{Error, Result};
+
+pub use minhash::Bands;
+pub use spill::SketchStore;
+
+/// No entry (end of a bucket's list; a row not yet visited).
+const NONE: u32 = u32::MAX;
+/// Texts per feed below which one thread does the hashing.
+const PARALLEL_MIN_TEXTS: usize = 64;
+
+/// The policy of the decision (`neardup.Policy` carries the same fields).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub bands: usize,
+    pub rows: usize,
+    pub shingle: usize,
+    pub threshold: f64,
+    /// Verify candidates by Jaccard (else the SimHash radius decides).
+    pub verify: bool,
+    pub k_short: u32,
+    pub k_long: u32,
+    pub short_chars: usize,
+    pub bucket_limit: usize,
+    pub verify_limit: usize,
+    /// Bytes of sketches held in memory before they spill to a file in `spill_dir`.
+    pub memory_budget: usize,
+    pub spill_dir: PathBuf,
+}
+
+impl Config {
+    fn check(&self) -> Result<()> {
+        check_shingle(self.shingle)?;
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        if !(0.0..=1.0).contains(&self.threshold) {
+            return bad(format!(
+                "threshold must be in [0, 1], got {}",
+                self.threshold
+            ));
+        }
+        if self.k_short > 64 || self.k_long > 64 {
+            return bad(format!(
+                "k_short and k_long must be in 0..64, got {} and {}",
+                self.k_short, self.k_long
+            ));
+        }
+        if self.bucket_limit == 0 || self.verify_limit == 0 {
+            return bad(format!(
+                "bucket_limit and verify_limit must be >= 1, got {} and {}",
+                self.bucket_limit, self.verify_limit
+            ));
+        }
+        Ok(())
+    }
+
+    /// The SimHash radius of a text of `length` characters (the verifier-off decision).
+    pub fn radius(&self, length: usize) -> u32 {
+        if length <= self.short_chars {
+            self.k_short
+        } else {
+            self.k_long
+        }
+    }
+}
+
+/// What one [`Engine::decide`] run found, per row (indexed by feeding order), plus counters.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// The kept row this row duplicates (itself when kept or not yet visited).
+    pub representative: Vec<i64>,
+    /// SimHash distance to the representative (0 when kept).
+    pub distance: Vec<u32>,
+    /// Verifier similarity to the representative (1.0 when kept or without a verifier).
+    pub similarity: Vec<f64>,
+    /// Every verified pair `(earlier, later, distance, similarity)` when asked for.
+    pub pairs: Vec<(u32, u32, u32, f64)>,
+    pub stats: Stats,
+}
+
+/// Counters of a decision run.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// Rows visited.
+    pub documents: u64,
+    /// Distinct candidates found in the band buckets (or within the radius), before the cap.
+    pub candidates: u64,
+    /// Candidates compared by the verifier (or taken, without one).
+    pub compared: u64,
+    /// Rows with more candidates than `verify_limit`.
+    pub capped: u64,
+    /// Bucket reads stopped at `bucket_limit`.
+    pub buckets_cut: u64,
+    /// Rows with nothing to compare (empty text).
+    pub empty: u64,
+    /// Compared candidates by SimHash distance (0..=64), passing and failing the verifier.
+    pub distance_passed: Vec<u64>,
+    pub distance_failed: Vec<u64>,
+    /// Compared candidates by similarity, in 100 bins of width 0.01 (the last holds 1.0).
+    pub similarity: Vec<u64>,
+}
+
+/// Per-row data of a corpus fed in chunks, and the decision over it.
+pub struct Engine {
+    cfg: Config,
+    bands: Bands,
+    fps: Vec<u64>,
+    lengths: Vec<u32>,
+    keys: Vec<u32>,
+    sketches: SketchStore,
+    run: Option<Decision>,
+}
+
+impl Engine {
+    pub fn new(cfg: Config) -> Result<Engine> {
+        cfg.check()?;
+        let bands = Bands::new(cfg.bands, cfg.rows)?;
+        let sketches = SketchStore::new(cfg.memory_budget, &cfg.spill_dir);
+        Ok(Engine {
+            cfg,
+            bands,
+            fps: Vec::new(),
+            lengths: Vec::new(),
+            keys: Vec::new(),
+            sketches,
+            run: None,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn len(&self) -> usize {
+        self.fps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fps.is_empty()
+    }
+
+    /// Bytes held in memory for the rows fed so far (not the decision's tables).
+    pub fn memory_bytes(&self) -> usize {
+        self.fps.capacity() * 8
+            + self.lengths.capacity() * 4
+            + self.keys.capacity() * 4
+            + self.sketches.memory_bytes()
+    }
+
+    pub fn spilled_bytes(&self) -> u64 {
+        self.sketches.spilled_bytes()
+    }
+
+    /// Adds prepared (normalised) texts and their fingerprints as the next rows: their
+    /// sketches and band keys are computed here (both cores for large chunks).
+    pub fn feed<S: AsRef<str> + Sync>(&mut self, norms: &[S], fps: &[u64]) -> Result<()> {
+        if norms.len() != fps.len() {
+            return Err(Error::InvalidArgument(format!(
+                "norms has {} items but fingerprints has {}",
+                norms.len(),
+                fps.len()
+            )));
+        }
+        if self.run.is_some() {
+            return Err(Error::InvalidArgument(
+                "rows cannot be fed while a decision is under way (reset it first)".into(),
+            ));
+        }
+        let (shingle, bands) = (self.cfg.shingle, &self.bands);
+        let verify = self.cfg.verify;
+        let done = pool::map(norms, norms.len() >= PARALLEL_MIN_TEXTS, 8, |t| {
+            let t = t.as_ref();
+            let sk = sketch(t, shingle).unwrap_or_default(); // (the shingle width is checked)
+            let mut keys = vec![0u32; bands.bands];
+            if verify {
+                bands.keys(&sk, &mut Vec::new(), &mut keys);
+            }
+            (t.chars().count() as u32, sk, keys)
+        });
+        for ((length, sk, keys), &fp) in done.into_iter().zip(fps) {
+            if verify {
+                self.sketches.push(&sk)?;
+            } else {
+                self.sketches.push(&[])?;
+            }
+            self.keys.extend_from_slice(&keys);
+            self.lengths.push(length);
+            self.fps.push(fp);
+        }
+        Ok(())
+    }
+
+    /// Visits `rows` next in the decision under way (started by the first call after
+    /// [`Engine::reset`]); call repeatedly with consecutive slices of one preference order.
+    /// With `all_pairs`, every row is compared with every earlier one (not only the kept) and
+    /// each verified pair is recorded; no row is dropped.
+    pub fn decide(&mut self, rows: &[i64], all_pairs: bool) -> Result<()> {
+        let n = self.len();
+        if let Some(&r) = rows.iter().find(|&&r| r < 0 || r as u64 >= n as u64) {
+            return Err(Error::InvalidArgument(format!("row {r} is outside 0..{n}")));
+        }
+        if self.run.is_none() {
+            self.run = Some(Decision::new(self, all_pairs)?);
+        }
+        let Some(mut run) = self.run.take() else {
+            return Ok(());
+        };
+        if run.all_pairs != all_pairs {
+            self.run = Some(run);
+            return Err(Error::InvalidArgument(
+                "all_pairs changed in the middle of a decision".into(),
+            ));
+        }
+        let result = rows.iter().try_for_each(|&r| run.visit(self, r as usize));
+        self.run = Some(run);
+        result
+    }
+
+    /// The outcome of the decision so far (rows not visited are their own representative).
+    pub fn outcome(&self) -> Outcome {
+        match &self.run {
+            Some(run) => run.outcome.clone(),
+            None => Decision::empty_outcome(self.len()),
+        }
+    }
+
+    /// Forgets the decision under way (the rows stay).
+    pub fn reset(&mut self) {
+        self.run = None;
+    }
+
+    /// Bytes held by the decision's tables.
+    pub fn decision_bytes(&self) -> usize {
+        self.run.as_ref().map_or(0, Decision::memory_bytes)
+    }
+}
+
+/// One decision run: the band tables of the kept rows and the outcome so far.
+struct Decision {
+    all_pairs: bool,
+    /// Per band: key -> the newest node of its list.
+    heads: Vec<foldhash::HashMap<u32, u32>>,
+    /// Nodes: (row, older node).
+    nodes: Vec<(u32, u32)>,
+    /// Kept fingerprints, for the verifier-off decision.
+    simhash: Option<Index>,
+    /// Per row: its place in the order (NONE: not visited).
+    position: Vec<u32>,
+    visited: u32,
+    outcome: Outcome,
+    found: Vec<u32>,
+    buf_a: Vec<u32>,
+    buf_b: Vec<u32>,
+}
+
+impl Decision {
+    fn empty_outcome(n: usize) -> Outcome {
+        Outcome {
+            representative: (0..n as i64).collect(),
+            distance: vec![0; n],
+            similarity: vec![1.0; n],
+            pairs: Vec::new(),
+            stats: Stats {
+                distance_passed: vec![0; 65],
+                distance_failed: vec![0; 65],
+                similarity: vec![0; 100],
+                ..Stats::default()
+            },
+        }
+    }
+
+    fn new(engine: &Engine, all_pairs: bool) -> Result<Decision> {
+        let n = engine.len();
+        let simhash = if engine.cfg.verify {
+            None
+        } else {
+            Some(Index::new(Options {
+                k: engine.cfg.k_short.max(engine.cfg.k_long),
+                capacity: Some(n),
+                ..Options::default()
+            })?)
+        };
+        Ok(Decision {
+            all_pairs,
+            heads: (0..engine.cfg.bands)
+                .map(|_| foldhash::HashMap::default())
+                .collect(),
+            nodes: Vec::new(),
+            simhash,
+            position: vec![NONE; n],
+            visited: 0,
+            outcome: Decision::empty_outcome(n),
+            found: Vec::new(),
+            buf_a: Vec::new(),
+            buf_b: Vec::new(),
+        })
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let maps: usize = self.heads.iter().map(|h| h.capacity() * 9).sum();
+        maps + self.nodes.capacity() * 8
+            + self.position.capacity() * 4
+            + self.outcome.representative.capacity() * 20
+            + self.outcome.pairs.capacity() * 24
+            + self.simhash.as_ref().map_or(0, Index::memory_bytes)
+    }
+
+    /// Candidates of `row` among the rows in the tables: (row, shared bands), unordered.
+    fn band_candidates(&mut self, engine: &Engine, row: usize) -> Vec<(u32, u32)> {
+        let b = engine.cfg.bands;
+        let keys = &engine.keys[row * b..(row + 1) * b];
+        self.found.clear();
+        for (band, key) in keys.iter().enumerate() {
+            let mut node = self.heads[band].get(key).copied().unwrap_or(NONE);
+            let mut read = 0;
+            while node != NONE {
+                if read == engine.cfg.bucket_limit {
+                    self.outcome.stats.buckets_cut += 1;
+                    break;
+                }
+                let (r, older) = self.nodes[node as usize];
+                self.found.push(r);
+                node = older;
+                read += 1;
+            }
+        }
+        self.found.sort_unstable();
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        for &r in &self.found {
+            match out.last_mut() {
+                Some((last, shared)) if *last == r => *shared += 1,
+                _ => out.push((r, 1)),
+            }
+        }
+        out
+    }
+
+    fn insert(&mut self, engine: &Engine, row: usize) -> Result<()> {
+        if let Some(index) = self.simhash.as_mut() {
+            return index.add(IdRef::Int(row as i64), engine.fps[row], 0.0);
+        }
+        let b = engine.cfg.bands;
+        for (band, &key) in engine.keys[row * b..(row + 1) * b].iter().enumerate() {
+            let node = self.nodes.len() as u32;
+            let older = self.heads[band].insert(key, node).unwrap_or(NONE);
+            self.nodes.push((row as u32, older));
+        }
+        Ok(())
+    }
+
+    fn visit(&mut self, engine: &Engine, row: usize) -> Result<()> {
+        if self.position[row] != NONE {
+            return Err(Error::InvalidArgument(format!(
+                "row {row} is visited twice (the order must be a permutation)"
+            )));
+        }
+        self.position[row] = self.visited;
+        self.visited += 1;
+        self.outcome.stats.documents += 1;
+        let cfg = &engine.cfg;
+        if engine.lengths[row] == 0 || (cfg.verify && engine.sketches.count(row) == 0) {
+            // An empty text is nobody's copy and has no copies.
+            self.outcome.stats.empty += 1;
+            return Ok(());
+        }
+        let fp = engine.fps[row];
+        // (candidate row, shared bands, distance)
+        let mut ranked: Vec<(u32, u32, u32)> = if let Some(index) = &self.simhash {
+            let radius = cfg.radius(engine.lengths[row] as usize);
+            index
+                .query(fp, Some(radius))?
+                .into_iter()
+                .filter_map(|(id, d)| match id {
+                    Id::Int(r) => Some((r as u32, 0, d)),
+                    Id::Str(_) => None,
+                })
+                .collect()
+        } else {
+            let mut c: Vec<(u32, u32, u32)> = self
+                .band_candidates(engine, row)
+                .into_iter()
+                .map(|(r, shared)| (r, shared, (fp ^ engine.fps[r as usize]).count_ones()))
+                .collect();
+            let position = &self.position;
+            c.sort_unstable_by_key(|&(r, shared, d)| {
+                (std::cmp::Reverse(shared), d, position[r as usize])
+            });
+            c
+        };
+        let stats = &mut self.outcome.stats;
+        stats.candidates += ranked.len() as u64;
+        if ranked.len() > cfg.verify_limit {
+            stats.capped += 1;
+            ranked.truncate(cfg.verify_limit);
+        }
+        stats.compared += ranked.len() as u64;
+        // best: (similarity, distance, position, row)
+        let mut best: Option<(f64, u32, u32, u32)> = None;
+        let mut own: Option<Vec<u32>> = None;
+        for &(cand, _, d) in &ranked {
+            let similarity = if cfg.verify {
+                let (na, nb) = (
+                    engine.sketches.count(row),
+                    engine.sketches.count(cand as usize),
+                );
+                let by_size = na.min(nb) as f64 / na.max(nb) as f64;
+                if by_size < cfg.threshold {
+                    self.outcome.stats.distance_failed[d as usize] += 1;
+                    continue;
+                }
+                if own.is_none() {
+                    own = Some(engine.sketches.get(row, &mut self.buf_a)?.to_vec());
+                }
+                let mine = own.as_deref().unwrap_or(&[]);
+                jaccard_sorted(mine, engine.sketches.get(cand as usize, &mut self.buf_b)?)
+            } else {
+                1.0
+            };
+            let stats = &mut self.outcome.stats;
+            let bin = ((similarity * 100.0) as usize).min(99);
+            stats.similarity[bin] += 1;
+            if similarity < cfg.threshold && cfg.verify {
+                stats.distance_failed[d as usize] += 1;
+                continue;
+            }
+            stats.distance_passed[d as usize] += 1;
+            if self.all_pairs {
+                self.outcome.pairs.push((cand, row as u32, d, similarity));
+            }
+            let key = (similarity, d, self.position[cand as usize], cand);
+            let better = match best {
+                None => true,
+                Some((s, bd, p, _)) => similarity > s || (similarity == s && (d, key.2) < (bd, p)),
+            };
+            if better {
+                best = Some(key);
+            }
+        }
+        match best {
+            Some((similarity, d, _, cand)) if !self.all_pairs => {
+                self.outcome.representative[row] = i64::from(cand);
+                self.outcome.distance[row] = d;
+                self.outcome.similarity[row] = similarity;
+                Ok(())
+            }
+            _ => self.insert(engine, row),
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The sketches of a corpus, in memory up to a budget and in an unnamed temporary file past
+//! it, so that the memory of `neardup dedup` does not grow with the corpus's text.
+//!
+//! Rows are appended whole; a row lies wholly in memory or wholly in the file. The file is
+//! unlinked as soon as it is made: it disappears when the store is dropped or the process
+//! dies. Reads of spilled rows go through the page cache (`pread`), not the process's memory.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::{Error, Result};
+
+static FILES: AtomicU64 = AtomicU64::new(0);
+
+pub struct SketchStore {
+    /// `offsets[r]..offsets[r + 1]`: row `r`'s hashes, counted over the file then memory.
+    offsets: Vec<u64>,
+    /// Hashes from `spilled` on.
+    memory: Vec<u32>,
+    /// Hashes in the file.
+    spilled: u64,
+    file: Option<File>,
+    /// Hashes kept in memory before they go to the file.
+    budget: usize,
+    dir: PathBuf,
+}
+
+impl SketchStore {
+    /// A store keeping up to `budget_bytes` of hashes in memory, spilling the rest to an
+    /// unnamed file in `dir`.
+    pub fn new(budget_bytes: usize, dir: &Path) -> SketchStore {
+        SketchStore {
+            offsets: vec![0],
+            memory: Vec::new(),
+            spilled: 0,
+            file: None,
+            budget: budget_bytes / 4,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The number of hashes of row `r`.
+    pub fn count(&self, r: usize) -> usize {
+        (self.offsets[r + 1] - self.offsets[r]) as usize
+    }
+
+    /// Bytes of hashes written to the temporary file.
+    pub fn spilled_bytes(&self) -> u64 {
+        self.spilled * 4
+    }
+
+    /// Bytes held in memory (hashes and offsets).
+    pub fn memory_bytes(&self) -> usize {
+        self.memory.capacity() * 4 + self.offsets.capacity() * 8
+    }
+
+    pub fn push(&mut self, sketch: &[u32]) -> Result<()> {
+        self.memory.extend_from_slice(sketch);
+        let end = self.offsets[self.offsets.len() - 1] + sketch.len() as u64;
+        self.offsets.push(end);
+        if self.memory.len() > self.budget {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn spill(&mut self) -> Result<()> {
+        if self.file.is_none() {
+            let name = format!(
+                "neardup-sketches-{}-{}.tmp",
+                std::process::id(),
+                FILES.fetch_add(1, Ordering::Relaxed)
+            );
+            let path = self.dir.join(name);
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(|e| io_error(&self.dir, e))?;
+            std::fs::remove_file(&path).map_err(|e| io_error(&self.dir, e))?;
+            self.file = Some(file);
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
+        let mut bytes = Vec::with_capacity(self.memory.len() * 4);
+        for h in &self.memory {
+            bytes.extend_from_slice(&h.to_le_bytes());
+        }
+        file.write_all(&bytes).map_err(|e| io_error(&self.dir, e))?;
+        self.spilled += self.memory.len() as u64;
+        self.memory.clear();
+        self.memory.shrink_to(self.budget + 1);
+        Ok(())
+    }
+
+    /// Row `r`'s hashes: borrowed from memory, or read from the file into `buf`.
+    pub fn get<'a>(&'a self, r: usize, buf: &'a mut Vec<u32>) -> Result<&'a [u32]> {
+        let (start, end) = (self.offsets[r], self.offsets[r + 1]);
+        if start >= self.spilled {
+            let (s, e) = (
+                (start - self.spilled) as usize,
+                (end - self.spilled) as usize,
+            );
+            return Ok(&self.memory[s..e]);
+        }
+        let Some(file) = self.file.as_ref() else {
+            return Err(Error::InvalidArgument(format!("row {r} was never stored")));
+        };
+        let mut bytes = vec![0u8; ((end - start) * 4) as usize];
+        file.read_exact_at(&mut bytes, start * 4)
+            .map_err(|e| io_error(&self.dir, e))?;
+        buf.clear();
+        buf.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        Ok(buf)
+    }
+}
+
+fn io_error(dir: &Path, e: std::io::Error) -> Error {
+    Error::Io(std::io::Error::new(
+        e.kind(),
+        format!("temporary sketch file in {}: {e}", dir.display()),
+    ))
+}

@@ -1,0 +1,350 @@
+use super::*;
+use crate::batch_dedup::sketch;
+
+fn lcg(seed: &mut u64) -> u64 {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *seed >> 33
+}
+
+/// Texts in families: a base sentence and copies with a few characters changed, plus
+/// unrelated texts and empty ones.
+fn corpus(n: usize, seed: u64) -> Vec<String> {
+    let mut s = seed;
+    let words = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+        "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
+    ];
+    let mut bases: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for i in 0..n {
+        let roll = lcg(&mut s) % 10;
+        if i % 97 == 5 {
+            out.push(String::new());
+        } else if roll < 4 || bases.is_empty() {
+            let len = 8 + lcg(&mut s) as usize % 30;
+            let t: Vec<&str> = (0..len)
+                .map(|_| words[lcg(&mut s) as usize % words.len()])
+                .collect();
+            let t = t.join(" ");
+            bases.push(t.clone());
+            out.push(t);
+        } else {
+            let base = &bases[lcg(&mut s) as usize % bases.len()];
+            let mut cs: Vec<char> = base.chars().collect();
+            for _ in 0..(lcg(&mut s) % 4) {
+                let at = lcg(&mut s) as usize % cs.len();
+                cs[at] = char::from(b'a' + (lcg(&mut s) % 26) as u8);
+            }
+            out.push(cs.into_iter().collect());
+        }
+    }
+    out
+}
+
+fn fingerprint(text: &str) -> u64 {
+    // any fixed function of the text serves the decision's tie-breaks and distances
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes()) & 0x0000_0000_00FF_FFFF
+}
+
+fn config(verify: bool) -> Config {
+    Config {
+        bands: 20,
+        rows: 5,
+        shingle: 5,
+        threshold: 0.8,
+        verify,
+        k_short: 6,
+        k_long: 4,
+        short_chars: 100,
+        bucket_limit: 1 << 30,
+        verify_limit: 1 << 30,
+        memory_budget: 1 << 30,
+        spill_dir: std::env::temp_dir(),
+    }
+}
+
+fn engine_over(texts: &[String], cfg: Config) -> Engine {
+    let fps: Vec<u64> = texts.iter().map(|t| fingerprint(t)).collect();
+    let mut e = Engine::new(cfg).unwrap();
+    for (chunk, fchunk) in texts.chunks(37).zip(fps.chunks(37)) {
+        e.feed(chunk, fchunk).unwrap();
+    }
+    e
+}
+
+fn decide_all(e: &mut Engine, order: &[i64], all_pairs: bool) -> Outcome {
+    e.reset();
+    for part in order.chunks(50) {
+        e.decide(part, all_pairs).unwrap();
+    }
+    e.outcome()
+}
+
+/// The greedy rule written plainly: every kept row that shares a band key (or lies within
+/// the radius, without a verifier) is compared; the best passing one wins.
+fn brute_force(texts: &[String], cfg: &Config, order: &[i64]) -> Vec<i64> {
+    let bands = Bands::new(cfg.bands, cfg.rows).unwrap();
+    let sketches: Vec<Vec<u32>> = texts
+        .iter()
+        .map(|t| sketch(t, cfg.shingle).unwrap())
+        .collect();
+    let keys: Vec<Vec<u32>> = sketches
+        .iter()
+        .map(|s| {
+            let mut k = vec![0; cfg.bands];
+            bands.keys(s, &mut Vec::new(), &mut k);
+            k
+        })
+        .collect();
+    let fps: Vec<u64> = texts.iter().map(|t| fingerprint(t)).collect();
+    let mut rep: Vec<i64> = (0..texts.len() as i64).collect();
+    let mut kept: Vec<usize> = Vec::new();
+    for &r in order {
+        let r = r as usize;
+        if texts[r].is_empty() {
+            continue;
+        }
+        let mut best: Option<(f64, u32, usize, usize)> = None;
+        for (pos, &k) in kept.iter().enumerate() {
+            let d = (fps[r] ^ fps[k]).count_ones();
+            let sim = if cfg.verify {
+                if !keys[r].iter().zip(&keys[k]).any(|(a, b)| a == b) {
+                    continue;
+                }
+                let s = jaccard_sorted(&sketches[r], &sketches[k]);
+                if s < cfg.threshold {
+                    continue;
+                }
+                s
+            } else {
+                if d > cfg.radius(texts[r].chars().count()) {
+                    continue;
+                }
+                1.0
+            };
+            let better = match best {
+                None => true,
+                Some((s, bd, bp, _)) => sim > s || (sim == s && (d, pos) < (bd, bp)),
+            };
+            if better {
+                best = Some((sim, d, pos, k));
+            }
+        }
+        match best {
+            Some((_, _, _, k)) => rep[r] = k as i64,
+            None => kept.push(r),
+        }
+    }
+    rep
+}
+
+#[test]
+fn min_hashes_agree_at_the_rate_of_the_jaccard_similarity() {
+    let bands = Bands::new(50, 4).unwrap();
+    let mut seed = 11;
+    for (shared, own) in [(80u32, 20u32), (50, 50), (20, 80), (300, 30)] {
+        let (mut agree, mut total) = (0usize, 0usize);
+        for trial in 0..40u32 {
+            let base: Vec<u32> = (0..shared).map(|_| lcg(&mut seed) as u32).collect();
+            let mut a = base.clone();
+            let mut b = base;
+            a.extend((0..own).map(|_| lcg(&mut seed) as u32));
+            b.extend((0..own).map(|_| lcg(&mut seed) as u32));
+            a.sort_unstable();
+            b.sort_unstable();
+            // compare single min-hashes: bands of one row
+            let one = Bands::new(50, 1).unwrap();
+            let (mut ka, mut kb) = (vec![0; 50], vec![0; 50]);
+            one.keys(&a, &mut Vec::new(), &mut ka);
+            one.keys(&b, &mut Vec::new(), &mut kb);
+            agree += ka.iter().zip(&kb).filter(|(x, y)| x == y).count();
+            total += 50;
+            let _ = (trial, &bands);
+        }
+        let j = f64::from(shared) / f64::from(shared + 2 * own);
+        let rate = agree as f64 / total as f64;
+        assert!((rate - j).abs() < 0.05, "J {j:.3}: agreement {rate:.3}");
+    }
+    let p = bands.collision_probability(0.8);
+    assert!(p > 0.999 && bands.collision_probability(0.05) < 1e-3);
+}
+
+#[test]
+fn bands_collide_at_the_rate_the_formula_gives() {
+    // Pairs of sets at J = 0.6 share a band (of 20 x 5) with probability 0.55: the bands
+    // must be independent for the rate to hold (correlated min-hashes give far fewer).
+    let bands = Bands::new(20, 5).unwrap();
+    let mut seed = 17;
+    let trials = 400;
+    let mut hits = 0;
+    for _ in 0..trials {
+        let base: Vec<u32> = (0..120).map(|_| lcg(&mut seed) as u32).collect();
+        let mut a = base.clone();
+        let mut b = base;
+        a.extend((0..40).map(|_| lcg(&mut seed) as u32));
+        b.extend((0..40).map(|_| lcg(&mut seed) as u32));
+        a.sort_unstable();
+        b.sort_unstable();
+        let (mut ka, mut kb) = (vec![0; 20], vec![0; 20]);
+        bands.keys(&a, &mut Vec::new(), &mut ka);
+        bands.keys(&b, &mut Vec::new(), &mut kb);
+        hits += usize::from(ka.iter().zip(&kb).any(|(x, y)| x == y));
+    }
+    let want = bands.collision_probability(0.6);
+    let rate = hits as f64 / trials as f64;
+    assert!(
+        (rate - want).abs() < 0.08,
+        "rate {rate:.3}, formula {want:.3}"
+    );
+}
+
+#[test]
+fn keys_depend_on_the_set_only() {
+    let bands = Bands::new(20, 5).unwrap();
+    let s = sketch("the same text, twice over", 5).unwrap();
+    let (mut a, mut b) = (vec![0; 20], vec![0; 20]);
+    bands.keys(&s, &mut Vec::new(), &mut a);
+    bands.keys(&s, &mut vec![7; 100], &mut b);
+    assert_eq!(a, b);
+    assert!(Bands::new(0, 5).is_err() && Bands::new(5, 17).is_err());
+}
+
+#[test]
+fn decision_is_the_greedy_rule_for_any_order_chunking_and_spill() {
+    let texts = corpus(900, 3);
+    for verify in [true, false] {
+        let cfg = config(verify);
+        let mut e = engine_over(&texts, cfg.clone());
+        let forward: Vec<i64> = (0..texts.len() as i64).collect();
+        let mut shuffled = forward.clone();
+        let mut s = 5;
+        for i in (1..shuffled.len()).rev() {
+            shuffled.swap(i, lcg(&mut s) as usize % (i + 1));
+        }
+        for order in [&forward, &shuffled] {
+            let got = decide_all(&mut e, order, false);
+            let want = brute_force(&texts, &cfg, order);
+            assert_eq!(got.representative, want, "verify={verify}");
+            assert!(got.stats.documents == texts.len() as u64);
+            let dropped = want.iter().enumerate().filter(|(i, r)| **r != *i as i64);
+            assert!(dropped.count() > 100, "the corpus has families");
+        }
+        // the same with sketches spilled to a file after a few kilobytes
+        let spilled = engine_over(
+            &texts,
+            Config {
+                memory_budget: 4096,
+                ..cfg.clone()
+            },
+        );
+        if verify {
+            assert!(spilled.spilled_bytes() > 0);
+        }
+        let mut spilled = spilled;
+        assert_eq!(
+            decide_all(&mut spilled, &shuffled, false).representative,
+            brute_force(&texts, &cfg, &shuffled)
+        );
+    }
+}
+
+#[test]
+fn dropped_rows_point_at_kept_rows_that_pass_under_any_limits() {
+    let texts = corpus(700, 9);
+    for (bucket_limit, verify_limit) in [(1, 1), (2, 3), (8, 2)] {
+        let cfg = Config {
+            bucket_limit,
+            verify_limit,
+            ..config(true)
+        };
+        let mut e = engine_over(&texts, cfg);
+        let order: Vec<i64> = (0..texts.len() as i64).collect();
+        let a = decide_all(&mut e, &order, false);
+        let b = decide_all(&mut e, &order, false);
+        assert_eq!(a.representative, b.representative, "deterministic");
+        for (row, &rep) in a.representative.iter().enumerate() {
+            if rep != row as i64 {
+                let r = rep as usize;
+                assert_eq!(a.representative[r], rep, "a representative is kept");
+                assert!(r < row);
+                let j = jaccard_sorted(
+                    &sketch(&texts[row], 5).unwrap(),
+                    &sketch(&texts[r], 5).unwrap(),
+                );
+                assert!((j - a.similarity[row]).abs() < 1e-12 && j >= 0.8);
+            }
+        }
+        assert!(a.stats.compared <= a.stats.documents * verify_limit as u64);
+    }
+}
+
+#[test]
+fn empty_texts_are_never_copies() {
+    let texts: Vec<String> = ["", "", "   x", "", "abcdefgh", "abcdefgh"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut e = engine_over(&texts, config(true));
+    let out = decide_all(&mut e, &[0, 1, 2, 3, 4, 5], false);
+    assert_eq!(out.representative, vec![0, 1, 2, 3, 4, 4]);
+    assert_eq!(out.stats.empty, 3);
+}
+
+#[test]
+fn all_pairs_lists_every_verified_pair_sharing_a_band() {
+    let texts = corpus(400, 21);
+    let cfg = config(true);
+    let mut e = engine_over(&texts, cfg.clone());
+    let order: Vec<i64> = (0..texts.len() as i64).collect();
+    let out = decide_all(&mut e, &order, true);
+    assert!(out
+        .representative
+        .iter()
+        .enumerate()
+        .all(|(i, &r)| r == i as i64));
+    let mut got: Vec<(u32, u32)> = out.pairs.iter().map(|p| (p.0, p.1)).collect();
+    got.sort_unstable();
+    let bands = Bands::new(cfg.bands, cfg.rows).unwrap();
+    let sk: Vec<Vec<u32>> = texts.iter().map(|t| sketch(t, 5).unwrap()).collect();
+    let keys: Vec<Vec<u32>> = sk
+        .iter()
+        .map(|s| {
+            let mut k = vec![0; cfg.bands];
+            bands.keys(s, &mut Vec::new(), &mut k);
+            k
+        })
+        .collect();
+    let mut want = Vec::new();
+    for j in 0..texts.len() {
+        for i in 0..j {
+            if sk[i].is_empty() || sk[j].is_empty() {
+                continue;
+            }
+            let share = keys[i].iter().zip(&keys[j]).any(|(a, b)| a == b);
+            if share && jaccard_sorted(&sk[i], &sk[j]) >= 0.8 {
+                want.push((i as u32, j as u32));
+            }
+        }
+    }
+    want.sort_unstable();
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    let mut e = Engine::new(config(true)).unwrap();
+    assert!(e.feed(&["a"], &[1, 2]).is_err());
+    e.feed(&["abc"], &[1]).unwrap();
+    assert!(e.decide(&[1], false).is_err());
+    e.decide(&[0], false).unwrap();
+    assert!(e.decide(&[0], false).is_err(), "a row visited twice");
+    assert!(e.feed(&["x"], &[1]).is_err(), "feeding during a decision");
+    assert!(Engine::new(Config {
+        verify_limit: 0,
+        ..config(true)
+    })
+    .is_err());
+}
