@@ -12,7 +12,8 @@ forms, GET/DELETE /v1/documents/{id}, /v1/stats, /healthz, /metrics, a web page 
 /docs). Binds 127.0.0.1 unless --host says otherwise. Every flag can also come from the
 environment: NEARDUP_DATA, NEARDUP_STORE, NEARDUP_SYNC, NEARDUP_HOST, NEARDUP_PORT, NEARDUP_K,
 NEARDUP_RETENTION, NEARDUP_PRESET, NEARDUP_POLICY, NEARDUP_TOKEN, NEARDUP_MAX_BODY_BYTES,
-NEARDUP_MAX_TEXT_BYTES, NEARDUP_MAX_BATCH, NEARDUP_EXPIRE_INTERVAL; flags win."""
+NEARDUP_MAX_TEXT_BYTES, NEARDUP_MAX_BATCH, NEARDUP_EXPIRE_INTERVAL, NEARDUP_STORE_TIMEOUT; flags
+win."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -63,6 +64,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="time between retention sweeps (default retention/100, 1s..60s)",
     )
     p.add_argument(
+        "--store-timeout",
+        metavar="DURATION",
+        help="how long a request waits for the Redis store before a 503 (default 5s; 'none')",
+    )
+    p.add_argument(
         "--writer",
         choices=["thread", "inline"],
         help="where the serialized writer applies writes: its own thread (default) or the "
@@ -107,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
             overrides["retention"] = retention
         if args.expire_interval is not None:
             overrides["expire_interval"] = parse_duration(args.expire_interval, "--expire-interval")
+        if args.store_timeout is not None:
+            overrides["store_timeout"] = parse_duration(args.store_timeout, "--store-timeout")
         if args.max_body is not None:
             overrides["max_body_bytes"] = parse_size(args.max_body, "--max-body")
         if args.max_text is not None:
@@ -114,8 +122,9 @@ def run(args: argparse.Namespace) -> int:
         if args.no_fast_path:
             overrides["fast_path"] = False
         settings = Settings.from_env(**overrides)
-        if args.retention is not None and overrides.get("retention") is None:
-            settings = settings.replace(retention=None)  # --retention none beats the env
+        for flag in ("retention", "store_timeout"):  # '--retention none' beats the env
+            if getattr(args, flag) is not None and overrides.get(flag) is None:
+                settings = settings.replace(**{flag: None})
     except (SettingsError, OSError) as e:
         print(f"neardup serve: {e}", file=sys.stderr)
         return 2

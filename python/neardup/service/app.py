@@ -28,9 +28,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from neardup.service import models as schemas
 from neardup.service import page
-from neardup.service.backend import open_backend
+from neardup.service.backend import open_backend, store_fault
 from neardup.service.core import DedupService
-from neardup.service.errors import ApiError, error_body
+from neardup.service.errors import ApiError
 from neardup.service.settings import Settings
 
 __all__ = ["ServiceGate", "create_app"]
@@ -61,12 +61,15 @@ def swagger_assets() -> str | None:
     return path if os.path.isfile(os.path.join(path, "swagger-ui-bundle.js")) else None
 
 
-OPEN_PATHS = frozenset({"/healthz"})  # besides POST /login, which checks the token itself
+OPEN_PATHS = frozenset(
+    {"/healthz", "/readyz"}
+)  # besides POST /login, which checks the token itself
 KNOWN_PATHS = frozenset(
     {
         "/",
         "/login",
         "/healthz",
+        "/readyz",
         "/metrics",
         "/v1/stats",
         "/v1/check",
@@ -89,10 +92,18 @@ class JSONBytes(Response):
 
 
 def _json_error(err: ApiError) -> Response:
-    headers = {"www-authenticate": "Bearer"} if err.status == 401 else None
+    headers = {name.decode(): value.decode() for name, value in err.headers()}
     return Response(
         err.body(), status_code=err.status, media_type="application/json", headers=headers
     )
+
+
+def _unexpected(exc: Exception) -> ApiError:
+    """The answer to an exception that is not an :class:`ApiError`: 503 ``unavailable`` when
+    the store cannot serve now (down, timed out, loading), else 500 ``internal_error``."""
+    if store_fault(exc):
+        return ApiError("unavailable", f"the store is unavailable, retry later ({exc})")
+    return ApiError("internal_error", "internal server error")
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -216,13 +227,15 @@ class ServiceGate:
             await self.inner(scope, receive, tracked_send)
         except ApiError as e:
             if not state[1]:
-                await _send(tracked_send, e.status, e.body(), extra=_auth_header(e))
-        except Exception:
-            log.exception("unhandled error on %s %s", method, path)
+                await _send(tracked_send, e.status, e.body(), extra=e.headers())
+        except Exception as e:
+            err = _unexpected(e)
+            if err.status == 503:
+                log.warning("%s %s: %s", method, path, err.message)
+            else:
+                log.exception("unhandled error on %s %s", method, path)
             if not state[1]:
-                await _send(
-                    tracked_send, 500, error_body("internal_error", "internal server error")
-                )
+                await _send(tracked_send, err.status, err.body(), extra=err.headers())
         finally:
             route = getattr(scope.get("route"), "path", None)
             if route is None:
@@ -288,10 +301,6 @@ class ServiceGate:
 
 def _too_large(limit: int) -> ApiError:
     return ApiError("body_too_large", f"request body is over the limit of {limit} bytes")
-
-
-def _auth_header(err: ApiError) -> list[tuple[bytes, bytes]]:
-    return [(b"www-authenticate", b"Bearer")] if err.status == 401 else []
 
 
 async def _send(
@@ -363,6 +372,10 @@ def create_app(settings: Settings | None = None, backend: Any = None) -> ASGIApp
     @api.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> Response:
         return _json_error(exc)
+
+    @api.exception_handler(Exception)  # (the gate in front logs it)
+    async def _unexpected_error(_: Request, exc: Exception) -> Response:
+        return _json_error(_unexpected(exc))
 
     @api.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
@@ -472,6 +485,11 @@ def create_app(settings: Settings | None = None, backend: Any = None) -> ASGIApp
         ok = not service.closed and service.writer.is_alive
         body = {"status": "ok" if ok else "unavailable"}
         return JSONBytes(orjson.dumps(body), status_code=200 if ok else 503)
+
+    @api.get("/readyz", summary="Readiness: the store answers (no auth)")
+    async def readyz() -> Response:
+        await service.ready()
+        return JSONBytes(orjson.dumps({"status": "ready"}))
 
     @api.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
     async def metrics() -> Response:

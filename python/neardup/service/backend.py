@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any, Union
 
@@ -21,6 +22,8 @@ __all__ = [
     "duplicates_of",
     "make_policy",
     "open_backend",
+    "probe",
+    "store_fault",
 ]
 
 Id = Union[int, str]
@@ -65,14 +68,44 @@ def open_backend(settings: Settings) -> Any:
                 f"store {settings.store.split('://', 1)[0]}:// needs the Redis backend: "
                 f"pip install 'neardup[redis]' ({e})"
             ) from e
+        timeouts: dict[str, float] = {}
+        if settings.store_timeout is not None:  # (the URL's socket_timeout=... wins)
+            timeouts = {
+                "socket_timeout": settings.store_timeout,
+                "socket_connect_timeout": settings.store_timeout,
+            }
         return module.RedisDeduplicator.from_url(
-            settings.store, policy=policy, k=settings.k, retention=settings.retention
+            settings.store, policy=policy, k=settings.k, retention=settings.retention, **timeouts
         )
     path = settings.local_path
     assert path is not None
     from neardup.dedup import Deduplicator
 
     return Deduplicator.open(path, policy=policy, retention=settings.retention, sync=settings.sync)
+
+
+# Error replies of a server that cannot serve now but will (its first word).
+_BUSY_REPLIES = frozenset({"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"})
+
+
+def store_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` says the store cannot be reached or cannot serve yet (down, paused past
+    the timeout, loading its data): a 503 to retry, not a wrong request or a bug."""
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    redis = sys.modules.get("redis")  # (loaded only when the store is Redis)
+    if redis is None:
+        return False
+    errors = redis.exceptions
+    if isinstance(exc, (errors.ConnectionError, errors.TimeoutError, errors.ClusterError)):
+        return True
+    return isinstance(exc, errors.ResponseError) and str(exc).split(" ", 1)[0] in _BUSY_REPLIES
+
+
+def probe(backend: Any) -> None:
+    """One request to the store (its count), raising what the store raises when it cannot
+    serve; the embedded store answers from memory."""
+    len(backend)
 
 
 def check_fingerprint(backend: Any, fingerprint: int, k: int | None) -> list[Any]:

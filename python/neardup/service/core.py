@@ -15,7 +15,13 @@ from typing import Any, Callable, TypeVar
 
 import orjson
 
-from neardup.service.backend import Id, check_fingerprint, document_record, duplicates_of
+from neardup.service.backend import (
+    Id,
+    check_fingerprint,
+    document_record,
+    duplicates_of,
+    probe,
+)
 from neardup.service.errors import ApiError
 from neardup.service.metrics import Metrics, process_rss_bytes
 from neardup.service.schemas import (
@@ -344,6 +350,12 @@ class DedupService:
             "uptime_seconds": round(time.time() - m.started, 3),
             "backend": backend_stats,
         }
+
+    async def ready(self) -> None:
+        """GET /readyz: raises when the store cannot serve now (see ``backend.store_fault``)."""
+        if self.closed:
+            raise ApiError("unavailable", "the service is shutting down")
+        await self._read(probe, self.backend)
 
     async def metrics_text(self) -> str:
         """GET /metrics."""

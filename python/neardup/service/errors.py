@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["CODES", "ApiError", "error_body"]
+__all__ = ["CODES", "RETRY_AFTER_SECONDS", "ApiError", "error_body"]
 
 # code -> HTTP status. The client maps the code back to an exception class.
 CODES: dict[str, int] = {
@@ -33,6 +33,8 @@ CODES: dict[str, int] = {
     "internal_error": 500,
     "unavailable": 503,
 }
+RETRY_AFTER_SECONDS = 1
+"""The ``Retry-After`` of a 503: the store is down, loading or the service is shutting down."""
 
 
 class ApiError(Exception):
@@ -50,6 +52,14 @@ class ApiError(Exception):
     def body(self) -> bytes:
         """The JSON body of this error."""
         return error_body(self.code, self.message, self.field)
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The headers this status calls for: ``WWW-Authenticate`` (401), ``Retry-After`` (503)."""
+        if self.status == 401:
+            return [(b"www-authenticate", b"Bearer")]
+        if self.status == 503:
+            return [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
+        return []
 
 
 def error_body(code: str, message: str, field: str | None = None) -> bytes:

@@ -86,7 +86,7 @@ class Settings:
     ``NEARDUP_POLICY``, ``NEARDUP_TOKEN``, ``NEARDUP_MAX_BODY_BYTES``, ``NEARDUP_MAX_TEXT_BYTES``,
     ``NEARDUP_MAX_BATCH``, ``NEARDUP_EXPIRE_INTERVAL``, ``NEARDUP_READ_THREADS``,
     ``NEARDUP_WRITER_MAX_BATCH``, ``NEARDUP_WRITER`` (``thread`` or ``inline``),
-    ``NEARDUP_FAST_PATH``, ``NEARDUP_LOG_LEVEL``.
+    ``NEARDUP_FAST_PATH``, ``NEARDUP_LOG_LEVEL``, ``NEARDUP_STORE_TIMEOUT``.
     """
 
     data_dir: str | None = None
@@ -112,7 +112,7 @@ class Settings:
     """Deduplicator policy: a JSON object (``Policy.to_dict()``) or the path of a JSON file
     holding one (``None``: the default policy, or the one saved in the data directory)."""
     token: str | None = field(default=None, repr=False)
-    """Bearer token required on every route but ``/healthz`` (``None``: no auth)."""
+    """Bearer token required on every route but ``/healthz`` and ``/readyz`` (``None``: no auth)."""
     max_body_bytes: int = 16 * 1024 * 1024
     max_text_bytes: int = 1024 * 1024
     max_batch: int = 10_000
@@ -131,6 +131,9 @@ class Settings:
     or ``"inline"`` (on the event loop's thread, after the requests of each turn of the loop: no
     handoff between threads; for stores whose writes do not wait for the disk, e.g.
     ``sync="normal"``)."""
+    store_timeout: float | None = 5.0
+    """Seconds a request waits for the Redis store (connecting, or one reply) before it is
+    answered 503 ``unavailable``; ``None``: no limit. (A ``socket_timeout`` in the URL wins.)"""
     fast_path: bool = True
     """Serve the POST /v1 routes by a lean ASGI dispatcher in front of FastAPI (same handlers)."""
     log_level: str = "warning"
@@ -184,6 +187,9 @@ class Settings:
         raw = get("EXPIRE_INTERVAL")
         if raw is not None:
             values["expire_interval"] = parse_duration(raw, "NEARDUP_EXPIRE_INTERVAL")
+        raw = get("STORE_TIMEOUT")
+        if raw is not None:
+            values["store_timeout"] = parse_duration(raw, "NEARDUP_STORE_TIMEOUT")
         raw = get("FAST_PATH")
         if raw is not None:
             values["fast_path"] = raw.strip().lower() not in ("0", "false", "no", "off")
@@ -249,6 +255,12 @@ class Settings:
             math.isfinite(self.retention) and self.retention > 0
         ):
             raise SettingsError(f"retention must be positive seconds or None, got {self.retention}")
+        if self.store_timeout is not None and not (
+            math.isfinite(self.store_timeout) and self.store_timeout > 0
+        ):
+            raise SettingsError(
+                f"store_timeout must be positive seconds or None, got {self.store_timeout}"
+            )
         if self.expire_interval is not None and not self.expire_interval > 0:
             raise SettingsError(f"expire_interval must be positive, got {self.expire_interval}")
         if self.token is not None and not _TOKEN_RE.match(self.token):
