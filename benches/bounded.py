@@ -224,20 +224,11 @@ def head(path: str, out: str, n: int) -> None:
             g.write(line)
 
 
-def candidates_per_doc(stderr: str, docs: int) -> float | None:
-    """HOOK: neardup's candidates per document, from a line of ``neardup dedup --verbose`` that
-    mentions candidates: "... N candidates ..." (a total, divided here by the documents) or
-    "... candidates per document X ..." (taken as it is). None when no line reports them."""
-    for line in stderr.splitlines():
-        if "candidates" not in line:
-            continue
-        per = re.search(r"candidates per doc\w*\D*?([\d.,]+)", line)
-        if per:
-            return float(per.group(1).replace(",", ""))
-        total = re.search(r"([\d,]+)\s+candidates|candidates\D*?([\d,]+)", line)
-        if total:
-            return int((total.group(1) or total.group(2)).replace(",", "")) / docs
-    return None
+def candidates_per_doc(stderr: str) -> float | None:
+    """neardup's candidates per document, from the line of ``neardup dedup --verbose`` that
+    says "candidates per document X"; None when no line says it."""
+    found = re.search(r"candidates per document ([\d.]+)", stderr)
+    return float(found.group(1)) if found else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,7 +271,7 @@ def run_size(args: argparse.Namespace, docs: int, exe: list[str]) -> dict[str, A
     row["neardup"] = m
     if m["outcome"] == "ok":
         m["kept"] = count_lines(out)
-        m["candidates"] = candidates_per_doc(m["stderr"], docs)
+        m["candidates"] = candidates_per_doc(m["stderr"])
         for line in m["stderr"].strip().splitlines():
             print(f"  {line}", file=sys.stderr, flush=True)
     else:

@@ -5,9 +5,10 @@ pages; real Debian-shipped text with injected noisy copies; exact ground truth: 
 Jaccard >= 0.8) every method lists the pairs of documents it calls near-duplicates, and the
 pairs are scored against the ground truth. Methods, all run in this process on the same texts:
 
-- ``neardup``: ``CorpusDeduper(Policy.default())`` — the engine of ``neardup dedup``: SimHash
-  candidates within the policy's radius, verified by 5-gram Jaccard on the prepared text (main
-  text of HTML pages);
+- ``neardup``: ``CorpusDeduper(Policy.default()).near_pairs()`` — the candidate stage and
+  verifier of ``neardup dedup`` (MinHash bands of the 5-gram shingles, ranked by estimated
+  similarity within the policy's limits, verified by exact 5-gram Jaccard on the prepared text:
+  main text of HTML pages), every row compared with every earlier row;
 - ``neardup k=3 (no verifier)``: plain 64-bit SimHash at distance <= 3 (seed 003's setting);
 - ``datasketch`` MinHashLSH (threshold 0.8, 128 permutations, 5-gram shingles), pairs as the LSH
   returns them, and ``+check``: the same candidates filtered by exact Jaccard >= 0.8;
@@ -83,12 +84,8 @@ def run_neardup(texts: list[str], policy: Policy) -> tuple[set[Pair], float]:
     t0 = time.perf_counter()
     d = CorpusDeduper(policy)
     d.feed(texts)
-    r = d.result()
-    pairs = {
-        (int(a), int(b))
-        for a, b, ok in zip(r.pairs_a.tolist(), r.pairs_b.tolist(), r.pairs_verified.tolist())
-        if ok
-    }
+    r = d.near_pairs()
+    pairs = set(zip(r.pairs_a.tolist(), r.pairs_b.tolist()))
     return pairs, time.perf_counter() - t0
 
 

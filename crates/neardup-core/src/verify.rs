@@ -24,6 +24,33 @@ pub fn jaccard_sorted(a: &[u32], b: &[u32]) -> f64 {
     inter as f64 / (a.len() + b.len() - inter) as f64
 }
 
+/// [`jaccard_sorted`] when it is at least `threshold`, else `None`: the merge stops as soon as
+/// more hashes went unmatched than a pair at the threshold can have (J >= t needs
+/// |A & B| >= t (|A| + |B|) / (1 + t), so at most |A| + |B| - 2 |A & B| unmatched).
+pub fn jaccard_sorted_at_least(a: &[u32], b: &[u32], threshold: f64) -> Option<f64> {
+    let total = a.len() + b.len();
+    if total == 0 {
+        return (threshold <= 1.0).then_some(1.0);
+    }
+    // (rounded down a little: a merge that goes on longer than needed is still exact)
+    let need = (threshold * total as f64 / (1.0 + threshold) - 1e-9).ceil() as usize;
+    let allowed = total.saturating_sub(2 * need);
+    let (mut i, mut j, mut inter, mut unmatched) = (0, 0, 0usize, 0usize);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        let same = usize::from(x == y);
+        inter += same;
+        unmatched += 1 - same;
+        if unmatched > allowed {
+            return None;
+        }
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+    }
+    let s = inter as f64 / (total - inter) as f64;
+    (s >= threshold).then_some(s)
+}
+
 /// Checks the arguments of [`jaccard_pairs`]; returns the number of rows.
 fn check_pairs(hashes: &[u32], offsets: &[i64], a: &[i64], b: &[i64]) -> Result<usize> {
     if a.len() != b.len() {
@@ -135,6 +162,35 @@ pub fn jaccard_pairs_at_least(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jaccard_at_least_is_exact_above_the_threshold_and_none_below() {
+        let mut x: u64 = 3;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 40) as u32 % 400
+        };
+        for _ in 0..3000 {
+            let mut a: Vec<u32> = (0..next() % 60).map(|_| next()).collect();
+            let mut b: Vec<u32> = a.iter().copied().filter(|_| next() % 7 != 0).collect();
+            b.extend((0..next() % 8).map(|_| next()));
+            for v in [&mut a, &mut b] {
+                v.sort_unstable();
+                v.dedup();
+            }
+            let exact = jaccard_sorted(&a, &b);
+            for t in [0.0, 0.5, 0.8, 0.9, 1.0] {
+                let got = jaccard_sorted_at_least(&a, &b, t);
+                if exact >= t {
+                    assert_eq!(got, Some(exact), "{a:?} {b:?} {t}");
+                } else {
+                    assert_eq!(got, None);
+                }
+            }
+        }
+    }
 
     #[test]
     fn bounded_pairs_are_exact_or_provably_below_the_threshold() {

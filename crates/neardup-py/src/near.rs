@@ -128,6 +128,7 @@ impl NearEngine {
         stats.set_item("documents", s.documents)?;
         stats.set_item("candidates", s.candidates)?;
         stats.set_item("compared", s.compared)?;
+        stats.set_item("estimated_out", s.estimated_out)?;
         stats.set_item("capped", s.capped)?;
         stats.set_item("buckets_cut", s.buckets_cut)?;
         stats.set_item("empty", s.empty)?;

@@ -567,8 +567,8 @@ def run(args: argparse.Namespace) -> int:
                 f"report {time.perf_counter() - t_write:.2f} s"
             )
             eprint(
-                f"neardup dedup: {summary['candidates_per_document']} candidates and "
-                f"{summary['compared_per_document']} comparisons per document, "
+                f"neardup dedup: candidates per document {summary['candidates_per_document']}, "
+                f"comparisons per document {summary['compared_per_document']}, "
                 f"{result.stats['capped']:,} documents capped at verify_limit, "
                 f"{summary['empty']:,} empty, {summary['spilled_megabytes']} MB of sketches spilled"
             )

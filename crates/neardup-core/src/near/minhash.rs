@@ -69,9 +69,25 @@ impl Bands {
     /// band's number, so equal keys of different bands mean nothing). An empty sketch has no
     /// min-hashes: its keys are all 0 and callers must not use them.
     pub fn keys(&self, sketch: &[u32], scratch: &mut Vec<u32>, out: &mut [u32]) {
+        self.keys_and_bytes(sketch, scratch, out, &mut vec![0; self.bands * self.rows]);
+    }
+
+    /// [`Bands::keys`], and the low byte of each of the `bands * rows` min-hashes into
+    /// `bytes`: two sets of Jaccard J agree on a byte with probability J + (1 - J) / 256, so
+    /// the share of equal bytes estimates J (b-bit min-wise hashing) far more finely than the
+    /// number of shared bands ([`estimate`]).
+    pub fn keys_and_bytes(
+        &self,
+        sketch: &[u32],
+        scratch: &mut Vec<u32>,
+        out: &mut [u32],
+        bytes_out: &mut [u8],
+    ) {
         debug_assert_eq!(out.len(), self.bands);
+        debug_assert_eq!(bytes_out.len(), self.bands * self.rows);
         if sketch.is_empty() {
             out.fill(0);
+            bytes_out.fill(0);
             return;
         }
         scratch.clear();
@@ -91,7 +107,26 @@ impl Bands {
             for (chunk, m) in bytes.chunks_exact_mut(4).zip(&mins[..self.rows]) {
                 chunk.copy_from_slice(&m.to_le_bytes());
             }
+            for (b, m) in bytes_out[band * self.rows..(band + 1) * self.rows]
+                .iter_mut()
+                .zip(&mins[..self.rows])
+            {
+                *b = *m as u8;
+            }
             *key = xxh3_64_with_seed(&bytes[..4 * self.rows], band as u64) as u32;
         }
     }
+}
+
+/// The Jaccard similarity estimated from the low bytes of two sets' min-hashes
+/// ([`Bands::keys_and_bytes`]): equal bytes, less the chance agreements of unequal min-hashes.
+/// Its standard deviation is about sqrt(J (1 - J) / len): 0.04 at J = 0.8 with 100 min-hashes.
+pub fn estimate(a: &[u8], b: &[u8]) -> f64 {
+    if a.is_empty() {
+        return 1.0;
+    }
+    // (a sum of 0/1 over two byte arrays: it vectorises)
+    let equal: u32 = a.iter().zip(b).map(|(x, y)| u32::from(x == y)).sum();
+    let share = equal as f64 / a.len() as f64;
+    ((share - 1.0 / 256.0) / (1.0 - 1.0 / 256.0)).max(0.0)
 }

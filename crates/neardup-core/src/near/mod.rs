@@ -7,8 +7,10 @@
 //!    chance of sharing one is a function of the very Jaccard similarity that decides, so
 //!    unrelated texts of one domain rarely meet). Each band bucket is read up to its
 //!    `bucket_limit` newest entries.
-//! 2. **ranking**: most shared bands first (an estimate of the similarity), then the smallest
-//!    SimHash distance, then the earliest kept; the first `verify_limit` go on.
+//! 2. **ranking**: by the similarity estimated from the low bytes of the `bands * rows`
+//!    min-hashes (b-bit min-wise hashing; those estimated more than 0.2 below the threshold
+//!    go), then the smallest SimHash distance, then the earliest kept; the first
+//!    `verify_limit` go on.
 //! 3. **verify**: exact Jaccard of the shingle sketches (`batch_dedup::sketch`), after the
 //!    exact size bound; the best passing candidate (highest similarity, then nearest, then
 //!    earliest) is the document's representative.
@@ -36,7 +38,7 @@ use std::path::PathBuf;
 use crate::batch_dedup::{check_shingle, sketch};
 use crate::index::{Id, IdRef, Index, Options};
 use crate::parallel as pool;
-use crate::verify::jaccard_sorted;
+use crate::verify::jaccard_sorted_at_least;
 use crate::{Error, Result};
 
 pub use minhash::Bands;
@@ -44,6 +46,10 @@ pub use spill::SketchStore;
 
 /// No entry (end of a bucket's list; a row not yet visited).
 const NONE: u32 = u32::MAX;
+/// Candidates whose estimated similarity is this far below the threshold are not verified:
+/// five standard deviations of the estimate at J = 0.8 with 100 min-hashes (a near-copy is
+/// lost this way with probability below 1e-6).
+const ESTIMATE_MARGIN: f64 = 0.2;
 /// Texts per feed below which one thread does the hashing.
 const PARALLEL_MIN_TEXTS: usize = 64;
 
@@ -124,6 +130,8 @@ pub struct Stats {
     pub candidates: u64,
     /// Candidates compared by the verifier (or taken, without one).
     pub compared: u64,
+    /// Candidates whose estimated similarity is far below the threshold (not verified).
+    pub estimated_out: u64,
     /// Rows with more candidates than `verify_limit`.
     pub capped: u64,
     /// Bucket reads stopped at `bucket_limit`.
@@ -133,7 +141,8 @@ pub struct Stats {
     /// Compared candidates by SimHash distance (0..=64), passing and failing the verifier.
     pub distance_passed: Vec<u64>,
     pub distance_failed: Vec<u64>,
-    /// Compared candidates by similarity, in 100 bins of width 0.01 (the last holds 1.0).
+    /// Passing candidates by similarity, in 100 bins of width 0.01 (the last holds 1.0; a
+    /// failing candidate's merge stops once it cannot pass, so its similarity is not known).
     pub similarity: Vec<u64>,
 }
 
@@ -144,8 +153,33 @@ pub struct Engine {
     fps: Vec<u64>,
     lengths: Vec<u32>,
     keys: Vec<u32>,
+    /// Per row: the low bytes of its `bands * rows` min-hashes (similarity estimates).
+    minhash_bytes: Vec<u8>,
+    /// Per row: bit `h >> 26` set for each hash `h` of its sketch (see [`jaccard_bound`]).
+    signatures: Vec<u64>,
     sketches: SketchStore,
     run: Option<Decision>,
+}
+
+/// A 64-bit summary of a sketch: bit `h >> 26` for each hash `h`.
+fn signature(sketch: &[u32]) -> u64 {
+    sketch.iter().fold(0u64, |s, &h| s | 1 << (h >> 26))
+}
+
+/// An upper bound of the Jaccard similarity of two sketches of `na` and `nb` hashes from
+/// their sizes and signatures: a bit set for A and not for B comes from a hash of A missing
+/// from B, so |A & B| <= I = min(na - popcount(sa & !sb), nb - popcount(sb & !sa)) and
+/// J <= I / (na + nb - I) (and J <= min / max). On short texts it rules out most candidates
+/// that the exact merge would reject.
+fn jaccard_bound(na: usize, sa: u64, nb: usize, sb: u64) -> f64 {
+    let (na, nb) = (na as i64, nb as i64);
+    let inter =
+        (na - i64::from((sa & !sb).count_ones())).min(nb - i64::from((sb & !sa).count_ones()));
+    let union = na + nb - inter;
+    if union <= 0 {
+        return 1.0;
+    }
+    inter.max(0) as f64 / union as f64
 }
 
 impl Engine {
@@ -159,6 +193,8 @@ impl Engine {
             fps: Vec::new(),
             lengths: Vec::new(),
             keys: Vec::new(),
+            minhash_bytes: Vec::new(),
+            signatures: Vec::new(),
             sketches,
             run: None,
         })
@@ -181,6 +217,8 @@ impl Engine {
         self.fps.capacity() * 8
             + self.lengths.capacity() * 4
             + self.keys.capacity() * 4
+            + self.minhash_bytes.capacity()
+            + self.signatures.capacity() * 8
             + self.sketches.memory_bytes()
     }
 
@@ -209,17 +247,20 @@ impl Engine {
             let t = t.as_ref();
             let sk = sketch(t, shingle).unwrap_or_default(); // (the shingle width is checked)
             let mut keys = vec![0u32; bands.bands];
+            let mut bytes = vec![0u8; bands.bands * bands.rows];
             if verify {
-                bands.keys(&sk, &mut Vec::new(), &mut keys);
+                bands.keys_and_bytes(&sk, &mut Vec::new(), &mut keys, &mut bytes);
             }
-            (t.chars().count() as u32, sk, keys)
+            (t.chars().count() as u32, sk, keys, bytes)
         });
-        for ((length, sk, keys), &fp) in done.into_iter().zip(fps) {
+        for ((length, sk, keys, bytes), &fp) in done.into_iter().zip(fps) {
+            self.minhash_bytes.extend_from_slice(&bytes);
             if verify {
                 self.sketches.push(&sk)?;
             } else {
                 self.sketches.push(&[])?;
             }
+            self.signatures.push(signature(&sk));
             self.keys.extend_from_slice(&keys);
             self.lengths.push(length);
             self.fps.push(fp);
@@ -275,10 +316,16 @@ impl Engine {
 /// One decision run: the band tables of the kept rows and the outcome so far.
 struct Decision {
     all_pairs: bool,
-    /// Per band: key -> the newest node of its list.
+    /// Per band: key -> its bucket: the newest node of a short list, or (with [`HOT`] set) a
+    /// ring of the bucket's newest rows, for the few keys that many kept rows share.
     heads: Vec<foldhash::HashMap<u32, u32>>,
-    /// Nodes: (row, older node).
+    /// Nodes of the short lists: (row, older node).
     nodes: Vec<(u32, u32)>,
+    rings: Vec<Ring>,
+    /// Per band of the row being visited: the length of its short list (for the insert).
+    list_lengths: Vec<u32>,
+    /// Per row: (the visit that last counted it, bands it shares with that visit's row).
+    tally: Vec<(u32, u32)>,
     /// Kept fingerprints, for the verifier-off decision.
     simhash: Option<Index>,
     /// Per row: its place in the order (NONE: not visited).
@@ -288,6 +335,33 @@ struct Decision {
     found: Vec<u32>,
     buf_a: Vec<u32>,
     buf_b: Vec<u32>,
+}
+
+/// Bucket values with this bit set index [`Decision::rings`].
+const HOT: u32 = 1 << 31;
+/// A short list becomes a ring when it reaches this many rows (or `bucket_limit`).
+const HOT_AFTER: usize = 8;
+
+/// The newest `capacity` rows of a busy bucket, contiguous (reading one costs a few cache
+/// lines, where a list of that length costs a cache miss per row).
+struct Ring {
+    rows: Vec<u32>,
+    /// Where the next row goes once the ring is full.
+    next: usize,
+    /// Rows ever added (more than the capacity: the bucket was cut).
+    added: u64,
+}
+
+impl Ring {
+    fn push(&mut self, row: u32, capacity: usize) {
+        if self.rows.len() < capacity {
+            self.rows.push(row);
+        } else {
+            self.rows[self.next] = row;
+            self.next = (self.next + 1) % capacity;
+        }
+        self.added += 1;
+    }
 }
 
 impl Decision {
@@ -323,6 +397,9 @@ impl Decision {
                 .map(|_| foldhash::HashMap::default())
                 .collect(),
             nodes: Vec::new(),
+            rings: Vec::new(),
+            list_lengths: vec![0; engine.cfg.bands],
+            tally: vec![(NONE, 0); n],
             simhash,
             position: vec![NONE; n],
             visited: 0,
@@ -335,7 +412,10 @@ impl Decision {
 
     fn memory_bytes(&self) -> usize {
         let maps: usize = self.heads.iter().map(|h| h.capacity() * 9).sum();
+        let rings: usize = self.rings.iter().map(|r| r.rows.capacity() * 4 + 40).sum();
         maps + self.nodes.capacity() * 8
+            + rings
+            + self.tally.capacity() * 8
             + self.position.capacity() * 4
             + self.outcome.representative.capacity() * 20
             + self.outcome.pairs.capacity() * 24
@@ -346,30 +426,45 @@ impl Decision {
     fn band_candidates(&mut self, engine: &Engine, row: usize) -> Vec<(u32, u32)> {
         let b = engine.cfg.bands;
         let keys = &engine.keys[row * b..(row + 1) * b];
+        let stamp = self.visited;
         self.found.clear();
+        let mut count = |r: u32, found: &mut Vec<u32>| {
+            let t = &mut self.tally[r as usize];
+            if t.0 == stamp {
+                t.1 += 1;
+            } else {
+                *t = (stamp, 1);
+                found.push(r);
+            }
+        };
         for (band, key) in keys.iter().enumerate() {
-            let mut node = self.heads[band].get(key).copied().unwrap_or(NONE);
+            let head = self.heads[band].get(key).copied().unwrap_or(NONE);
+            self.list_lengths[band] = 0;
+            if head != NONE && head & HOT != 0 {
+                let ring = &self.rings[(head & !HOT) as usize];
+                for &r in &ring.rows {
+                    count(r, &mut self.found);
+                }
+                if ring.added > ring.rows.len() as u64 {
+                    self.outcome.stats.buckets_cut += 1;
+                }
+                continue;
+            }
+            let mut node = head;
             let mut read = 0;
             while node != NONE {
-                if read == engine.cfg.bucket_limit {
-                    self.outcome.stats.buckets_cut += 1;
-                    break;
-                }
                 let (r, older) = self.nodes[node as usize];
-                self.found.push(r);
+                count(r, &mut self.found);
                 node = older;
                 read += 1;
             }
+            self.list_lengths[band] = read;
         }
-        self.found.sort_unstable();
-        let mut out: Vec<(u32, u32)> = Vec::new();
-        for &r in &self.found {
-            match out.last_mut() {
-                Some((last, shared)) if *last == r => *shared += 1,
-                _ => out.push((r, 1)),
-            }
-        }
-        out
+        let tally = &self.tally;
+        self.found
+            .iter()
+            .map(|&r| (r, tally[r as usize].1))
+            .collect()
     }
 
     fn insert(&mut self, engine: &Engine, row: usize) -> Result<()> {
@@ -377,10 +472,37 @@ impl Decision {
             return index.add(IdRef::Int(row as i64), engine.fps[row], 0.0);
         }
         let b = engine.cfg.bands;
+        let limit = engine.cfg.bucket_limit;
+        let hot_after = HOT_AFTER.min(limit);
         for (band, &key) in engine.keys[row * b..(row + 1) * b].iter().enumerate() {
-            let node = self.nodes.len() as u32;
-            let older = self.heads[band].insert(key, node).unwrap_or(NONE);
-            self.nodes.push((row as u32, older));
+            let head = self.heads[band].get(&key).copied().unwrap_or(NONE);
+            if head != NONE && head & HOT != 0 {
+                self.rings[(head & !HOT) as usize].push(row as u32, limit);
+            } else if self.list_lengths[band] as usize >= hot_after {
+                // the list becomes a ring, oldest first (its nodes stay, unused)
+                let mut rows = Vec::with_capacity(limit.min(64));
+                let mut node = head;
+                while node != NONE {
+                    let (r, older) = self.nodes[node as usize];
+                    rows.push(r);
+                    node = older;
+                }
+                rows.reverse();
+                let mut ring = Ring {
+                    rows: Vec::new(),
+                    next: 0,
+                    added: 0,
+                };
+                for r in rows.into_iter().chain([row as u32]) {
+                    ring.push(r, limit);
+                }
+                self.heads[band].insert(key, HOT | self.rings.len() as u32);
+                self.rings.push(ring);
+            } else {
+                let node = self.nodes.len() as u32;
+                self.heads[band].insert(key, node);
+                self.nodes.push((row as u32, head));
+            }
         }
         Ok(())
     }
@@ -401,7 +523,7 @@ impl Decision {
             return Ok(());
         }
         let fp = engine.fps[row];
-        // (candidate row, shared bands, distance)
+        // (candidate row, score, distance)
         let mut ranked: Vec<(u32, u32, u32)> = if let Some(index) = &self.simhash {
             let radius = cfg.radius(engine.lengths[row] as usize);
             index
@@ -413,15 +535,37 @@ impl Decision {
                 })
                 .collect()
         } else {
+            // rank by the similarity estimated from the min-hashes' low bytes (in hundredths
+            // of the bytes compared); those estimated far below the threshold go
+            let m = engine.cfg.bands * engine.cfg.rows;
+            let mine = &engine.minhash_bytes[row * m..(row + 1) * m];
+            let floor = cfg.threshold - ESTIMATE_MARGIN;
+            let mut out_of_reach = 0u64;
             let mut c: Vec<(u32, u32, u32)> = self
                 .band_candidates(engine, row)
                 .into_iter()
-                .map(|(r, shared)| (r, shared, (fp ^ engine.fps[r as usize]).count_ones()))
+                .filter_map(|(r, _)| {
+                    let theirs = &engine.minhash_bytes[r as usize * m..(r as usize + 1) * m];
+                    let est = minhash::estimate(mine, theirs);
+                    if est < floor {
+                        out_of_reach += 1;
+                        return None;
+                    }
+                    let score = (est * 1000.0) as u32;
+                    Some((r, score, (fp ^ engine.fps[r as usize]).count_ones()))
+                })
                 .collect();
+            self.outcome.stats.candidates += out_of_reach;
+            self.outcome.stats.estimated_out += out_of_reach;
             let position = &self.position;
-            c.sort_unstable_by_key(|&(r, shared, d)| {
-                (std::cmp::Reverse(shared), d, position[r as usize])
-            });
+            let rank = |&(r, score, d): &(u32, u32, u32)| {
+                (std::cmp::Reverse(score), d, position[r as usize])
+            };
+            if c.len() > cfg.verify_limit {
+                c.select_nth_unstable_by_key(cfg.verify_limit - 1, rank);
+            }
+            let top = c.len().min(cfg.verify_limit);
+            c[..top].sort_unstable_by_key(rank);
             c
         };
         let stats = &mut self.outcome.stats;
@@ -440,8 +584,13 @@ impl Decision {
                     engine.sketches.count(row),
                     engine.sketches.count(cand as usize),
                 );
-                let by_size = na.min(nb) as f64 / na.max(nb) as f64;
-                if by_size < cfg.threshold {
+                let bound = jaccard_bound(
+                    na,
+                    engine.signatures[row],
+                    nb,
+                    engine.signatures[cand as usize],
+                );
+                if bound < cfg.threshold {
                     self.outcome.stats.distance_failed[d as usize] += 1;
                     continue;
                 }
@@ -449,17 +598,19 @@ impl Decision {
                     own = Some(engine.sketches.get(row, &mut self.buf_a)?.to_vec());
                 }
                 let mine = own.as_deref().unwrap_or(&[]);
-                jaccard_sorted(mine, engine.sketches.get(cand as usize, &mut self.buf_b)?)
+                let theirs = engine.sketches.get(cand as usize, &mut self.buf_b)?;
+                match jaccard_sorted_at_least(mine, theirs, cfg.threshold) {
+                    Some(s) => s,
+                    None => {
+                        self.outcome.stats.distance_failed[d as usize] += 1;
+                        continue;
+                    }
+                }
             } else {
                 1.0
             };
             let stats = &mut self.outcome.stats;
-            let bin = ((similarity * 100.0) as usize).min(99);
-            stats.similarity[bin] += 1;
-            if similarity < cfg.threshold && cfg.verify {
-                stats.distance_failed[d as usize] += 1;
-                continue;
-            }
+            stats.similarity[((similarity * 100.0) as usize).min(99)] += 1;
             stats.distance_passed[d as usize] += 1;
             if self.all_pairs {
                 self.outcome.pairs.push((cand, row as u32, d, similarity));

@@ -1,5 +1,6 @@
 use super::*;
 use crate::batch_dedup::sketch;
+use crate::verify::jaccard_sorted;
 
 fn lcg(seed: &mut u64) -> u64 {
     *seed = seed
@@ -347,4 +348,145 @@ fn bad_arguments_are_refused() {
         ..config(true)
     })
     .is_err());
+}
+
+/// Template messages: a fixed frame with numbers filled in (similar, rarely copies), so that
+/// band buckets hold many kept rows.
+fn templated(n: usize, seed: u64) -> Vec<String> {
+    let mut s = seed;
+    (0..n)
+        .map(|i| match i % 3 {
+            0 => format!(
+                "your code is {} and it expires in {} minutes, do not share it",
+                lcg(&mut s) % 1_000_000,
+                lcg(&mut s) % 60
+            ),
+            1 => format!(
+                "parcel {} is waiting at locker {} until {}",
+                lcg(&mut s) % 100_000,
+                lcg(&mut s) % 500,
+                lcg(&mut s) % 31
+            ),
+            _ => format!(
+                "debit of {} on card ending {}",
+                lcg(&mut s) % 10_000,
+                lcg(&mut s) % 10_000
+            ),
+        })
+        .collect()
+}
+
+/// The decision with limits, written plainly: per band the newest `bucket_limit` kept rows
+/// with the row's key, those estimated within 0.2 of the threshold ranked by the estimate,
+/// distance and age, the first `verify_limit` verified.
+fn brute_force_limited(texts: &[String], cfg: &Config) -> Vec<i64> {
+    let bands = Bands::new(cfg.bands, cfg.rows).unwrap();
+    let sketches: Vec<Vec<u32>> = texts
+        .iter()
+        .map(|t| sketch(t, cfg.shingle).unwrap())
+        .collect();
+    let (keys, bytes): (Vec<Vec<u32>>, Vec<Vec<u8>>) = sketches
+        .iter()
+        .map(|s| {
+            let mut k = vec![0; cfg.bands];
+            let mut b = vec![0; cfg.bands * cfg.rows];
+            bands.keys_and_bytes(s, &mut Vec::new(), &mut k, &mut b);
+            (k, b)
+        })
+        .unzip();
+    let fps: Vec<u64> = texts.iter().map(|t| fingerprint(t)).collect();
+    let mut rep: Vec<i64> = (0..texts.len() as i64).collect();
+    let mut kept: Vec<usize> = Vec::new();
+    for r in 0..texts.len() {
+        if sketches[r].is_empty() {
+            continue;
+        }
+        let mut shared: std::collections::BTreeMap<usize, u32> = Default::default();
+        for (band, key) in keys[r].iter().enumerate() {
+            let same: Vec<usize> = kept
+                .iter()
+                .copied()
+                .filter(|&k| keys[k][band] == *key)
+                .collect();
+            for &k in same.iter().rev().take(cfg.bucket_limit) {
+                *shared.entry(k).or_default() += 1;
+            }
+        }
+        let pos = |k: usize| kept.iter().position(|&x| x == k).unwrap();
+        let mut ranked: Vec<(std::cmp::Reverse<u32>, u32, usize, usize)> = shared
+            .keys()
+            .filter_map(|&k| {
+                let est = minhash::estimate(&bytes[r], &bytes[k]);
+                let score = std::cmp::Reverse((est * 1000.0) as u32);
+                (est >= cfg.threshold - 0.2)
+                    .then(|| (score, (fps[r] ^ fps[k]).count_ones(), pos(k), k))
+            })
+            .collect();
+        ranked.sort_unstable();
+        ranked.truncate(cfg.verify_limit);
+        let mut best: Option<(f64, u32, usize, usize)> = None;
+        for (_, d, p, k) in ranked {
+            let sim = jaccard_sorted(&sketches[r], &sketches[k]);
+            if sim < cfg.threshold {
+                continue;
+            }
+            if best.is_none_or(|(s, bd, bp, _)| sim > s || (sim == s && (d, p) < (bd, bp))) {
+                best = Some((sim, d, p, k));
+            }
+        }
+        match best {
+            Some((_, _, _, k)) => rep[r] = k as i64,
+            None => kept.push(r),
+        }
+    }
+    rep
+}
+
+#[test]
+fn limits_mean_the_newest_rows_per_band_and_the_best_ranked_candidates() {
+    let texts = templated(1500, 4);
+    for (bucket_limit, verify_limit, threshold) in [(3, 2, 0.8), (12, 5, 0.6), (40, 9, 0.5)] {
+        let cfg = Config {
+            bucket_limit,
+            verify_limit,
+            threshold,
+            ..config(true)
+        };
+        let mut e = engine_over(&texts, cfg.clone());
+        let order: Vec<i64> = (0..texts.len() as i64).collect();
+        let got = decide_all(&mut e, &order, false);
+        assert_eq!(got.representative, brute_force_limited(&texts, &cfg));
+        assert!(
+            got.stats.buckets_cut > 0 && got.stats.capped > 0,
+            "the limits were reached"
+        );
+    }
+}
+
+#[test]
+fn low_bytes_estimate_the_similarity() {
+    let bands = Bands::new(20, 5).unwrap();
+    let mut seed = 23;
+    for (shared, own) in [(160u32, 20u32), (100, 50), (40, 80)] {
+        let mut total = 0.0;
+        for _ in 0..50 {
+            let base: Vec<u32> = (0..shared).map(|_| lcg(&mut seed) as u32).collect();
+            let (mut a, mut b) = (base.clone(), base);
+            a.extend((0..own).map(|_| lcg(&mut seed) as u32));
+            b.extend((0..own).map(|_| lcg(&mut seed) as u32));
+            a.sort_unstable();
+            b.sort_unstable();
+            let (mut ka, mut kb) = (vec![0; 20], vec![0; 20]);
+            let (mut ba, mut bb) = (vec![0; 100], vec![0; 100]);
+            bands.keys_and_bytes(&a, &mut Vec::new(), &mut ka, &mut ba);
+            bands.keys_and_bytes(&b, &mut Vec::new(), &mut kb, &mut bb);
+            total += minhash::estimate(&ba, &bb);
+        }
+        let j = f64::from(shared) / f64::from(shared + 2 * own);
+        assert!(
+            (total / 50.0 - j).abs() < 0.03,
+            "J {j:.3}: mean estimate {:.3}",
+            total / 50.0
+        );
+    }
 }
