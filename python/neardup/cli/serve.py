@@ -129,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"neardup serve: {e}", file=sys.stderr)
         return 2
     try:
+        from neardup.service.app import create_app
+        from neardup.service.backend import StoreError, open_backend
         from neardup.service.runner import serve
     except ModuleNotFoundError as e:
         print(
@@ -137,7 +139,15 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        serve(settings)
+        backend = open_backend(settings)
+    except SettingsError as e:
+        print(f"neardup serve: {e}", file=sys.stderr)
+        return 2
+    except (StoreError, RuntimeError) as e:  # (RuntimeError: the Redis extra is missing)
+        print(f"neardup serve: {e}", file=sys.stderr)
+        return 1
+    try:
+        serve(settings, create_app(settings, backend=backend))
     except OSError as e:
         print(f"neardup serve: {e}", file=sys.stderr)
         return 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, Union
@@ -17,6 +18,7 @@ from typing import Any, Union
 from neardup.service.settings import Settings, SettingsError
 
 __all__ = [
+    "StoreError",
     "check_fingerprint",
     "document_record",
     "duplicates_of",
@@ -30,34 +32,74 @@ Id = Union[int, str]
 DuplicateRecord = dict[str, Any]
 
 
+class StoreError(RuntimeError):
+    """The store cannot be opened (unreachable, or its files unusable); the message names it."""
+
+
+def _policy_flags(settings: Settings) -> str:
+    """The flags that chose the policy, as a message names them."""
+    given = [
+        f"--{name} / NEARDUP_{name.upper()}"
+        for name in ("policy", "k", "preset")
+        if getattr(settings, name) is not None
+    ]
+    return ", ".join(given)
+
+
 def make_policy(settings: Settings) -> Any:
     """The ``neardup.dedup.Policy`` that the settings ask for, or None to use the default one
-    (or, for an existing data directory, the one saved there)."""
+    (or, for an existing data directory, the one saved there). A bad policy, file or preset
+    raises :class:`SettingsError` naming the flag."""
     if settings.policy is None and settings.k is None and settings.preset is None:
         return None
     from neardup.dedup import Policy
 
     policy = Policy.default()
-    if settings.policy is not None:
-        raw = settings.policy.strip()
-        if not raw.startswith("{"):
-            with open(raw, encoding="utf-8") as f:
-                raw = f.read()
-        try:
-            spec = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise SettingsError(f"policy is not a JSON object: {e}") from None
-        policy = Policy.from_dict(spec)
-    if settings.k is not None:
-        policy = policy.replace(k_short=settings.k, k_long=settings.k)
-    if settings.preset is not None:
-        policy = policy.replace(fingerprint={**dict(policy.fingerprint), "preset": settings.preset})
+    try:
+        if settings.policy is not None:
+            raw = settings.policy.strip()
+            if not raw.startswith("{"):
+                with open(raw, encoding="utf-8") as f:
+                    raw = f.read()
+            try:
+                spec = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"policy is not a JSON object: {e}") from None
+            policy = Policy.from_dict(spec)
+        if settings.k is not None:
+            policy = policy.replace(k_short=settings.k, k_long=settings.k)
+        if settings.preset is not None:
+            fingerprint = {**dict(policy.fingerprint), "preset": settings.preset}
+            policy = policy.replace(fingerprint=fingerprint)
+        policy.make_fingerprinter()  # (an unknown preset is found here, not on open)
+    except (OSError, ValueError, TypeError) as e:
+        raise SettingsError(f"{_policy_flags(settings)}: {e}") from None
     return policy
+
+
+def _saved_policy(path: str) -> Any:
+    """The policy saved in the data directory ``path``, or None for a new one; an unreadable
+    file raises :class:`StoreError` naming it."""
+    from neardup.dedup import Policy
+
+    policy_file = os.path.join(path, "policy.json")
+    if not os.path.exists(policy_file):
+        return None
+    try:
+        with open(policy_file, encoding="utf-8") as f:
+            return Policy.from_dict(json.load(f))
+    except (OSError, ValueError, TypeError) as e:
+        raise StoreError(
+            f"--data / NEARDUP_DATA: {policy_file} (the policy the directory was created "
+            f"with) is unreadable: {e}"
+        ) from None
 
 
 def open_backend(settings: Settings) -> Any:
     """Open the ``DedupBackend`` that ``settings`` name: ``Deduplicator.open(data_dir, ...)`` or,
-    for a Redis URL, ``RedisDeduplicator.from_url(url, ...)``."""
+    for a Redis URL, ``RedisDeduplicator.from_url(url, ...)``. Bad settings raise
+    :class:`SettingsError`, a store that cannot be opened :class:`StoreError`; both name the
+    setting."""
     policy = make_policy(settings)
     if settings.uses_redis:
         assert settings.store is not None
@@ -74,14 +116,40 @@ def open_backend(settings: Settings) -> Any:
                 "socket_timeout": settings.store_timeout,
                 "socket_connect_timeout": settings.store_timeout,
             }
-        return module.RedisDeduplicator.from_url(
-            settings.store, policy=policy, k=settings.k, retention=settings.retention, **timeouts
-        )
+        from neardup.backends.redis_connect import redact
+
+        shown = redact(settings.store)
+        try:
+            return module.RedisDeduplicator.from_url(
+                settings.store,
+                policy=policy,
+                k=settings.k,
+                retention=settings.retention,
+                **timeouts,
+            )
+        except Exception as e:
+            if store_fault(e):
+                raise StoreError(f"--store / NEARDUP_STORE: cannot reach {shown}: {e}") from None
+            if isinstance(e, (ValueError, TypeError)):
+                raise SettingsError(f"--store / NEARDUP_STORE {shown}: {e}") from None
+            raise
     path = settings.local_path
     assert path is not None
     from neardup.dedup import Deduplicator
 
-    return Deduplicator.open(path, policy=policy, retention=settings.retention, sync=settings.sync)
+    saved = _saved_policy(path)
+    if policy is not None and saved is not None and policy != saved:
+        raise SettingsError(
+            f"{_policy_flags(settings)}: the data directory {path} keeps the policy it was "
+            f"created with ({os.path.join(path, 'policy.json')}); start without these flags "
+            "or with a new --data directory"
+        )
+    try:
+        return Deduplicator.open(
+            path, policy=policy, retention=settings.retention, sync=settings.sync
+        )
+    except (OSError, ValueError) as e:
+        raise StoreError(f"--data / NEARDUP_DATA {path}: {e}") from None
 
 
 # Error replies of a server that cannot serve now but will (its first word).

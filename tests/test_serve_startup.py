@@ -1,0 +1,71 @@
+"""``neardup serve`` refuses to start with one line naming the setting, never a traceback:
+exit 2 for a bad setting, 1 for a store that cannot be opened."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from _helpers import neardup
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve(*args: str) -> tuple[int, str]:
+    """``neardup serve --port 0 ARGS`` that must fail at once: its exit code and output."""
+    done = neardup("serve", "--port", "0", *args)
+    return done.returncode, done.stdout + done.stderr
+
+
+def assert_one_line(code: int, output: str, expected: int, *names: str) -> None:
+    assert "Traceback" not in output, output
+    lines = output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("neardup serve: "), output
+    assert code == expected, output
+    for name in names:
+        assert name in lines[0], output
+
+
+def test_garbage_policy_file_in_data_dir(tmp_path: Path) -> None:
+    (tmp_path / "policy.json").write_text("garbage{")
+    code, out = serve("--data", str(tmp_path))
+    assert_one_line(code, out, 1, "--data", str(tmp_path / "policy.json"))
+
+
+def test_k_changed_on_an_existing_data_dir(tmp_path: Path) -> None:
+    from neardup.dedup import Policy
+
+    policy = Policy.default().replace(k_short=3, k_long=3)
+    (tmp_path / "policy.json").write_text(json.dumps(policy.to_dict()))
+    code, out = serve("--data", str(tmp_path), "--k", "5")
+    assert_one_line(code, out, 2, "--k", str(tmp_path))
+
+
+@pytest.mark.parametrize("value", ['{"bogus": 1}', "[1, 2]", "{not json", "no-such-policy.json"])
+def test_bad_policy(tmp_path: Path, value: str) -> None:
+    code, out = serve("--data", str(tmp_path), "--policy", value)
+    assert_one_line(code, out, 2, "--policy")
+
+
+def test_bad_preset(tmp_path: Path) -> None:
+    code, out = serve("--data", str(tmp_path), "--preset", "bogus")
+    assert_one_line(code, out, 2, "--preset", "bogus")
+
+
+@pytest.mark.parametrize("option", ["blocks=abc", "socket_timeout=abc"])
+def test_bad_redis_url_option(option: str) -> None:
+    code, out = serve("--store", f"redis://127.0.0.1:{_closed_port()}/0?{option}")
+    assert_one_line(code, out, 2, "--store", option.split("=")[0])
+
+
+def test_redis_unreachable() -> None:
+    port = _closed_port()
+    code, out = serve("--store", f"redis://user:secret@127.0.0.1:{port}/0")
+    assert_one_line(code, out, 1, "--store", str(port))
+    assert "secret" not in out
