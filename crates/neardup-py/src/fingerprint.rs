@@ -1,12 +1,13 @@
 //! Binding of `neardup_core::fingerprint`: converts arguments, releases the GIL, maps errors.
 
 use neardup_core::fingerprint::{self as core, Config, Feature, Text, TextBuf};
-use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyIterator, PyString, PyTuple, PyType};
 
 use crate::errors::to_py;
+use crate::index::{int_arg, to_fps};
 
 /// A Python `str` as core text: UTF-8 when it is valid Unicode, else its UTF-16 units (a str
 /// with lone surrogates cannot be UTF-8; seed 000 reads the units as Java would).
@@ -146,9 +147,9 @@ fn json_loads<'py>(py: Python<'py>, s: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import("json")?.call_method1("loads", (s,))
 }
 
-fn check_bits(bits: u32) -> PyResult<()> {
+fn check_bits(bits: i64) -> PyResult<u32> {
     if bits == 64 || bits == 128 {
-        Ok(())
+        Ok(bits as u32)
     } else {
         Err(PyValueError::new_err(format!(
             "bits must be 64 or 128, got {bits}"
@@ -369,8 +370,14 @@ impl Fingerprinter {
 
     /// A new fingerprinter with an IDF table fitted on `texts` (weighting becomes "tfidf"
     /// unless it is "keywords"); terms in fewer than `min_df` texts use the default IDF.
-    #[pyo3(signature = (texts, min_df = 1))]
-    fn fit_idf(&self, py: Python<'_>, texts: &Bound<'_, PyAny>, min_df: u64) -> PyResult<Self> {
+    #[pyo3(signature = (texts, min_df = None), text_signature = "(self, texts, min_df=1)")]
+    fn fit_idf(
+        &self,
+        py: Python<'_>,
+        texts: &Bound<'_, PyAny>,
+        min_df: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let min_df = min_df.map_or(Ok(1), |m| int_arg(m, "min_df", 1, i64::MAX))? as u64;
         let bufs = extract_texts(texts, "texts")?;
         let inner = &self.inner;
         let fitted = py.detach(|| inner.fit_idf(&bufs, min_df)).map_err(to_py)?;
@@ -429,36 +436,29 @@ fn hamming_many<'py>(
 ) -> PyResult<Bound<'py, PyArray1<u32>>> {
     let v = extract_fp(fp, "fp")?;
     fits(v, 64, "fp")?;
-    let arr: PyReadonlyArray1<'py, u64> = match fps.extract() {
-        Ok(a) => a,
+    // A uint64 array is read in place; anything else is checked as query_many checks it (no
+    // float, no negative number).
+    let out = match fps.extract::<PyReadonlyArray1<'py, u64>>() {
+        Ok(arr) => match arr.as_slice() {
+            Ok(s) => py.detach(|| neardup_core::hamming::hamming_many(v as u64, s)),
+            Err(_) => {
+                let owned: Vec<u64> = arr.as_array().iter().copied().collect();
+                neardup_core::hamming::hamming_many(v as u64, &owned)
+            }
+        },
         Err(_) => {
-            let np = py.import("numpy")?;
-            let converted = np.call_method1("asarray", (fps, "uint64")).map_err(|e| {
-                PyTypeError::new_err(format!(
-                    "fps must be a 1-D array of uint64 fingerprints: {e}"
-                ))
-            })?;
-            converted
-                .extract()
-                .map_err(|_| PyValueError::new_err("fps must be 1-D"))?
+            let owned = to_fps(fps)?;
+            py.detach(|| neardup_core::hamming::hamming_many(v as u64, &owned))
         }
     };
-    let out = match arr.as_slice() {
-        Ok(s) => py.detach(|| neardup_core::hamming::hamming_many(v as u64, s)),
-        Err(_) => {
-            let owned: Vec<u64> = arr.as_array().iter().copied().collect();
-            neardup_core::hamming::hamming_many(v as u64, &owned)
-        }
-    };
-    let _ = arr.len();
     Ok(out.into_pyarray(py))
 }
 
 /// `fp` as zero-padded lower-case hex of `bits / 4` digits.
 #[pyfunction]
-#[pyo3(signature = (fp, bits = 64))]
-fn to_hex(fp: &Bound<'_, PyAny>, bits: u32) -> PyResult<String> {
-    check_bits(bits)?;
+#[pyo3(signature = (fp, bits = None), text_signature = "(fp, bits=64)")]
+fn to_hex(fp: &Bound<'_, PyAny>, bits: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    let bits = check_bits(bits.map_or(Ok(64), |b| int_arg(b, "bits", i64::MIN, i64::MAX))?)?;
     let v = extract_fp(fp, "fp")?;
     fits(v, bits, "fp")?;
     Ok(core::to_hex(v, bits))
@@ -466,9 +466,9 @@ fn to_hex(fp: &Bound<'_, PyAny>, bits: u32) -> PyResult<String> {
 
 /// `fp` as seed 000's bit string: `bits` characters, bit 0 first.
 #[pyfunction]
-#[pyo3(signature = (fp, bits = 64))]
-fn to_bitstring(fp: &Bound<'_, PyAny>, bits: u32) -> PyResult<String> {
-    check_bits(bits)?;
+#[pyo3(signature = (fp, bits = None), text_signature = "(fp, bits=64)")]
+fn to_bitstring(fp: &Bound<'_, PyAny>, bits: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    let bits = check_bits(bits.map_or(Ok(64), |b| int_arg(b, "bits", i64::MIN, i64::MAX))?)?;
     let v = extract_fp(fp, "fp")?;
     fits(v, bits, "fp")?;
     Ok(core::to_bitstring(v, bits))

@@ -12,7 +12,9 @@ use numpy::{
     IntoPyArray, PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray,
     PyUntypedArrayMethods,
 };
-use pyo3::exceptions::{PyRuntimeError, PyRuntimeWarning, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyNotADirectoryError, PyRuntimeError, PyRuntimeWarning, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
@@ -74,6 +76,24 @@ fn to_fp(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
     }
 }
 
+/// An int argument in `lo..=hi`: a ValueError naming `name` for one out of range (however
+/// large), a TypeError for anything but an int.
+pub(crate) fn int_arg(obj: &Bound<'_, PyAny>, name: &str, lo: i64, hi: i64) -> PyResult<i64> {
+    if !(obj.is_instance_of::<PyInt>() || obj.hasattr("__index__")?) {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be an int, not {}",
+            type_name(obj)
+        )));
+    }
+    match obj.extract::<i64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(PyValueError::new_err(format!(
+            "{name} must be between {lo} and {hi}, got {}",
+            repr(obj)
+        ))),
+    }
+}
+
 fn to_k(k: Option<i64>) -> PyResult<Option<u32>> {
     match k {
         None => Ok(None),
@@ -83,6 +103,19 @@ fn to_k(k: Option<i64>) -> PyResult<Option<u32>> {
             core::MAX_K
         ))),
     }
+}
+
+fn k_arg(k: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
+    k.filter(|k| !k.is_none())
+        .map(|k| int_arg(k, "k", 0, i64::from(core::MAX_K)).map(|k| k as u32))
+        .transpose()
+}
+
+fn layout_arg(layout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
+    layout
+        .filter(|l| !l.is_none())
+        .map(|l| int_arg(l, "layout", 0, i64::from(u32::MAX)).map(|l| l as u32))
+        .transpose()
 }
 
 fn now() -> f64 {
@@ -100,7 +133,7 @@ fn dtype_str(arr: &Bound<'_, PyUntypedArray>) -> String {
 }
 
 /// Fingerprints from a numpy integer array or any iterable of ints.
-fn to_fps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+pub(crate) fn to_fps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     if let Ok(arr) = obj.cast::<PyUntypedArray>() {
         if arr.ndim() != 1 {
             return Err(PyValueError::new_err(format!(
@@ -234,7 +267,14 @@ fn fingerprint_config_str(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Str
         Some(o) if o.is_none() => Ok(None),
         Some(o) => {
             if let Ok(s) = o.cast::<PyString>() {
-                return Ok(Some(s.to_cow()?.into_owned()));
+                let text = s.to_cow()?.into_owned();
+                return match serde_json::from_str::<serde_json::Value>(&text) {
+                    Ok(serde_json::Value::Object(_)) => Ok(Some(text)),
+                    _ => Err(PyValueError::new_err(format!(
+                        "fingerprint_config must be a JSON object (or a dict), got {}",
+                        repr(o)
+                    ))),
+                };
             }
             if o.is_instance_of::<PyDict>() {
                 let json = o.py().import("json")?;
@@ -251,16 +291,14 @@ fn fingerprint_config_str(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Str
 }
 
 fn sync_policy(sync: &str, interval: f64) -> PyResult<SyncPolicy> {
+    if !(interval.is_finite() && interval >= 0.0) {
+        return Err(PyValueError::new_err(format!(
+            "sync_interval must be a non-negative number of seconds, got {interval}"
+        )));
+    }
     match sync {
         "always" => Ok(SyncPolicy::Always),
-        "group" => {
-            if !(interval.is_finite() && interval >= 0.0) {
-                return Err(PyValueError::new_err(format!(
-                    "sync_interval must be a non-negative number of seconds, got {interval}"
-                )));
-            }
-            Ok(SyncPolicy::Group(Duration::from_secs_f64(interval)))
-        }
+        "group" => Ok(SyncPolicy::Group(Duration::from_secs_f64(interval))),
         "never" => Ok(SyncPolicy::Never),
         other => Err(PyValueError::new_err(format!(
             "sync must be one of \"always\", \"group\", \"never\", got {other:?}"
@@ -368,15 +406,17 @@ fn options(
 #[pymethods]
 impl Index {
     #[new]
-    #[pyo3(signature = (k = 3, *, layout = None, retention = None, segment_span = None, capacity = None))]
+    #[pyo3(signature = (k = None, *, layout = None, retention = None, segment_span = None, capacity = None),
+           text_signature = "(k=3, *, layout=None, retention=None, segment_span=None, capacity=None)")]
     fn new(
-        k: i64,
-        layout: Option<u32>,
+        k: Option<&Bound<'_, PyAny>>,
+        layout: Option<&Bound<'_, PyAny>>,
         retention: Option<f64>,
         segment_span: Option<f64>,
         capacity: Option<usize>,
     ) -> PyResult<Self> {
-        let k = to_k(Some(k))?.unwrap_or(3);
+        let k = k_arg(k)?.unwrap_or(3);
+        let layout = layout_arg(layout)?;
         let idx =
             CoreIndex::new(options(k, layout, retention, segment_span, capacity)).map_err(to_py)?;
         Ok(Index {
@@ -393,8 +433,8 @@ impl Index {
     fn open(
         py: Python<'_>,
         path: std::path::PathBuf,
-        k: Option<i64>,
-        layout: Option<u32>,
+        k: Option<&Bound<'_, PyAny>>,
+        layout: Option<&Bound<'_, PyAny>>,
         retention: Option<f64>,
         segment_span: Option<f64>,
         fingerprint_config: Option<&Bound<'_, PyAny>>,
@@ -402,8 +442,15 @@ impl Index {
         sync_interval: f64,
         capacity: Option<usize>,
     ) -> PyResult<Self> {
-        let k = to_k(k)?;
+        let k = k_arg(k)?;
+        let layout = layout_arg(layout)?;
         let policy = sync_policy(sync, sync_interval)?;
+        if path.exists() && !path.is_dir() {
+            return Err(PyNotADirectoryError::new_err(format!(
+                "index path {} is a file; Index.open takes a directory",
+                path.display()
+            )));
+        }
         let fpc = fingerprint_config_str(fingerprint_config)?;
         let o = options(k.unwrap_or(3), layout, retention, segment_span, capacity);
         let dir = path.clone();

@@ -1,0 +1,70 @@
+"""Bad arguments of the Python API raise ValueError / TypeError naming the argument and value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import neardup
+import numpy as np
+import pytest
+from neardup import Fingerprinter, Index, hamming_many
+
+
+@pytest.mark.parametrize(
+    ("fps", "error", "match"),
+    [
+        (np.array([1.5]), TypeError, "float64"),
+        ([1.5], TypeError, "float"),
+        (np.array([-1], dtype=np.int8), ValueError, "-1"),
+    ],
+)
+def test_hamming_many_checks_like_query_many(fps: object, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        hamming_many(0, fps)
+    with pytest.raises(error, match=match):
+        Index(k=3).query_many(fps)
+
+
+def test_hamming_many_still_takes_ints() -> None:
+    assert list(hamming_many(0, [3, 7])) == [2, 3]
+    assert list(hamming_many(0, np.array([3, 7], dtype=np.int8))) == [2, 3]
+
+
+def test_index_open_of_a_file_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "a-file"
+    path.write_text("")
+    with pytest.raises(NotADirectoryError, match=str(path)):
+        Index.open(path)
+
+
+@pytest.mark.parametrize(
+    ("call", "name", "value"),
+    [
+        (lambda: Index(k=2**70), "k", str(2**70)),
+        (lambda: Index(k=3, layout=-1), "layout", "-1"),
+        (lambda: Fingerprinter().fit_idf(["a b"], min_df=-1), "min_df", "-1"),
+        (lambda: neardup.to_hex(1, bits=-8), "bits", "-8"),
+    ],
+)
+def test_out_of_range_ints_name_the_argument(call: object, name: str, value: str) -> None:
+    with pytest.raises(ValueError, match=rf"{name} must .*{value}"):
+        call()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"fingerprint_config": "garbage"}, "fingerprint_config"),
+        ({"sync_interval": -1.0}, "sync_interval"),
+        ({"sync_interval": float("nan")}, "sync_interval"),
+    ],
+)
+def test_index_open_refuses_bad_options(tmp_path: Path, kwargs: dict, name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        Index.open(tmp_path / "idx", **kwargs)
+    assert not (tmp_path / "idx").exists() or not any((tmp_path / "idx").iterdir())
+
+
+def test_deduplicator_add_names_the_text() -> None:
+    with pytest.raises(TypeError, match="text must be str, got NoneType"):
+        neardup.Deduplicator().add(1, None)  # type: ignore[arg-type]
