@@ -265,7 +265,10 @@ def regex_visible_text(markup: str) -> str:
 
 
 def regex_main_text(markup: str, max_link_density: float = 0.5) -> str:
-    """The former main_text."""
+    """The former main_text, with today's fallback: a page whose main text is empty gets its
+    visible text."""
     blocks = _extract(markup, True)
     kept = [t for t, links, _ in blocks if links <= max_link_density * len(t)]
-    return "\n".join(kept)
+    main = "\n".join(kept)
+    visible = regex_visible_text(markup) if not main.strip() else ""
+    return visible if visible.strip() else main

@@ -42,10 +42,20 @@ pub fn visible_text(html: &str) -> String {
 
 /// The main visible text of an HTML page, one line per block, without navigation, footers and
 /// link lists: blocks whose link text exceeds `max_link_density` times their length are dropped.
+/// A page where that leaves nothing visible (a reference page made of link lists, a page
+/// whose whole body the markup calls navigation) gets its whole visible text instead: an empty
+/// main text would make it a copy of every other empty page.
 pub fn main_text(html: &str, max_link_density: f64) -> String {
-    join(extract(html, true), |b| {
+    let main = join(extract(html, true), |b| {
         b.link_chars as f64 <= max_link_density * b.chars as f64
-    })
+    });
+    if main.trim().is_empty() {
+        let all = visible_text(html);
+        if !all.trim().is_empty() {
+            return all;
+        }
+    }
+    main
 }
 
 /// [`main_text`] of many pages, in order; parallel (the fork-safe pool of the fingerprint

@@ -136,3 +136,23 @@ fn timing_tokenizer_vs_extraction() {
         mb / b.as_secs_f64()
     );
 }
+
+#[test]
+fn a_page_of_link_lists_falls_back_to_its_visible_text() {
+    let page = "<html><body><nav><a href=a>Alpha</a> <a href=b>Beta</a></nav>\
+                <ul><li><a href=c>qemu-img convert</a></li><li><a href=d>qemu-img info</a></li></ul>\
+                </body></html>";
+    let main = main_text(page, 0.5);
+    assert!(
+        main.contains("qemu-img convert") && main.contains("Alpha"),
+        "{main:?}"
+    );
+    assert_eq!(main, visible_text(page));
+    assert_eq!(
+        main_text("<html><body><script>x()</script></body></html>", 0.5),
+        ""
+    );
+    // a page with an article keeps only the article
+    let article = "<html><body><nav><a href=a>Alpha</a></nav><p>Body text here.</p></body></html>";
+    assert_eq!(main_text(article, 0.5), "Body text here.");
+}
