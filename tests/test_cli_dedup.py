@@ -413,3 +413,40 @@ def test_engine_spark_agrees_with_local(tmp_path: Path, rows: list[dict[str, Any
     assert read_ids(remote) == read_ids(local)
     clustered = {json.loads(x)["id"] for x in (tmp_path / "cs.jsonl").read_text().splitlines()}
     assert {f"copy{i:02d}" for i in range(10)} <= clustered
+
+
+def test_empty_documents_are_kept_or_dropped_never_clustered(tmp_path: Path) -> None:
+    """Blank texts and pages with nothing visible are nobody's copy (they used to form one
+    cluster at similarity 1.0); --empty says whether they stay; a page made of link lists is
+    compared by its visible text, not taken for empty."""
+
+    def link_page(words: list[str]) -> str:
+        links = "".join(f"<li><a href='/{w}'>qemu-img {w} command</a></li>" for w in words)
+        return f"<html><body><nav><ul>{links}</ul></nav></body></html>"
+
+    page_a = link_page(["convert", "create", "info", "resize", "check", "commit", "rebase"])
+    page_b = link_page(["bitmap", "dd", "measure", "snapshot", "amend", "compare", "map"])
+    script_only = "<html><body><script>render()</script></body></html>"
+    text = "A sentence long enough to be compared with others, and a copy of it follows."
+    rows = [
+        {"id": "blank", "text": ""},
+        {"id": "spaces", "text": "   "},
+        {"id": "script", "text": script_only},
+        {"id": "page-a", "text": page_a},
+        {"id": "page-b", "text": page_b},
+        {"id": "t1", "text": text},
+        {"id": "t2", "text": text + "!"},
+    ]
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, rows)
+    out, clusters = tmp_path / "out.jsonl", tmp_path / "clusters.jsonl"
+    r = neardup("dedup", str(src), "-o", str(out), "--clusters", str(clusters))
+    assert r.returncode == 0, r.stderr
+    assert read_ids(out) == ["blank", "spaces", "script", "page-a", "page-b", "t1"]
+    assert "3 documents with no text to compare" in r.stderr and "kept" in r.stderr
+    cl = [json.loads(line) for line in clusters.read_text(encoding="utf-8").splitlines()]
+    assert {c["id"] for c in cl} == {"t1", "t2"}
+    r = neardup("dedup", str(src), "-o", str(out), "--empty", "drop")
+    assert r.returncode == 0, r.stderr
+    assert read_ids(out) == ["page-a", "page-b", "t1"]
+    assert "dropped" in r.stderr

@@ -412,3 +412,15 @@ def test_cached_sketches_add_no_objects_for_the_garbage_collector() -> None:
     gc.collect()
     assert len(d._sketches) >= 1000
     assert len(gc.get_objects()) - before < 200
+
+
+def test_empty_texts_are_never_copies() -> None:
+    """Blank texts and pages with nothing visible prepare to "": never a match, in a check, a
+    batch or against each other (they used to match each other at similarity 1.0)."""
+    d = Deduplicator()
+    blank = ["", "   ", "<html><body><script>x()</script></body></html>"]
+    out = d.check_and_add_many(["a", "b", "c"], blank)
+    assert [added for added, _ in out] == [True, True, True]
+    assert d.check("") == [] and d.check(" \n ") == []
+    assert d.check_and_add("d", "")[0] is True
+    assert d.check("a text that is not empty at all") == []

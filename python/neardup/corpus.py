@@ -61,6 +61,8 @@ class CorpusResult:
     - ``representative[row]``: the row of the kept document this row duplicates (itself if kept).
     - ``distance[row]``: Hamming distance to the representative (0 if kept).
     - ``similarity[row]``: verifier score against the representative (1.0 if kept).
+    - ``empty[row]``: the row's prepared text is empty (nothing to compare: it is kept, is
+      nobody's copy and has none).
     - ``pairs_a, pairs_b, pairs_distance, pairs_similarity``: the pair (representative, row) of
       each dropped row, the representative first.
     - ``stats``: counters of the run -- ``documents``, ``candidates`` (found in the band buckets
@@ -77,6 +79,7 @@ class CorpusResult:
     pairs_b: npt.NDArray[np.int64]
     pairs_distance: npt.NDArray[np.int64]
     pairs_similarity: npt.NDArray[np.float64]
+    empty: npt.NDArray[np.bool_]
     stats: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -254,6 +257,7 @@ class CorpusDeduper:
             pairs_b=rows.astype(np.int64),
             pairs_distance=out["distance"][rows],
             pairs_similarity=out["similarity"][rows],
+            empty=out["empty"],
             stats=out["stats"],
         )
 
@@ -275,6 +279,7 @@ class CorpusDeduper:
             pairs_b=out["pairs_b"],
             pairs_distance=out["pairs_distance"],
             pairs_similarity=out["pairs_similarity"],
+            empty=out["empty"],
             stats=out["stats"],
         )
 

@@ -357,6 +357,8 @@ class Deduplicator(Closing):
         whose text is gone (a crash between the two deletes of a removal, or a write lost before
         its commit) is skipped and, when ``gone`` is a list, appended to it so that a writer can
         drop it from the index."""
+        if not norm:
+            return []  # an empty text (blank, a page with no visible text) is nobody's copy
         policy = self.policy
         qs = _sketch(norm, policy.shingle) if policy.verifier == "jaccard" else None
         out: list[Match] = []
@@ -653,8 +655,8 @@ class Deduplicator(Closing):
                 cands = stored[r]
                 n_cands += len(cands)
                 matches = self._verify(n, cands, gone) if cands else []
-                for j, dist in earlier.get(r, ()):
-                    if not added[j]:
+                for j, dist in earlier.get(r, ()) if n else ():
+                    if not added[j] or not norms[j]:
                         continue
                     if jaccard:
                         sim: float | None = _sketch_jaccard(sketch_of_row(r), sketch_of_row(j))

@@ -102,7 +102,7 @@ impl NearEngine {
     }
 
     /// The decision so far: a dict of numpy arrays per row (``representative``, ``distance``,
-    /// ``similarity``), the recorded pairs (``pairs_a``, ``pairs_b``, ``pairs_distance``,
+    /// ``similarity``, ``empty``), the recorded pairs (``pairs_a``, ``pairs_b``, ``pairs_distance``,
     /// ``pairs_similarity``) and counters (``stats``: a dict of ints and lists).
     fn outcome<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = self.lock()?.outcome();
@@ -111,6 +111,7 @@ impl NearEngine {
         d.set_item("representative", out.representative.into_pyarray(py))?;
         d.set_item("distance", distance.into_pyarray(py))?;
         d.set_item("similarity", out.similarity.into_pyarray(py))?;
+        d.set_item("empty", out.empty.into_pyarray(py))?;
         let (mut pa, mut pb, mut pd) = (Vec::new(), Vec::new(), Vec::new());
         let mut sims = Vec::with_capacity(out.pairs.len());
         for &(a, b, dist, sim) in &out.pairs {

@@ -109,6 +109,13 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
     p.add_argument(
+        "--empty",
+        choices=("keep", "drop"),
+        default="keep",
+        help="documents with no text left to compare (blank, or a page with no visible text) are "
+        "never anybody's copy; keep them in the output (default) or drop them",
+    )
+    p.add_argument(
         "--temp-dir",
         metavar="DIR",
         default=None,
@@ -434,6 +441,10 @@ def run(args: argparse.Namespace) -> int:
     rep = result.representative
     kept = rep == rows
     member = ~kept
+    empty = result.empty
+    n_empty = int(empty.sum())
+    if args.empty == "drop":
+        kept = kept & ~empty  # (an empty document is nobody's copy: it stays out of clusters)
     in_cluster = member.copy()
     in_cluster[rep[member]] = True
     cluster_reps = np.unique(rep[member])
@@ -518,7 +529,8 @@ def run(args: argparse.Namespace) -> int:
         "seconds_write": round(t_write - t_group, 3),
         "candidates_per_document": round(result.stats["candidates"] / max(1, n), 3),
         "compared_per_document": round(result.stats["compared"] / max(1, n), 3),
-        "empty": result.stats["empty"],
+        "empty": n_empty,
+        "empty_kept": n_empty if args.empty == "keep" else 0,
         "spilled_megabytes": round(deduper.spilled_bytes() / 1e6, 1),
     }
     if args.report:
@@ -553,6 +565,12 @@ def run(args: argparse.Namespace) -> int:
             member_distances=result.distance[member],
             clusters=clusters,
         )
+    if n_empty and not args.quiet:
+        eprint(
+            f"neardup dedup: {n_empty:,} document{'s' if n_empty != 1 else ''} with no text to "
+            f"compare (blank, or pages with no visible text): "
+            + ("kept (--empty drop leaves them out)" if args.empty == "keep" else "dropped")
+        )
     if not args.quiet:
         eprint(
             f"neardup dedup: read {n:,} documents"
@@ -570,7 +588,7 @@ def run(args: argparse.Namespace) -> int:
                 f"neardup dedup: candidates per document {summary['candidates_per_document']}, "
                 f"comparisons per document {summary['compared_per_document']}, "
                 f"{result.stats['capped']:,} documents capped at verify_limit, "
-                f"{summary['empty']:,} empty, {summary['spilled_megabytes']} MB of sketches spilled"
+                f"{summary['spilled_megabytes']} MB of sketches spilled"
             )
     return EXIT_OK
 

@@ -116,6 +116,8 @@ pub struct Outcome {
     pub distance: Vec<u32>,
     /// Verifier similarity to the representative (1.0 when kept or without a verifier).
     pub similarity: Vec<f64>,
+    /// Rows with nothing to compare (an empty prepared text): never copies, never candidates.
+    pub empty: Vec<bool>,
     /// Every verified pair `(earlier, later, distance, similarity)` when asked for.
     pub pairs: Vec<(u32, u32, u32, f64)>,
     pub stats: Stats,
@@ -370,6 +372,7 @@ impl Decision {
             representative: (0..n as i64).collect(),
             distance: vec![0; n],
             similarity: vec![1.0; n],
+            empty: vec![false; n],
             pairs: Vec::new(),
             stats: Stats {
                 distance_passed: vec![0; 65],
@@ -520,6 +523,7 @@ impl Decision {
         if engine.lengths[row] == 0 || (cfg.verify && engine.sketches.count(row) == 0) {
             // An empty text is nobody's copy and has no copies.
             self.outcome.stats.empty += 1;
+            self.outcome.empty[row] = true;
             return Ok(());
         }
         let fp = engine.fps[row];
