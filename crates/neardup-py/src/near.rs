@@ -12,6 +12,9 @@ use neardup_core::near::{Config, Engine};
 
 use crate::errors::to_py;
 
+/// Per text, its matches `(row, distance, similarity)`, best first.
+type Matches = Vec<Vec<(u32, u32, f64)>>;
+
 /// Rows of a corpus (fingerprint, sketch, MinHash band keys) and the greedy decision over
 /// them: each row, in preference order, is compared with the kept rows that share a band key
 /// (at most ``bucket_limit`` newest per band, the best ``verify_limit`` of them by shared
@@ -31,7 +34,7 @@ impl NearEngine {
     }
 
     /// `f` under the lock (taken here: call with the GIL released).
-    fn with(&self, f: impl FnOnce(&mut Engine) -> neardup_core::Result<()>) -> PyResult<()> {
+    fn with<R>(&self, f: impl FnOnce(&mut Engine) -> neardup_core::Result<R>) -> PyResult<R> {
         let mut engine = self.lock()?;
         f(&mut engine).map_err(to_py)
     }
@@ -138,6 +141,37 @@ impl NearEngine {
         stats.set_item("similarity", s.similarity.clone())?;
         d.set_item("stats", stats)?;
         Ok(d)
+    }
+
+    /// The kept rows that pass against each text (not stored), best first: a list per text of
+    /// ``(row, distance, similarity)`` (GIL released).
+    fn check(
+        &self,
+        py: Python<'_>,
+        norms: Vec<String>,
+        fingerprints: PyReadonlyArray1<'_, u64>,
+    ) -> PyResult<Matches> {
+        let fps = fingerprints.as_array().to_vec();
+        py.detach(|| self.with(|e| e.check(&norms, &fps)))
+    }
+
+    /// Check-and-add of fed rows in order: each row's matches among the kept rows (best
+    /// first); a row with none is kept (GIL released).
+    fn check_and_add(&self, py: Python<'_>, rows: PyReadonlyArray1<'_, i64>) -> PyResult<Matches> {
+        let rows = rows.as_array().to_vec();
+        py.detach(|| self.with(|e| e.check_and_add(&rows)))
+    }
+
+    /// Keeps fed rows without checking them (an add).
+    fn keep(&self, py: Python<'_>, rows: PyReadonlyArray1<'_, i64>) -> PyResult<()> {
+        let rows = rows.as_array().to_vec();
+        py.detach(|| self.with(|e| e.keep(&rows)))
+    }
+
+    /// Forgets kept rows: never candidates again (removed, replaced or expired texts).
+    fn forget(&self, py: Python<'_>, rows: PyReadonlyArray1<'_, i64>) -> PyResult<()> {
+        let rows = rows.as_array().to_vec();
+        py.detach(|| self.with(|e| e.forget(&rows)))
     }
 
     /// Forgets the decision under way (the rows stay).

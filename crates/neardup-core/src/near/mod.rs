@@ -229,8 +229,22 @@ impl Engine {
     }
 
     /// Adds prepared (normalised) texts and their fingerprints as the next rows: their
-    /// sketches and band keys are computed here (both cores for large chunks).
+    /// sketches and band keys are computed here (both cores for large chunks). Rows may be
+    /// added while a decision is under way (the online deduplicator does).
     pub fn feed<S: AsRef<str> + Sync>(&mut self, norms: &[S], fps: &[u64]) -> Result<()> {
+        for p in self.probes(norms, fps)? {
+            self.minhash_bytes.extend_from_slice(&p.bytes);
+            self.sketches.push(&p.sketch)?;
+            self.signatures.push(p.signature);
+            self.keys.extend_from_slice(&p.keys);
+            self.lengths.push(p.length);
+            self.fps.push(p.fp);
+        }
+        Ok(())
+    }
+
+    /// What the decision needs of each text (not stored).
+    fn probes<S: AsRef<str> + Sync>(&self, norms: &[S], fps: &[u64]) -> Result<Vec<Probe>> {
         if norms.len() != fps.len() {
             return Err(Error::InvalidArgument(format!(
                 "norms has {} items but fingerprints has {}",
@@ -238,35 +252,134 @@ impl Engine {
                 fps.len()
             )));
         }
-        if self.run.is_some() {
-            return Err(Error::InvalidArgument(
-                "rows cannot be fed while a decision is under way (reset it first)".into(),
-            ));
-        }
         let (shingle, bands) = (self.cfg.shingle, &self.bands);
         let verify = self.cfg.verify;
-        let done = pool::map(norms, norms.len() >= PARALLEL_MIN_TEXTS, 8, |t| {
-            let t = t.as_ref();
-            let sk = sketch(t, shingle).unwrap_or_default(); // (the shingle width is checked)
-            let mut keys = vec![0u32; bands.bands];
-            let mut bytes = vec![0u8; bands.bands * bands.rows];
-            if verify {
-                bands.keys_and_bytes(&sk, &mut Vec::new(), &mut keys, &mut bytes);
-            }
-            (t.chars().count() as u32, sk, keys, bytes)
-        });
-        for ((length, sk, keys, bytes), &fp) in done.into_iter().zip(fps) {
-            self.minhash_bytes.extend_from_slice(&bytes);
-            if verify {
-                self.sketches.push(&sk)?;
-            } else {
-                self.sketches.push(&[])?;
-            }
-            self.signatures.push(signature(&sk));
-            self.keys.extend_from_slice(&keys);
-            self.lengths.push(length);
-            self.fps.push(fp);
+        let items: Vec<(&S, u64)> = norms.iter().zip(fps.iter().copied()).collect();
+        Ok(pool::map(
+            &items,
+            items.len() >= PARALLEL_MIN_TEXTS,
+            8,
+            |&(t, fp)| {
+                let t = t.as_ref();
+                let mut sk = sketch(t, shingle).unwrap_or_default(); // (the shingle width is checked)
+                let mut keys = vec![0u32; bands.bands];
+                let mut bytes = vec![0u8; bands.bands * bands.rows];
+                if verify {
+                    bands.keys_and_bytes(&sk, &mut Vec::new(), &mut keys, &mut bytes);
+                }
+                let signature = signature(&sk);
+                if !verify {
+                    sk.clear(); // (nothing reads it)
+                }
+                Probe {
+                    fp,
+                    length: t.chars().count() as u32,
+                    count: sk.len(),
+                    sketch: sk,
+                    stored: None,
+                    keys,
+                    bytes,
+                    signature,
+                }
+            },
+        ))
+    }
+
+    /// The stored row `row` as a probe (its sketch read back from the store).
+    fn probe_of(&self, row: usize) -> Probe {
+        let (b, m) = (self.cfg.bands, self.cfg.bands * self.cfg.rows);
+        Probe {
+            fp: self.fps[row],
+            length: self.lengths[row],
+            count: self.sketches.count(row),
+            sketch: Vec::new(),
+            stored: Some(row),
+            keys: self.keys[row * b..(row + 1) * b].to_vec(),
+            bytes: self.minhash_bytes[row * m..(row + 1) * m].to_vec(),
+            signature: self.signatures[row],
         }
+    }
+
+    fn check_rows(&self, rows: &[i64]) -> Result<()> {
+        let n = self.len();
+        match rows.iter().find(|&&r| r < 0 || r as u64 >= n as u64) {
+            Some(&r) => Err(Error::InvalidArgument(format!("row {r} is outside 0..{n}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// The online decision (started when needed; never all-pairs).
+    fn online(&mut self) -> Result<Decision> {
+        match self.run.take() {
+            Some(run) if !run.all_pairs => Ok(run),
+            Some(run) => {
+                self.run = Some(run);
+                Err(Error::InvalidArgument(
+                    "an all-pairs run is under way (reset it first)".into(),
+                ))
+            }
+            None => Decision::new(self, false),
+        }
+    }
+
+    /// The kept rows that pass the verifier against each text (not stored), best first:
+    /// `(row, distance, similarity)`; the same candidates, limits and rule as [`Engine::decide`].
+    pub fn check<S: AsRef<str> + Sync>(
+        &mut self,
+        norms: &[S],
+        fps: &[u64],
+    ) -> Result<Vec<Vec<(u32, u32, f64)>>> {
+        let probes = self.probes(norms, fps)?;
+        let mut run = self.online()?;
+        run.grow(self.len());
+        let out = probes
+            .into_iter()
+            .map(|mut p| run.matches(self, &mut p))
+            .collect();
+        self.run = Some(run);
+        out
+    }
+
+    /// Check-and-add of stored rows, in order: each row's matches among the kept rows (best
+    /// first); a row with none is kept (so later rows of the call see it).
+    pub fn check_and_add(&mut self, rows: &[i64]) -> Result<Vec<Vec<(u32, u32, f64)>>> {
+        self.check_rows(rows)?;
+        let mut run = self.online()?;
+        run.grow(self.len());
+        let mut out = Vec::with_capacity(rows.len());
+        let mut result = Ok(());
+        for &r in rows {
+            match run.visit(self, r as usize) {
+                Ok(m) => out.push(m),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.run = Some(run);
+        result.map(|()| out)
+    }
+
+    /// Keeps stored rows without checking them (an add).
+    pub fn keep(&mut self, rows: &[i64]) -> Result<()> {
+        self.check_rows(rows)?;
+        let mut run = self.online()?;
+        run.grow(self.len());
+        let result = rows.iter().try_for_each(|&r| run.keep(self, r as usize));
+        self.run = Some(run);
+        result
+    }
+
+    /// Forgets kept rows: they are no longer candidates (removed, replaced or expired texts).
+    pub fn forget(&mut self, rows: &[i64]) -> Result<()> {
+        self.check_rows(rows)?;
+        let mut run = self.online()?;
+        run.grow(self.len());
+        for &r in rows {
+            run.dead[r as usize] = true;
+        }
+        self.run = Some(run);
         Ok(())
     }
 
@@ -275,10 +388,7 @@ impl Engine {
     /// With `all_pairs`, every row is compared with every earlier one (not only the kept) and
     /// each verified pair is recorded; no row is dropped.
     pub fn decide(&mut self, rows: &[i64], all_pairs: bool) -> Result<()> {
-        let n = self.len();
-        if let Some(&r) = rows.iter().find(|&&r| r < 0 || r as u64 >= n as u64) {
-            return Err(Error::InvalidArgument(format!("row {r} is outside 0..{n}")));
-        }
+        self.check_rows(rows)?;
         if self.run.is_none() {
             self.run = Some(Decision::new(self, all_pairs)?);
         }
@@ -291,7 +401,10 @@ impl Engine {
                 "all_pairs changed in the middle of a decision".into(),
             ));
         }
-        let result = rows.iter().try_for_each(|&r| run.visit(self, r as usize));
+        run.grow(self.len());
+        let result = rows
+            .iter()
+            .try_for_each(|&r| run.visit(self, r as usize).map(|_| ()));
         self.run = Some(run);
         result
     }
@@ -326,17 +439,34 @@ struct Decision {
     rings: Vec<Ring>,
     /// Per band of the row being visited: the length of its short list (for the insert).
     list_lengths: Vec<u32>,
-    /// Per row: (the visit that last counted it, bands it shares with that visit's row).
-    tally: Vec<(u32, u32)>,
+    /// Per row: the stamp of the last candidate search that met it.
+    tally: Vec<u32>,
+    stamp: u32,
     /// Kept fingerprints, for the verifier-off decision.
     simhash: Option<Index>,
     /// Per row: its place in the order (NONE: not visited).
     position: Vec<u32>,
+    /// Per row: forgotten (never a candidate again).
+    dead: Vec<bool>,
     visited: u32,
     outcome: Outcome,
     found: Vec<u32>,
     buf_a: Vec<u32>,
     buf_b: Vec<u32>,
+}
+
+/// What the decision reads of one text: a stored row's data, or a text only checked.
+struct Probe {
+    fp: u64,
+    length: u32,
+    /// Hashes in the sketch.
+    count: usize,
+    /// The sketch (of a stored row: read from the store when first needed).
+    sketch: Vec<u32>,
+    stored: Option<usize>,
+    keys: Vec<u32>,
+    bytes: Vec<u8>,
+    signature: u64,
 }
 
 /// Bucket values with this bit set index [`Decision::rings`].
@@ -402,9 +532,11 @@ impl Decision {
             nodes: Vec::new(),
             rings: Vec::new(),
             list_lengths: vec![0; engine.cfg.bands],
-            tally: vec![(NONE, 0); n],
+            tally: vec![NONE; n],
+            stamp: 0,
             simhash,
             position: vec![NONE; n],
+            dead: vec![false; n],
             visited: 0,
             outcome: Decision::empty_outcome(n),
             found: Vec::new(),
@@ -418,25 +550,44 @@ impl Decision {
         let rings: usize = self.rings.iter().map(|r| r.rows.capacity() * 4 + 40).sum();
         maps + self.nodes.capacity() * 8
             + rings
-            + self.tally.capacity() * 8
+            + self.tally.capacity() * 4
             + self.position.capacity() * 4
             + self.outcome.representative.capacity() * 20
             + self.outcome.pairs.capacity() * 24
             + self.simhash.as_ref().map_or(0, Index::memory_bytes)
     }
 
-    /// Candidates of `row` among the rows in the tables: (row, shared bands), unordered.
-    fn band_candidates(&mut self, engine: &Engine, row: usize) -> Vec<(u32, u32)> {
-        let b = engine.cfg.bands;
-        let keys = &engine.keys[row * b..(row + 1) * b];
-        let stamp = self.visited;
+    /// Grows the per-row arrays to `n` rows (rows fed after the decision began).
+    fn grow(&mut self, n: usize) {
+        let have = self.position.len();
+        if n <= have {
+            return;
+        }
+        self.position.resize(n, NONE);
+        self.dead.resize(n, false);
+        self.tally.resize(n, NONE);
+        let o = &mut self.outcome;
+        o.representative.extend(have as i64..n as i64);
+        o.distance.resize(n, 0);
+        o.similarity.resize(n, 1.0);
+        o.empty.resize(n, false);
+    }
+
+    /// Distinct live rows in the buckets of `keys`, unordered.
+    fn band_candidates(&mut self, keys: &[u32]) -> Vec<u32> {
+        // a fresh stamp per call marks the rows this call has met
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == NONE {
+            self.tally.fill(NONE);
+            self.stamp = 0;
+        }
+        let stamp = self.stamp;
         self.found.clear();
+        let dead = &self.dead;
         let mut count = |r: u32, found: &mut Vec<u32>| {
             let t = &mut self.tally[r as usize];
-            if t.0 == stamp {
-                t.1 += 1;
-            } else {
-                *t = (stamp, 1);
+            if *t != stamp && !dead[r as usize] {
+                *t = stamp;
                 found.push(r);
             }
         };
@@ -463,13 +614,11 @@ impl Decision {
             }
             self.list_lengths[band] = read;
         }
-        let tally = &self.tally;
-        self.found
-            .iter()
-            .map(|&r| (r, tally[r as usize].1))
-            .collect()
+        std::mem::take(&mut self.found)
     }
 
+    /// Puts `row` in the tables (after [`Decision::band_candidates`] of its keys, which
+    /// measured the lists it joins).
     fn insert(&mut self, engine: &Engine, row: usize) -> Result<()> {
         if let Some(index) = self.simhash.as_mut() {
             return index.add(IdRef::Int(row as i64), engine.fps[row], 0.0);
@@ -510,7 +659,8 @@ impl Decision {
         Ok(())
     }
 
-    fn visit(&mut self, engine: &Engine, row: usize) -> Result<()> {
+    /// Takes `row`'s place in the order (refused for a row already placed).
+    fn place(&mut self, row: usize) -> Result<()> {
         if self.position[row] != NONE {
             return Err(Error::InvalidArgument(format!(
                 "row {row} is visited twice (the order must be a permutation)"
@@ -518,39 +668,88 @@ impl Decision {
         }
         self.position[row] = self.visited;
         self.visited += 1;
-        self.outcome.stats.documents += 1;
-        let cfg = &engine.cfg;
-        if engine.lengths[row] == 0 || (cfg.verify && engine.sketches.count(row) == 0) {
-            // An empty text is nobody's copy and has no copies.
-            self.outcome.stats.empty += 1;
+        Ok(())
+    }
+
+    /// Keeps `row` unchecked (an add): it becomes a candidate of later texts.
+    fn keep(&mut self, engine: &Engine, row: usize) -> Result<()> {
+        self.place(row)?;
+        if engine.lengths[row] == 0 || (engine.cfg.verify && engine.sketches.count(row) == 0) {
             self.outcome.empty[row] = true;
             return Ok(());
         }
-        let fp = engine.fps[row];
+        let b = engine.cfg.bands;
+        if self.simhash.is_none() {
+            let keys = engine.keys[row * b..(row + 1) * b].to_vec();
+            self.found = self.band_candidates(&keys); // (measures the lists it joins)
+        }
+        self.insert(engine, row)
+    }
+
+    /// Visits `row` in order: its matches among the kept rows (best first), recorded as its
+    /// outcome; a row without any is kept (in all-pairs mode every row is, and each match is
+    /// recorded as a pair).
+    fn visit(&mut self, engine: &Engine, row: usize) -> Result<Vec<(u32, u32, f64)>> {
+        self.place(row)?;
+        self.outcome.stats.documents += 1;
+        let mut probe = engine.probe_of(row);
+        let matches = self.matches(engine, &mut probe)?;
+        if probe.count == 0 && engine.cfg.verify || probe.length == 0 {
+            self.outcome.empty[row] = true;
+            return Ok(matches);
+        }
+        if self.all_pairs {
+            for &(cand, d, similarity) in &matches {
+                self.outcome.pairs.push((cand, row as u32, d, similarity));
+            }
+            self.insert(engine, row)?;
+            return Ok(matches);
+        }
+        match matches.first() {
+            Some(&(cand, d, similarity)) => {
+                self.outcome.representative[row] = i64::from(cand);
+                self.outcome.distance[row] = d;
+                self.outcome.similarity[row] = similarity;
+            }
+            None => self.insert(engine, row)?,
+        }
+        Ok(matches)
+    }
+
+    /// The kept rows that pass against `probe`, best first (highest similarity, then
+    /// smallest distance, then earliest kept): `(row, distance, similarity)`.
+    fn matches(&mut self, engine: &Engine, probe: &mut Probe) -> Result<Vec<(u32, u32, f64)>> {
+        let cfg = &engine.cfg;
+        if probe.length == 0 || (cfg.verify && probe.count == 0) {
+            // An empty text is nobody's copy and has no copies.
+            self.outcome.stats.empty += 1;
+            return Ok(Vec::new());
+        }
+        let fp = probe.fp;
         // (candidate row, score, distance)
         let mut ranked: Vec<(u32, u32, u32)> = if let Some(index) = &self.simhash {
-            let radius = cfg.radius(engine.lengths[row] as usize);
+            let radius = cfg.radius(probe.length as usize);
+            let dead = &self.dead;
             index
                 .query(fp, Some(radius))?
                 .into_iter()
                 .filter_map(|(id, d)| match id {
-                    Id::Int(r) => Some((r as u32, 0, d)),
-                    Id::Str(_) => None,
+                    Id::Int(r) if !dead[r as usize] => Some((r as u32, 0, d)),
+                    _ => None,
                 })
                 .collect()
         } else {
-            // rank by the similarity estimated from the min-hashes' low bytes (in hundredths
-            // of the bytes compared); those estimated far below the threshold go
-            let m = engine.cfg.bands * engine.cfg.rows;
-            let mine = &engine.minhash_bytes[row * m..(row + 1) * m];
+            // rank by the similarity estimated from the min-hashes' low bytes; those
+            // estimated far below the threshold go
+            let m = cfg.bands * cfg.rows;
             let floor = cfg.threshold - ESTIMATE_MARGIN;
             let mut out_of_reach = 0u64;
-            let mut c: Vec<(u32, u32, u32)> = self
-                .band_candidates(engine, row)
-                .into_iter()
-                .filter_map(|(r, _)| {
+            let found = self.band_candidates(&probe.keys);
+            let mut c: Vec<(u32, u32, u32)> = found
+                .iter()
+                .filter_map(|&r| {
                     let theirs = &engine.minhash_bytes[r as usize * m..(r as usize + 1) * m];
-                    let est = minhash::estimate(mine, theirs);
+                    let est = minhash::estimate(&probe.bytes, theirs);
                     if est < floor {
                         out_of_reach += 1;
                         return None;
@@ -559,6 +758,7 @@ impl Decision {
                     Some((r, score, (fp ^ engine.fps[r as usize]).count_ones()))
                 })
                 .collect();
+            self.found = found;
             self.outcome.stats.candidates += out_of_reach;
             self.outcome.stats.estimated_out += out_of_reach;
             let position = &self.position;
@@ -579,31 +779,22 @@ impl Decision {
             ranked.truncate(cfg.verify_limit);
         }
         stats.compared += ranked.len() as u64;
-        // best: (similarity, distance, position, row)
-        let mut best: Option<(f64, u32, u32, u32)> = None;
-        let mut own: Option<Vec<u32>> = None;
+        // (similarity, distance, position, row)
+        let mut passed: Vec<(f64, u32, u32, u32)> = Vec::new();
         for &(cand, _, d) in &ranked {
             let similarity = if cfg.verify {
-                let (na, nb) = (
-                    engine.sketches.count(row),
-                    engine.sketches.count(cand as usize),
-                );
-                let bound = jaccard_bound(
-                    na,
-                    engine.signatures[row],
-                    nb,
-                    engine.signatures[cand as usize],
-                );
+                let c = cand as usize;
+                let nb = engine.sketches.count(c);
+                let bound = jaccard_bound(probe.count, probe.signature, nb, engine.signatures[c]);
                 if bound < cfg.threshold {
                     self.outcome.stats.distance_failed[d as usize] += 1;
                     continue;
                 }
-                if own.is_none() {
-                    own = Some(engine.sketches.get(row, &mut self.buf_a)?.to_vec());
+                if let Some(row) = probe.stored.take() {
+                    probe.sketch = engine.sketches.get(row, &mut self.buf_a)?.to_vec();
                 }
-                let mine = own.as_deref().unwrap_or(&[]);
-                let theirs = engine.sketches.get(cand as usize, &mut self.buf_b)?;
-                match jaccard_sorted_at_least(mine, theirs, cfg.threshold) {
+                let theirs = engine.sketches.get(c, &mut self.buf_b)?;
+                match jaccard_sorted_at_least(&probe.sketch, theirs, cfg.threshold) {
                     Some(s) => s,
                     None => {
                         self.outcome.stats.distance_failed[d as usize] += 1;
@@ -616,26 +807,9 @@ impl Decision {
             let stats = &mut self.outcome.stats;
             stats.similarity[((similarity * 100.0) as usize).min(99)] += 1;
             stats.distance_passed[d as usize] += 1;
-            if self.all_pairs {
-                self.outcome.pairs.push((cand, row as u32, d, similarity));
-            }
-            let key = (similarity, d, self.position[cand as usize], cand);
-            let better = match best {
-                None => true,
-                Some((s, bd, p, _)) => similarity > s || (similarity == s && (d, key.2) < (bd, p)),
-            };
-            if better {
-                best = Some(key);
-            }
+            passed.push((similarity, d, self.position[cand as usize], cand));
         }
-        match best {
-            Some((similarity, d, _, cand)) if !self.all_pairs => {
-                self.outcome.representative[row] = i64::from(cand);
-                self.outcome.distance[row] = d;
-                self.outcome.similarity[row] = similarity;
-                Ok(())
-            }
-            _ => self.insert(engine, row),
-        }
+        passed.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        Ok(passed.into_iter().map(|(s, d, _, r)| (r, d, s)).collect())
     }
 }

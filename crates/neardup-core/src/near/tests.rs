@@ -342,7 +342,10 @@ fn bad_arguments_are_refused() {
     assert!(e.decide(&[1], false).is_err());
     e.decide(&[0], false).unwrap();
     assert!(e.decide(&[0], false).is_err(), "a row visited twice");
-    assert!(e.feed(&["x"], &[1]).is_err(), "feeding during a decision");
+    e.feed(&["x"], &[1]).unwrap(); // (rows may come while a decision is under way)
+    e.decide(&[1], false).unwrap();
+    assert!(e.decide(&[2], true).is_err(), "all_pairs changed midway");
+    assert!(e.check_and_add(&[5]).is_err() && e.forget(&[-1]).is_err());
     assert!(Engine::new(Config {
         verify_limit: 0,
         ..config(true)
@@ -489,4 +492,58 @@ fn low_bytes_estimate_the_similarity() {
             total / 50.0
         );
     }
+}
+
+#[test]
+fn online_calls_are_the_batch_decision() {
+    // Rows fed and checked-and-added a few at a time give the batch decision; a check of a
+    // text sees what a visit would; a forgotten row is no longer anybody's match.
+    let texts = corpus(600, 31);
+    let cfg = Config {
+        bucket_limit: 6,
+        verify_limit: 3,
+        ..config(true)
+    };
+    let mut batch = engine_over(&texts, cfg.clone());
+    let order: Vec<i64> = (0..texts.len() as i64).collect();
+    let want = decide_all(&mut batch, &order, false);
+    let mut online = Engine::new(cfg).unwrap();
+    let mut reps = Vec::new();
+    for (start, chunk) in texts.chunks(7).enumerate() {
+        let first = (start * 7) as i64;
+        let fps: Vec<u64> = chunk.iter().map(|t| fingerprint(t)).collect();
+        let checked = online.check(chunk, &fps).unwrap();
+        online.feed(chunk, &fps).unwrap();
+        let rows: Vec<i64> = (first..first + chunk.len() as i64).collect();
+        let got = online.check_and_add(&rows).unwrap();
+        for (i, (m, c)) in got.iter().zip(&checked).enumerate() {
+            reps.push(m.first().map_or(first + i as i64, |x| i64::from(x.0)));
+            if i == 0 {
+                assert_eq!(m, c, "the first of a chunk sees what its check saw");
+            }
+        }
+    }
+    assert_eq!(reps, want.representative);
+    // forget every kept row: nothing matches any more
+    let kept: Vec<i64> = (0..texts.len() as i64)
+        .filter(|&r| reps[r as usize] == r)
+        .collect();
+    let fps: Vec<u64> = texts.iter().map(|t| fingerprint(t)).collect();
+    assert!(online
+        .check(&texts, &fps)
+        .unwrap()
+        .iter()
+        .any(|m| !m.is_empty()));
+    online.forget(&kept).unwrap();
+    assert!(online
+        .check(&texts, &fps)
+        .unwrap()
+        .iter()
+        .all(|m| m.is_empty()));
+    // a row kept unchecked is a candidate again
+    online.feed(&texts[..1], &fps[..1]).unwrap();
+    let n = online.len() as i64;
+    online.keep(&[n - 1]).unwrap();
+    let again = online.check(&texts[..1], &fps[..1]).unwrap();
+    assert_eq!(again[0].first().map(|m| m.0), Some((n - 1) as u32));
 }
