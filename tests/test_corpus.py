@@ -167,7 +167,7 @@ def test_a_hot_template_family_costs_a_bounded_number_of_comparisons() -> None:
     r = d.result()
     s = r.stats
     assert s["compared"] <= 8 * len(texts) and s["capped"] > 100
-    assert s["candidates"] <= 16 * policy.bands * len(texts) and s["buckets_cut"] > 0
+    assert s["candidates"] <= 16 * policy.band_shape[0] * len(texts) and s["buckets_cut"] > 0
     norms = policy.prepare_many(texts)
     for row in np.flatnonzero(~r.kept).tolist():
         rep = int(r.representative[row])

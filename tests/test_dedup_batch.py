@@ -43,16 +43,13 @@ def corpus(rng: random.Random, n: int) -> list[str]:
 def brute_force(
     policy: Policy, fps: list[int], texts: list[str], stored: list[tuple[object, int, str]]
 ) -> list[tuple[bool, dict[object, int]]]:
-    """check_and_add of each text in order, by scanning everything added so far."""
+    """check_and_add of each text in order, by scanning everything added so far: every added
+    text whose Jaccard reaches the threshold (the decision's candidates find a pair at the
+    threshold with probability >= 0.999, and none here has more than verify_limit of them)."""
     added = list(stored)
     out = []
     for j, (fp, text) in enumerate(zip(fps, texts)):
-        radius = policy.radius(len(normalise(text)))
-        found = {
-            i: hamming(fp, f)
-            for i, f, t in added
-            if hamming(fp, f) <= radius and jaccard(text, t) >= policy.threshold
-        }
+        found = {i: hamming(fp, f) for i, f, t in added if jaccard(text, t) >= policy.threshold}
         if not found:
             added.append((f"b{j}", fp, text))
         out.append((not found, found))

@@ -12,7 +12,6 @@ corpus, nor with the size of a template family (docs/quality.md, "Bounded work")
 from __future__ import annotations
 
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,24 +20,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup._core import Fingerprinter, NearEngine
-from neardup.dedup import Policy, check_text, check_texts
+from neardup._core import Fingerprinter
 from neardup.htmltext import main_text
+from neardup.kept import DEFAULT_MEMORY_BUDGET, engine_for, spill_directory
+from neardup.policy import Policy, check_text, check_texts
 from neardup.verify import normalise_many
 
-__all__ = ["CorpusDeduper", "CorpusResult", "SketchedChunk", "check_order", "spill_directory"]
+__all__ = ["CorpusDeduper", "CorpusResult", "SketchedChunk", "check_order"]
 
 
-#: Bytes of sketches held in memory before they go to a temporary file.
-DEFAULT_MEMORY_BUDGET = 256 << 20
 #: Rows per step of :meth:`CorpusDeduper.result` (progress is reported between steps).
 _STEP = 1 << 15
-
-
-def spill_directory(path: str | None = None) -> str:
-    """Where the engine's temporary file goes: ``path``, else ``$NEARDUP_TMPDIR``, else the
-    system's temporary directory (``$TMPDIR``)."""
-    return path or os.environ.get("NEARDUP_TMPDIR") or tempfile.gettempdir()
 
 
 def check_order(order: npt.ArrayLike | None, n: int) -> npt.NDArray[np.int64]:
@@ -152,21 +144,7 @@ class CorpusDeduper:
         self.fingerprinter = (
             fingerprinter if fingerprinter is not None else self.policy.make_fingerprinter()
         )
-        p = self.policy
-        self._engine = NearEngine(
-            bands=p.bands,
-            rows=p.rows,
-            shingle=p.shingle,
-            threshold=p.threshold,
-            verify=p.verifier == "jaccard",
-            k_short=p.k_short,
-            k_long=p.k_long,
-            short_chars=p.short_chars,
-            bucket_limit=p.bucket_limit,
-            verify_limit=p.verify_limit,
-            memory_budget=memory_budget,
-            spill_dir=directory,
-        )
+        self._engine = engine_for(self.policy, memory_budget, directory)
         self._boilerplate: set[str] = set()
         #: A line of main text found in at least this many HTML pages of a chunk (and 1 % of
         #: them) is site boilerplate and dropped.

@@ -46,6 +46,7 @@ from neardup.durable import (
     open_texts,
     verify_texts,
 )
+from neardup.kept import KeptTexts
 from neardup.policy import (
     Match,
     Policy,
@@ -81,6 +82,8 @@ _logger = logging.getLogger("neardup.dedup")
 # Batches up to this many texts find their in-batch near pairs by comparing every pair in the
 # core (microseconds); larger ones through a scratch index.
 _PAIRWISE_MAX = 512
+#: Stored texts put into the decision engine per call when a deduplicator is opened.
+_LOAD_CHUNK = 4096
 
 
 @runtime_checkable
@@ -151,11 +154,16 @@ class DedupBackend(Protocol):
 class Deduplicator(Closing):
     """Fingerprinter + Index + verifier over stored texts: online near-duplicate detection.
 
-    Memory: the index (see :class:`neardup.Index`), the texts when the store is in memory, and
-    up to :attr:`sketch_cache` Jaccard sketches of stored texts (4 bytes per character each).
+    Memory: the index (see :class:`neardup.Index`), the texts when the store is in memory, with
+    the Jaccard verifier the core's decision engine (per stored text its sketch, 4 bytes per
+    character, spilled to a temporary file past 256 MB, and ~300 bytes of band keys and
+    min-hash bytes: :mod:`neardup.kept`), and up to :attr:`sketch_cache` sketches for checks
+    with an explicit ``k``.
 
-    ``check(text)`` returns the stored texts that are near-duplicates of ``text`` (candidates
-    within the policy's Hamming radius whose verifier score is >= the threshold), best first.
+    ``check(text)`` returns the stored texts that are near-duplicates of ``text``, best first:
+    with the Jaccard verifier, those that pass it among the candidates of the decision that
+    ``neardup dedup`` makes (MinHash bands, bounded work per text); with ``k=`` or another
+    verifier, among the texts within the policy's (or ``k``'s) Hamming radius.
     ``check_and_add`` is atomic: of many near-copies sent at once from many threads exactly one
     is added. All methods are thread-safe.
 
@@ -202,6 +210,30 @@ class Deduplicator(Closing):
         self._closed = False
         # Opened with Deduplicator.open: the text store is the durable log (neardup.durable).
         self._log: DurableLog | None = None
+        # With the Jaccard verifier the stored texts are also in the core's decision engine:
+        # candidates, limits and verification of the one decision that neardup dedup makes
+        # (neardup.kept; docs/quality.md, "Bounded work"). Filled from a store that has texts.
+        self._kept: KeptTexts | None = None
+        if policy.verifier == "jaccard":
+            self._kept = KeptTexts(policy)
+            if len(self.store):
+                self._load_kept(self._kept)
+
+    def _load_kept(self, kept: KeptTexts) -> None:
+        """Put every stored text into the decision engine (in the store's order)."""
+        chunk: list[tuple[Id, str]] = []
+        for i, text, _ in self.store.items():
+            chunk.append((i, text))
+            if len(chunk) == _LOAD_CHUNK:
+                self._load_chunk(kept, chunk)
+                chunk = []
+        self._load_chunk(kept, chunk)
+
+    def _load_chunk(self, kept: KeptTexts, chunk: list[tuple[Id, str]]) -> None:
+        if chunk:
+            ids = [i for i, _ in chunk]
+            norms, fps = self._prepare([t for _, t in chunk])
+            kept.commit(ids, kept.add(ids, norms, fps))
 
     #: Most sketches of stored texts kept in memory (least recently used ones are dropped).
     sketch_cache: int = 200_000
@@ -397,6 +429,10 @@ class Deduplicator(Closing):
         return out
 
     def _check_norm(self, norm: str, fp: int, k: int | None) -> list[Match]:
+        if k is None and self._kept is not None:
+            out = self._kept.check([norm], [fp])[0]
+            self._count(1, len(out), len(out))
+            return out
         radius = self.policy.radius(len(norm)) if k is None else k
         cands = self.index.query(fp, radius)
         out = self._verify(norm, cands, None) if cands else []
@@ -472,6 +508,10 @@ class Deduplicator(Closing):
         k = check_k(k)
         norms, fps = self._prepare(texts)
         self._ensure_open()
+        if k is None and self._kept is not None:
+            decided = self._kept.check(norms, fps)
+            self._count(len(norms), sum(map(len, decided)), sum(map(len, decided)))
+            return decided
         radii = [self.policy.radius(len(n)) if k is None else k for n in norms]
         found = self._query_many(fps, radii)
         out: list[list[Match]] = []
@@ -524,7 +564,16 @@ class Deduplicator(Closing):
         norms, fps = self._prepare(texts)
         with self._lock:
             self._ensure_open()
-            self._add_batch(list(ids), list(texts), fps, tss, durable)
+            kept = self._kept
+            rows = kept.add(ids, norms, fps) if kept is not None else []
+            try:
+                self._add_batch(list(ids), list(texts), fps, tss, durable)
+            except BaseException:
+                if kept is not None:
+                    kept.rollback(rows)
+                raise
+            if kept is not None:
+                kept.commit(ids, rows)
             self._counters["adds"] += len(fps)
         return fps
 
@@ -628,6 +677,8 @@ class Deduplicator(Closing):
         self, ids: Sequence[Id], texts: Sequence[str], tss: list[float | None], durable: bool
     ) -> list[tuple[bool, list[Match]]]:
         norms, fps = self._prepare(texts)
+        if self._kept is not None:
+            return self._check_and_add_kept(self._kept, ids, texts, norms, fps, tss, durable)
         policy = self.policy
         radii = [policy.radius(len(n)) for n in norms]
         # In-batch candidate pairs depend only on the batch: found before taking the lock.
@@ -674,23 +725,63 @@ class Deduplicator(Closing):
             if gone:
                 self._drop_gone(gone)
             rows = [r for r in range(len(norms)) if added[r]]
-            if len(rows) == len(norms):
-                self._add_batch(list(ids), list(texts), fps, tss, durable)
-            else:
-                self._add_batch(
-                    [ids[r] for r in rows],
-                    [texts[r] for r in rows],
-                    [fps[r] for r in rows],
-                    [tss[r] for r in rows],
-                    durable,
-                )
-            if durable and not rows and self._log is not None:
-                # Nothing added here, but the answers may name texts of earlier writes made
-                # with durable=False: they must be durable before these answers are.
-                self._log.commit()
+            self._write_added(ids, texts, fps, tss, rows, durable)
             self._counters["adds"] += len(rows)
             self._count(len(norms), n_cands, n_matches)
         return out
+
+    def _write_added(
+        self,
+        ids: Sequence[Id],
+        texts: Sequence[str],
+        fps: list[int],
+        tss: list[float | None],
+        added: list[int],
+        durable: bool,
+    ) -> None:
+        """Write the items ``added`` of a check-and-add batch (with _lock held)."""
+        if len(added) == len(ids):
+            self._add_batch(list(ids), list(texts), fps, tss, durable)
+        else:
+            self._add_batch(
+                [ids[r] for r in added],
+                [texts[r] for r in added],
+                [fps[r] for r in added],
+                [tss[r] for r in added],
+                durable,
+            )
+        if durable and not added and self._log is not None:
+            # Nothing added here, but the answers may name texts of earlier writes made with
+            # durable=False: they must be durable before these answers are.
+            self._log.commit()
+
+    def _check_and_add_kept(
+        self,
+        kept: KeptTexts,
+        ids: Sequence[Id],
+        texts: Sequence[str],
+        norms: list[str],
+        fps: list[int],
+        tss: list[float | None],
+        durable: bool,
+    ) -> list[tuple[bool, list[Match]]]:
+        """:meth:`check_and_add_many` by the decision engine: it decides the batch in order
+        (a text sees the stored texts and the texts of the batch kept before it), then the
+        kept texts are written; a write that fails takes them back out of the engine."""
+        with self._lock:
+            self._ensure_open()
+            found, rows = kept.check_and_add(ids, norms, fps)
+            added = [r for r, m in enumerate(found) if not m]
+            try:
+                self._write_added(ids, texts, fps, tss, added, durable)
+            except BaseException:
+                kept.rollback(rows)
+                raise
+            kept.commit([ids[r] for r in added], rows)
+            self._counters["adds"] += len(added)
+            n_matches = sum(map(len, found))
+            self._count(len(norms), n_matches, n_matches)
+        return [(not m, m) for m in found]
 
     def _score_pair(self, norm: str, other_norm: str) -> float | None:
         kind = self.policy.verifier
@@ -708,6 +799,8 @@ class Deduplicator(Closing):
             # check_and_add that finds it).
             self.store.delete(id)
             self._forget_sketches([id])
+            if self._kept is not None:
+                self._kept.forget([id])
             try:
                 self.index.remove(id)
             except KeyError:
@@ -730,6 +823,8 @@ class Deduplicator(Closing):
                 self._log.commit()
             gone = self.store.expire(float(before))
             self._forget_sketches(gone)
+            if self._kept is not None:
+                self._kept.forget(gone)
             self.index.expire(float(before))
             for i in gone:  # ids whose index timestamp differs from the store's (replaced ids)
                 if i in self.index:

@@ -84,13 +84,15 @@ class Policy:
     shingle: int = 5
     fingerprint: Mapping[str, Any] = field(default_factory=lambda: {"preset": "default"})
     html: bool | str = "auto"
-    # The batch engine's candidate stage (neardup.corpus; docs/quality.md, "Bounded work"):
-    # MinHash bands of the verifier's shingles, ``bands`` x ``rows`` min-hashes -- two texts of
-    # Jaccard J share a band with probability 1 - (1 - J**rows)**bands: 0.9996 at J = 0.8,
-    # 6e-6 at J = 0.05 (unrelated texts of one domain). Per document at most ``bucket_limit``
-    # newest kept documents are read per band and the ``verify_limit`` most promising verified.
-    bands: int = 20
-    rows: int = 5
+    # The candidate stage of the decision (neardup.kept, neardup.corpus; docs/quality.md,
+    # "Bounded work"): MinHash bands of the verifier's shingles, ``bands`` x ``rows``
+    # min-hashes -- two texts of Jaccard J share a band with probability
+    # 1 - (1 - J**rows)**bands. None: the shape of about 100 min-hashes with the most rows per
+    # band that still finds a pair at the threshold with probability >= 0.999 (20 x 5 at 0.8:
+    # 0.9996 at J = 0.8, 6e-6 at J = 0.05). Per text at most ``bucket_limit`` newest kept texts
+    # are read per band and the ``verify_limit`` most promising verified.
+    bands: int | None = None
+    rows: int | None = None
     bucket_limit: int = 64
     verify_limit: int = 32
 
@@ -121,6 +123,8 @@ class Policy:
         limits = (("bands", 64), ("rows", 16), ("bucket_limit", 1 << 30), ("verify_limit", 1 << 30))
         for name, top in limits:
             v = getattr(self, name)
+            if v is None and name in ("bands", "rows"):
+                continue
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top:
                 raise ValueError(f"{name} must be an int in 1..{top}, got {v!r}")
         if self.html not in (True, False, "auto"):
@@ -158,6 +162,21 @@ class Policy:
     ) -> npt.NDArray[np.uint64]:
         """Fingerprints of ``texts`` exactly as the deduplicators compute them."""
         return np.asarray(fingerprinter.fingerprint_many(self.prepare_many(texts)), dtype=np.uint64)
+
+    @property
+    def band_shape(self) -> tuple[int, int]:
+        """``(bands, rows)`` of the candidate stage: the fields when set, else the shape of at
+        most 100 min-hashes (64 bands) with the most rows per band whose chance of finding a
+        pair at the threshold, 1 - (1 - t**rows)**bands, is >= 0.999 (one row per band when
+        none is)."""
+        t = self.threshold
+        shape = (64, 1)
+        for rows in range(16, 0, -1):
+            bands = min(64, 100 // rows)
+            if 1.0 - (1.0 - t**rows) ** bands >= 0.999:
+                shape = (bands, rows)
+                break
+        return (self.bands or shape[0], self.rows or shape[1])
 
     @property
     def k_max(self) -> int:

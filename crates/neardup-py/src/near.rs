@@ -12,8 +12,10 @@ use neardup_core::near::{Config, Engine};
 
 use crate::errors::to_py;
 
+use neardup_core::near::Found;
+
 /// Per text, its matches `(row, distance, similarity)`, best first.
-type Matches = Vec<Vec<(u32, u32, f64)>>;
+type Matches = Vec<Vec<Found>>;
 
 /// Rows of a corpus (fingerprint, sketch, MinHash band keys) and the greedy decision over
 /// them: each row, in preference order, is compared with the kept rows that share a band key
@@ -160,6 +162,18 @@ impl NearEngine {
     fn check_and_add(&self, py: Python<'_>, rows: PyReadonlyArray1<'_, i64>) -> PyResult<Matches> {
         let rows = rows.as_array().to_vec();
         py.detach(|| self.with(|e| e.check_and_add(&rows)))
+    }
+
+    /// Check-and-add of texts in order: per text its matches among the kept rows (best first)
+    /// and the row it was stored and kept as (-1: not kept, nothing stored) (GIL released).
+    fn check_and_keep(
+        &self,
+        py: Python<'_>,
+        norms: Vec<String>,
+        fingerprints: PyReadonlyArray1<'_, u64>,
+    ) -> PyResult<Vec<(Vec<Found>, i64)>> {
+        let fps = fingerprints.as_array().to_vec();
+        py.detach(|| self.with(|e| e.check_and_keep(&norms, &fps)))
     }
 
     /// Keeps fed rows without checking them (an add).

@@ -50,6 +50,9 @@ const NONE: u32 = u32::MAX;
 /// five standard deviations of the estimate at J = 0.8 with 100 min-hashes (a near-copy is
 /// lost this way with probability below 1e-6).
 const ESTIMATE_MARGIN: f64 = 0.2;
+/// A match: `(kept row, SimHash distance, similarity)`.
+pub type Found = (u32, u32, f64);
+
 /// Texts per feed below which one thread does the hashing.
 const PARALLEL_MIN_TEXTS: usize = 64;
 
@@ -232,15 +235,20 @@ impl Engine {
     /// sketches and band keys are computed here (both cores for large chunks). Rows may be
     /// added while a decision is under way (the online deduplicator does).
     pub fn feed<S: AsRef<str> + Sync>(&mut self, norms: &[S], fps: &[u64]) -> Result<()> {
-        for p in self.probes(norms, fps)? {
-            self.minhash_bytes.extend_from_slice(&p.bytes);
-            self.sketches.push(&p.sketch)?;
-            self.signatures.push(p.signature);
-            self.keys.extend_from_slice(&p.keys);
-            self.lengths.push(p.length);
-            self.fps.push(p.fp);
-        }
-        Ok(())
+        self.probes(norms, fps)?
+            .into_iter()
+            .try_for_each(|p| self.push(p).map(|_| ()))
+    }
+
+    /// Stores a probe of a text as the next row.
+    fn push(&mut self, p: Probe) -> Result<usize> {
+        self.sketches.push(&p.sketch)?;
+        self.minhash_bytes.extend_from_slice(&p.bytes);
+        self.signatures.push(p.signature);
+        self.keys.extend_from_slice(&p.keys);
+        self.lengths.push(p.length);
+        self.fps.push(p.fp);
+        Ok(self.fps.len() - 1)
     }
 
     /// What the decision needs of each text (not stored).
@@ -322,65 +330,94 @@ impl Engine {
         }
     }
 
+    /// `f` with the online decision (started when needed), its arrays grown to every row.
+    fn with_online<T>(
+        &mut self,
+        f: impl FnOnce(&mut Decision, &mut Engine) -> Result<T>,
+    ) -> Result<T> {
+        let mut run = self.online()?;
+        run.grow(self.len());
+        let result = f(&mut run, self);
+        self.run = Some(run);
+        result
+    }
+
     /// The kept rows that pass the verifier against each text (not stored), best first:
     /// `(row, distance, similarity)`; the same candidates, limits and rule as [`Engine::decide`].
     pub fn check<S: AsRef<str> + Sync>(
         &mut self,
         norms: &[S],
         fps: &[u64],
-    ) -> Result<Vec<Vec<(u32, u32, f64)>>> {
+    ) -> Result<Vec<Vec<Found>>> {
         let probes = self.probes(norms, fps)?;
-        let mut run = self.online()?;
-        run.grow(self.len());
-        let out = probes
-            .into_iter()
-            .map(|mut p| run.matches(self, &mut p))
-            .collect();
-        self.run = Some(run);
-        out
+        self.with_online(|run, engine| {
+            probes
+                .into_iter()
+                .map(|mut p| run.matches(engine, &mut p))
+                .collect()
+        })
     }
 
     /// Check-and-add of stored rows, in order: each row's matches among the kept rows (best
     /// first); a row with none is kept (so later rows of the call see it).
-    pub fn check_and_add(&mut self, rows: &[i64]) -> Result<Vec<Vec<(u32, u32, f64)>>> {
+    pub fn check_and_add(&mut self, rows: &[i64]) -> Result<Vec<Vec<Found>>> {
         self.check_rows(rows)?;
-        let mut run = self.online()?;
-        run.grow(self.len());
-        let mut out = Vec::with_capacity(rows.len());
-        let mut result = Ok(());
-        for &r in rows {
-            match run.visit(self, r as usize) {
-                Ok(m) => out.push(m),
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            }
-        }
-        self.run = Some(run);
-        result.map(|()| out)
+        self.with_online(|run, engine| {
+            rows.iter()
+                .map(|&r| run.visit(engine, r as usize))
+                .collect()
+        })
+    }
+
+    /// Check-and-add of texts, in order: each text's matches among the kept rows (best first);
+    /// a text with none is stored as the next row and kept (so later texts see it), and its
+    /// row is returned with the matches (-1 for a text not kept). Texts that are not kept
+    /// leave nothing behind.
+    pub fn check_and_keep<S: AsRef<str> + Sync>(
+        &mut self,
+        norms: &[S],
+        fps: &[u64],
+    ) -> Result<Vec<(Vec<Found>, i64)>> {
+        let probes = self.probes(norms, fps)?;
+        self.with_online(|run, engine| {
+            probes
+                .into_iter()
+                .map(|mut p| {
+                    let m = run.matches(engine, &mut p)?;
+                    if !m.is_empty() {
+                        return Ok((m, -1));
+                    }
+                    let empty = p.length == 0 || (engine.cfg.verify && p.count == 0);
+                    let row = engine.push(p)?;
+                    run.grow(engine.len());
+                    run.place(row)?;
+                    if empty {
+                        run.outcome.empty[row] = true;
+                    } else {
+                        // (the matches' candidate search measured the lists this row joins)
+                        run.insert(engine, row)?;
+                    }
+                    Ok((m, row as i64))
+                })
+                .collect()
+        })
     }
 
     /// Keeps stored rows without checking them (an add).
     pub fn keep(&mut self, rows: &[i64]) -> Result<()> {
         self.check_rows(rows)?;
-        let mut run = self.online()?;
-        run.grow(self.len());
-        let result = rows.iter().try_for_each(|&r| run.keep(self, r as usize));
-        self.run = Some(run);
-        result
+        self.with_online(|run, engine| rows.iter().try_for_each(|&r| run.keep(engine, r as usize)))
     }
 
     /// Forgets kept rows: they are no longer candidates (removed, replaced or expired texts).
     pub fn forget(&mut self, rows: &[i64]) -> Result<()> {
         self.check_rows(rows)?;
-        let mut run = self.online()?;
-        run.grow(self.len());
-        for &r in rows {
-            run.dead[r as usize] = true;
-        }
-        self.run = Some(run);
-        Ok(())
+        self.with_online(|run, _| {
+            for &r in rows {
+                run.dead[r as usize] = true;
+            }
+            Ok(())
+        })
     }
 
     /// Visits `rows` next in the decision under way (started by the first call after
@@ -689,7 +726,7 @@ impl Decision {
     /// Visits `row` in order: its matches among the kept rows (best first), recorded as its
     /// outcome; a row without any is kept (in all-pairs mode every row is, and each match is
     /// recorded as a pair).
-    fn visit(&mut self, engine: &Engine, row: usize) -> Result<Vec<(u32, u32, f64)>> {
+    fn visit(&mut self, engine: &Engine, row: usize) -> Result<Vec<Found>> {
         self.place(row)?;
         self.outcome.stats.documents += 1;
         let mut probe = engine.probe_of(row);
@@ -718,7 +755,7 @@ impl Decision {
 
     /// The kept rows that pass against `probe`, best first (highest similarity, then
     /// smallest distance, then earliest kept): `(row, distance, similarity)`.
-    fn matches(&mut self, engine: &Engine, probe: &mut Probe) -> Result<Vec<(u32, u32, f64)>> {
+    fn matches(&mut self, engine: &Engine, probe: &mut Probe) -> Result<Vec<Found>> {
         let cfg = &engine.cfg;
         if probe.length == 0 || (cfg.verify && probe.count == 0) {
             // An empty text is nobody's copy and has no copies.

@@ -547,3 +547,41 @@ fn online_calls_are_the_batch_decision() {
     let again = online.check(&texts[..1], &fps[..1]).unwrap();
     assert_eq!(again[0].first().map(|m| m.0), Some((n - 1) as u32));
 }
+
+#[test]
+fn check_and_keep_stores_only_what_it_keeps() {
+    let texts = corpus(500, 41);
+    let cfg = Config {
+        bucket_limit: 5,
+        verify_limit: 2,
+        ..config(true)
+    };
+    let mut batch = engine_over(&texts, cfg.clone());
+    let order: Vec<i64> = (0..texts.len() as i64).collect();
+    let want = decide_all(&mut batch, &order, false);
+    let kept_rows: Vec<usize> = (0..texts.len())
+        .filter(|&r| want.representative[r] == r as i64)
+        .collect();
+    let mut online = Engine::new(cfg).unwrap();
+    let mut row_of_text = Vec::new();
+    for chunk in texts.chunks(11) {
+        let fps: Vec<u64> = chunk.iter().map(|t| fingerprint(t)).collect();
+        for (m, row) in online.check_and_keep(chunk, &fps).unwrap() {
+            assert_eq!(m.is_empty(), row >= 0);
+            row_of_text.push((row, m.first().map(|x| x.0)));
+        }
+    }
+    assert_eq!(online.len(), kept_rows.len(), "only kept texts are stored");
+    // the same decision: kept texts in the same order, each dropped one's match is the row
+    // its representative was stored as
+    let stored: Vec<usize> = (0..texts.len())
+        .filter(|&t| row_of_text[t].0 >= 0)
+        .collect();
+    assert_eq!(stored, kept_rows);
+    for (t, &(row, rep)) in row_of_text.iter().enumerate() {
+        if row < 0 {
+            let rep_text = want.representative[t] as usize;
+            assert_eq!(rep, Some(row_of_text[rep_text].0 as u32));
+        }
+    }
+}

@@ -1,0 +1,134 @@
+"""The stored texts of an online deduplicator as the core's decision engine sees them.
+
+:class:`KeptTexts` holds, per stored text, what the one decision of ``neardup_core::near``
+needs (sketch, MinHash band keys and bytes, fingerprint) and maps the engine's rows to ids. A
+check finds its candidates, ranks them and verifies them exactly as ``neardup dedup`` does
+(``CorpusDeduper``): kept texts sharing a band, at most ``bucket_limit`` per band and
+``verify_limit`` verified (docs/quality.md, "Bounded work"). So the library, the service and
+the batch command give one answer.
+
+Rows are never reused: a removed, replaced or expired text's row is forgotten (never a
+candidate again) but its memory stays until the deduplicator is rebuilt (reopened); texts that
+a check-and-add does not keep leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from neardup._core import NearEngine
+from neardup.policy import Match, Policy
+from neardup.textstore import Id
+
+__all__ = ["DEFAULT_MEMORY_BUDGET", "KeptTexts", "engine_for", "spill_directory"]
+
+#: Bytes of sketches the engine holds in memory before they go to a temporary file.
+DEFAULT_MEMORY_BUDGET = 256 << 20
+
+
+def spill_directory(path: str | None = None) -> str:
+    """Where the engine's temporary file goes: ``path``, else ``$NEARDUP_TMPDIR``, else the
+    system's temporary directory (``$TMPDIR``)."""
+    return path or os.environ.get("NEARDUP_TMPDIR") or tempfile.gettempdir()
+
+
+def engine_for(policy: Policy, memory_budget: int, spill_dir: str | None) -> NearEngine:
+    """The core engine of ``policy`` (its bands, limits, verifier and radius)."""
+    bands, rows = policy.band_shape
+    return NearEngine(
+        bands=bands,
+        rows=rows,
+        shingle=policy.shingle,
+        threshold=policy.threshold,
+        verify=policy.verifier == "jaccard",
+        k_short=policy.k_short,
+        k_long=policy.k_long,
+        short_chars=policy.short_chars,
+        bucket_limit=policy.bucket_limit,
+        verify_limit=policy.verify_limit,
+        memory_budget=memory_budget,
+        spill_dir=spill_directory(spill_dir),
+    )
+
+
+class KeptTexts:
+    """The kept (stored) texts of a deduplicator in the core's engine, by id.
+
+    Not locked here: the caller serialises writes (``check_and_add``, ``add``, ``forget``);
+    ``check`` may run beside them (the engine has a lock of its own, and a row becomes
+    visible only once its id is known).
+    """
+
+    def __init__(self, policy: Policy, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+        self._engine = engine_for(policy, memory_budget, None)
+        self._row_of: dict[Id, int] = {}
+        self._id_of: list[Id] = []
+
+    def __len__(self) -> int:
+        return len(self._row_of)
+
+    def _matches(self, found: Iterable[tuple[int, int, float]]) -> list[Match]:
+        id_of = self._id_of
+        return [Match(id_of[r], d, s) for r, d, s in found if r < len(id_of)]
+
+    def check(self, norms: Sequence[str], fps: Sequence[int]) -> list[list[Match]]:
+        """The stored texts that each prepared text duplicates, best first."""
+        found = self._engine.check(list(norms), np.asarray(fps, np.uint64))
+        return [self._matches(m) for m in found]
+
+    def check_and_add(
+        self, ids: Sequence[Id], norms: Sequence[str], fps: Sequence[int]
+    ) -> tuple[list[list[Match]], list[int]]:
+        """Check-and-add in order: each text's matches (among the stored texts and the texts of
+        this call kept before it), and the rows of the texts kept (empty matches), in order.
+        Until :meth:`commit` names them, a kept text is matched under its id here but is not
+        "stored" (``forget`` of the rows takes the call back)."""
+        found = self._engine.check_and_keep(list(norms), np.asarray(fps, np.uint64))
+        rows = []
+        for i, (_, row) in zip(ids, found):
+            if row >= 0:
+                assert row == len(self._id_of)
+                self._id_of.append(i)
+                rows.append(row)
+        return [self._matches(m) for m, _ in found], rows
+
+    def add(self, ids: Sequence[Id], norms: Sequence[str], fps: Sequence[int]) -> list[int]:
+        """Store texts without checking them; returns their rows (see :meth:`commit`)."""
+        first = len(self._id_of)
+        self._engine.feed(list(norms), np.asarray(fps, np.uint64))
+        rows = list(range(first, first + len(norms)))
+        self._id_of.extend(ids)
+        self._engine.keep(np.asarray(rows, np.int64))
+        return rows
+
+    def commit(self, ids: Sequence[Id], rows: Sequence[int]) -> None:
+        """Make ``rows`` (of a write that succeeded) the stored texts of ``ids``: a text an id
+        had before is forgotten (a later row of the same id wins)."""
+        old = []
+        for i, r in zip(ids, rows):
+            before = self._row_of.get(i)
+            if before is not None and before != r:
+                old.append(before)
+            self._row_of[i] = r
+        self._forget_rows(old)
+
+    def rollback(self, rows: Sequence[int]) -> None:
+        """Take back the rows of a write that failed."""
+        self._forget_rows(rows)
+
+    def forget(self, ids: Iterable[Id]) -> None:
+        """Forget the stored texts of ``ids`` (unknown ids are ignored)."""
+        rows = [r for r in (self._row_of.pop(i, None) for i in ids) if r is not None]
+        self._forget_rows(rows)
+
+    def _forget_rows(self, rows: Sequence[int]) -> None:
+        if rows:
+            self._engine.forget(np.asarray(rows, np.int64))
+
+    def memory_bytes(self) -> int:
+        """Bytes the engine holds in memory."""
+        return int(self._engine.memory_bytes())
