@@ -61,18 +61,30 @@ def vocabulary(seed: int = 7) -> list[str]:
     return ["".join(r.choice(letters) for _ in range(r.randint(2, 10))) for _ in range(VOCAB_SIZE)]
 
 
-def stored_text(i: int, vocab: list[str]) -> str:
+#: The templated stream: one notice with a number filled in, each text a new number (the
+#: texts of a template family are alike, J ~ 0.6-0.8, and mostly not copies of each other).
+TEMPLATE = "尊敬的用户，您的订单编号{n}已发货，测试消息，请勿回复。Order {n} has shipped."
+
+
+def stored_text(i: int, vocab: list[str], stream: str = "distinct") -> str:
     """The i-th preloaded text (deterministic, so near-copies can be made later)."""
     r = random.Random(i * 2654435761 % 2**32)
+    if stream == "templated":
+        return TEMPLATE.format(n=r.randrange(10**9))
     return " ".join(r.choice(vocab) for _ in range(r.randint(8, 20)))
 
 
-def request_bodies(n: int, stored: int, vocab: list[str], tag: str, seed: int) -> list[bytes]:
-    """``n`` JSON bodies {"id", "text"}: 80 % new texts, 20 % near-copies of stored ones."""
+def request_bodies(
+    n: int, stored: int, vocab: list[str], tag: str, seed: int, stream: str = "distinct"
+) -> list[bytes]:
+    """``n`` JSON bodies {"id", "text"}: 80 % new texts, 20 % near-copies of stored ones
+    (templated stream: each text the template with a new number)."""
     r = random.Random(seed)
     out = []
     for j in range(n):
-        if r.random() < NEW_FRACTION or stored == 0:
+        if stream == "templated":
+            text = TEMPLATE.format(n=r.randrange(10**9))
+        elif r.random() < NEW_FRACTION or stored == 0:
             text = " ".join(r.choice(vocab) for _ in range(r.randint(8, 20)))
         else:
             words = stored_text(r.randrange(stored), vocab).split()
@@ -82,10 +94,10 @@ def request_bodies(n: int, stored: int, vocab: list[str], tag: str, seed: int) -
     return out
 
 
-def preload(path: Path, n: int, k: int | None) -> float:
+def preload(path: Path, n: int, k: int | None, stream: str = "distinct") -> float:
     """Build a store of ``n`` texts under ``path`` in-process (once; reused when present)."""
     # v2: built by the service's own store (fingerprints kept with the texts)
-    marker = path / f"preloaded-{n}-v2"
+    marker = path / f"preloaded-{n}-{stream}-v2"
     if marker.exists():
         return 0.0
     from neardup.dedup import Policy
@@ -101,7 +113,7 @@ def preload(path: Path, n: int, k: int | None) -> float:
     chunk = 20_000
     for start in range(0, n, chunk):
         ids = list(range(start, min(n, start + chunk)))
-        d.add_many(ids, [stored_text(i, vocab) for i in ids], [time.time()] * len(ids))
+        d.add_many(ids, [stored_text(i, vocab, stream) for i in ids], [time.time()] * len(ids))
         print(f"  preload {start + len(ids):>9,}/{n:,}", end="\r", file=sys.stderr, flush=True)
     d.close()
     print(file=sys.stderr)
@@ -600,22 +612,29 @@ def main() -> None:
     parser.add_argument(
         "--rate-connections", type=int, default=32, help="connections of the open-loop run"
     )
+    parser.add_argument(
+        "--stream",
+        choices=("distinct", "templated"),
+        default="distinct",
+        help="distinct: 80 %% new random texts, 20 %% near-copies; templated: one notice with a "
+        "new number in every text (stored and sent)",
+    )
     parser.add_argument("--data", type=Path, help="store directory (default .bench-data/)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     items = args.items if args.items is not None else (20_000 if args.quick else 1_000_000)
     args.duration = args.duration or (5.0 if args.quick else 10.0)
     k = None if args.k == "policy" else int(args.k)
-    data = args.data or ROOT / ".bench-data" / f"service-{items}-k{args.k}"
+    data = args.data or ROOT / ".bench-data" / f"service-{items}-k{args.k}-{args.stream}"
     work = Path(tempfile.mkdtemp(prefix="neardup-bench-service-"))
     print(
-        f"neardup service benchmark: {items:,} stored short texts, {args.connections} "
-        f"connections, {args.duration:.0f} s per run, {os.cpu_count()} CPUs, "
+        f"neardup service benchmark: {items:,} stored short texts ({args.stream}), "
+        f"{args.connections} connections, {args.duration:.0f} s per run, {os.cpu_count()} CPUs, "
         f"load avg {os.getloadavg()[0]:.2f}"
     )
 
     try:
-        built = preload(data / "store", items, k)
+        built = preload(data / "store", items, k, args.stream)
         if built:
             print(f"  built the store in {built:.0f} s ({items / built:,.0f} texts/s in-process)")
         vocab = vocabulary()
@@ -688,7 +707,11 @@ def main() -> None:
                 assert count == items, (count, items)
                 single_file = work / f"single-{run_no}.jsonl"
                 single_file.write_bytes(
-                    b"\n".join(request_bodies(n_single, items, vocab, f"s{run_no}", 2 + run_no))
+                    b"\n".join(
+                        request_bodies(
+                            n_single, items, vocab, f"s{run_no}", 2 + run_no, args.stream
+                        )
+                    )
                 )
                 busy0, done0, calls0 = writer_stats(srv.url)
                 single = single_load(args, srv.host, srv.port, single_file)
@@ -703,7 +726,11 @@ def main() -> None:
                     batch_file = work / f"batch-{run_no}.jsonl"
                     n_batch = max(200_000, int(args.duration * 60_000))
                     batch_file.write_bytes(
-                        b"\n".join(request_bodies(n_batch, items, vocab, f"b{run_no}", 99 + run_no))
+                        b"\n".join(
+                            request_bodies(
+                                n_batch, items, vocab, f"b{run_no}", 99 + run_no, args.stream
+                            )
+                        )
                     )
                     busy0, done0, _ = writer_stats(srv.url)
                     batch = python_load(

@@ -75,7 +75,9 @@ def add_parser(subparsers: Any) -> None:
         "--k",
         type=int,
         default=None,
-        help="SimHash distance at which two documents are candidates (default: the policy's)",
+        help="with --verifier none: the SimHash distance at which two documents are copies "
+        "(default: the policy's k_short 13 / k_long 11); with the Jaccard verifier the "
+        "candidates come from MinHash bands and k is not used",
     )
     p.add_argument("--preset", default=None, help="fingerprint preset (default: the policy's)")
     p.add_argument(
