@@ -450,3 +450,28 @@ def test_empty_documents_are_kept_or_dropped_never_clustered(tmp_path: Path) -> 
     assert r.returncode == 0, r.stderr
     assert read_ids(out) == ["page-a", "page-b", "t1"]
     assert "dropped" in r.stderr
+
+
+def test_pairs_are_every_verified_pair_with_ids(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
+    """--pairs writes what CorpusDeduper.near_pairs finds, named by the documents' ids, as JSONL
+    or Parquet; each pair passes the verifier."""
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, rows)
+    engine = CorpusDeduper()
+    engine.feed([r["text"] for r in rows])
+    want_pairs = engine.near_pairs()
+    want = {
+        (rows[a]["id"], rows[b]["id"])
+        for a, b in zip(want_pairs.pairs_a.tolist(), want_pairs.pairs_b.tolist())
+    }
+    assert len(want) > 40
+    for name in ("pairs.jsonl", "pairs.parquet"):
+        out, pairs = tmp_path / "out.jsonl", tmp_path / name
+        r = neardup("dedup", str(src), "-o", str(out), "--pairs", str(pairs))
+        assert r.returncode == 0, r.stderr
+        if name.endswith(".parquet"):
+            got_rows = pq.read_table(pairs).to_pylist()
+        else:
+            got_rows = [json.loads(x) for x in pairs.read_text(encoding="utf-8").splitlines()]
+        assert {(g["a"], g["b"]) for g in got_rows} == want
+        assert all(g["similarity"] >= 0.8 and 0 <= g["distance"] <= 64 for g in got_rows)

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup import io as nio
-from neardup.corpus import CorpusDeduper, SketchedChunk
+from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
 from neardup.dedup import Policy
 from neardup.htmltext import main_text
 from neardup.io import eprint
@@ -108,6 +108,13 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--clusters", metavar="FILE", help='write JSONL {"id","cluster","kept","distance"}'
+    )
+    p.add_argument(
+        "--pairs",
+        metavar="FILE",
+        help='write every verified pair {"a","b","distance","similarity"} (JSONL, or Parquet '
+        "when FILE ends in .parquet): each document against every earlier one in --keep order, "
+        "not only the kept, within the policy's limits (verify_limit per document)",
     )
     p.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
     p.add_argument(
@@ -323,7 +330,9 @@ def run(args: argparse.Namespace) -> int:
                 "inputs twice, so save a stream to a file first"
             )
             return EXIT_USAGE
-    outputs = [os.path.abspath(p) for p in (args.output, args.clusters, args.report) if p]
+    outputs = [
+        os.path.abspath(p) for p in (args.output, args.clusters, args.pairs, args.report) if p
+    ]
     for s in sources:
         if os.path.abspath(s.path) in outputs:
             eprint(f"neardup dedup: {s.path} is both an input and an output")
@@ -438,6 +447,16 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     finally:
         progress.close()
+    pairs = None
+    if args.pairs:
+        progress = Progress(n, "pass 2/3: pairs", args.quiet, unit="docs")
+        try:
+            pairs = deduper.near_pairs(order, progress.advance)
+        except OSError as e:
+            eprint(f"neardup dedup: {e}")
+            return EXIT_INPUT
+        finally:
+            progress.close()
     t_group = time.perf_counter()
     rows = np.arange(n, dtype=np.int64)
     rep = result.representative
@@ -464,6 +483,10 @@ def run(args: argparse.Namespace) -> int:
 
     # ---- pass 2: write the kept records; re-read cluster members for ids and report texts
     need_rows = in_cluster if (args.clusters or args.report) else np.zeros(n, dtype=bool)
+    if pairs is not None:
+        need_rows = need_rows.copy()
+        need_rows[pairs.pairs_a] = True
+        need_rows[pairs.pairs_b] = True
     ids: dict[int, Any] = {}
     texts: dict[int, str] = {}
     progress = Progress(input_bytes(sources), "pass 3/3: writing", args.quiet)
@@ -509,6 +532,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.clusters:
         _write_clusters(args.clusters, rep, in_cluster, result.distance, ids)
+    if pairs is not None:
+        try:
+            _write_pairs(args.pairs, pairs, ids)
+        except (OSError, ImportError) as e:
+            eprint(f"neardup dedup: --pairs {args.pairs}: {e}")
+            return EXIT_INPUT
 
     t_write = time.perf_counter()
     elapsed = t_write - started
@@ -614,6 +643,26 @@ def _write_clusters(
                 "kept": row == r,
                 "distance": int(distance[row]),
             }
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _write_pairs(path: str, pairs: CorpusResult, ids: dict[int, Any]) -> None:
+    """Every verified pair: JSONL ``{"a", "b", "distance", "similarity"}`` (a the earlier in
+    the keep order), or Parquet when ``path`` ends in ``.parquet``."""
+    a = [ids.get(r, r) for r in pairs.pairs_a.tolist()]
+    b = [ids.get(r, r) for r in pairs.pairs_b.tolist()]
+    dist = pairs.pairs_distance.tolist()
+    sim = [round(x, 6) for x in pairs.pairs_similarity.tolist()]
+    if path.endswith(".parquet"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.table({"a": a, "b": b, "distance": dist, "similarity": sim})
+        pq.write_table(table, path)
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        for row in zip(a, b, dist, sim):
+            record = dict(zip(("a", "b", "distance", "similarity"), row))
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
