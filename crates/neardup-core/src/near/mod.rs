@@ -782,6 +782,16 @@ impl Decision {
             let floor = cfg.threshold - ESTIMATE_MARGIN;
             let mut out_of_reach = 0u64;
             let found = self.band_candidates(&probe.keys);
+            // (ask for every candidate's bytes first: their cache misses overlap)
+            let touched: u32 = found
+                .iter()
+                .map(|&r| {
+                    let at = r as usize * m;
+                    u32::from(engine.minhash_bytes[at])
+                        ^ u32::from(engine.minhash_bytes[at + m - 1])
+                })
+                .fold(0, |a, b| a ^ b);
+            std::hint::black_box(touched);
             let mut c: Vec<(u32, u32, u32)> = found
                 .iter()
                 .filter_map(|&r| {
