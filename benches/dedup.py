@@ -33,6 +33,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from bounded import head  # noqa: E402  (the peer's capped input: the first lines of a file)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,15 +118,6 @@ def _write(path: str, docs: list[str], rng: random.Random) -> None:
         for i, text in enumerate(docs):
             f.write(json.dumps({"id": i, "text": text}, ensure_ascii=False) + "\n")
     os.replace(tmp, path)
-
-
-def head(path: str, out: str, n: int) -> None:
-    """The first ``n`` lines of a JSONL file (the peer's capped input)."""
-    with open(path, "rb") as f, open(out, "wb") as g:
-        for i, line in enumerate(f):
-            if i >= n:
-                break
-            g.write(line)
 
 
 # ---------------------------------------------------------------------------------------------

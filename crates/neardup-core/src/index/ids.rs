@@ -77,7 +77,7 @@ pub fn check_id(id: IdRef<'_>) -> Result<()> {
 
 /// splitmix64 finaliser: spreads sequential int ids over the table.
 #[inline]
-fn mix(mut x: u64) -> u64 {
+pub(crate) fn mix(mut x: u64) -> u64 {
     x ^= x >> 30;
     x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x ^= x >> 27;

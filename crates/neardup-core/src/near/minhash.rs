@@ -9,6 +9,8 @@
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+use crate::index::ids::mix as mix64;
+
 /// Largest number of bands and rows per band.
 pub const MAX_BANDS: usize = 64;
 pub const MAX_ROWS: usize = 16;
@@ -27,15 +29,12 @@ fn mix32(mut x: u32) -> u32 {
 /// `a_i` would make every `h_i` a rotation of one order of `x`, and the bands alike), from a
 /// fixed splitmix64 sequence so that every process and every version computes the same keys.
 fn permutation(i: usize) -> (u64, u64) {
-    let mut z = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i as u64 + 1);
-    let mut next = || {
-        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut x = z;
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^ (x >> 31)
-    };
-    (next() | 1, next())
+    const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+    let z = GOLDEN.wrapping_mul(i as u64 + 1);
+    (
+        mix64(z.wrapping_add(GOLDEN)) | 1,
+        mix64(z.wrapping_add(GOLDEN.wrapping_mul(2))),
+    )
 }
 
 /// Band shape and the min-hash constants it needs.
