@@ -35,7 +35,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bounded import head  # noqa: E402  (the peer's capped input: the first lines of a file)
 
-
 # ---------------------------------------------------------------------------------------------
 # corpora
 
