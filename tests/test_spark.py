@@ -235,3 +235,14 @@ def test_bad_arguments(spark: SparkSession) -> None:
         nspark.dedup(df, "text", policy=Policy(verifier="levenshtein"))
     with pytest.raises(ValueError, match="k must"):
         nspark.dedup(df, "text", k=65)
+
+
+def test_an_input_spark_cannot_decode_is_refused_before_the_job(tmp_path: Path) -> None:
+    """An .xz or .zst file (which the local engine reads) is refused with the codec and the fix,
+    instead of reaching Spark's JSON reader as bytes ('_corrupt_record')."""
+    import lzma
+
+    src = tmp_path / "docs.jsonl.xz"
+    src.write_bytes(lzma.compress(b'{"id": 1, "text": "a text"}\n'))
+    with pytest.raises(ValueError, match=r"no \.xz codec.*xz -dk .*docs\.jsonl\.xz"):
+        nspark.run_dedup_cli([str(src)], str(tmp_path / "out.jsonl"))

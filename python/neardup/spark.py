@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -458,6 +459,14 @@ def _read(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
             paths += sorted(os.path.join(root, f) for root, _, files in os.walk(p) for f in files)
         else:
             paths.append(p)
+    for p in paths:
+        codec = next((c for c in _UNREADABLE if p.lower().endswith(c)), None)
+        if codec is not None:
+            raise ValueError(
+                f"{p}: Spark reads .gz and .bz2 (and Parquet's own compression) but has no {codec} "
+                f"codec here; decompress it first (e.g. `{_UNREADABLE[codec]} {p}`) or use the "
+                "local engine, which reads it"
+            )
     kinds = {_kind(p) for p in paths}
     if len(kinds) != 1:
         raise ValueError(f"inputs must all be one format (jsonl, csv, tsv, parquet); got {kinds}")
@@ -468,6 +477,11 @@ def _read(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
         return spark.read.parquet(*paths)
     sep = "\t" if kind == "tsv" else ","
     return spark.read.csv(paths, header=True, sep=sep, multiLine=True, escape='"')
+
+
+#: Compressions the local engine reads and Spark's text sources do not, and the command that
+#: undoes each.
+_UNREADABLE = {".xz": "xz -dk", ".zst": "zstd -d"}
 
 
 def _kind(path: str) -> str:
@@ -507,6 +521,9 @@ def run_dedup_cli(
     started = time.perf_counter()
     spark = SparkSession.getActiveSession()
     if spark is None:
+        # The executors run this interpreter (a virtualenv's, even one not activated) unless
+        # the user chose one: with another, `import neardup` fails on the workers.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         spark = (
             SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[*]"))
             .appName("neardup dedup")
