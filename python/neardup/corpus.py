@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,9 +146,15 @@ class CorpusDeduper:
         )
         self._engine = engine_for(self.policy, memory_budget, directory)
         self._boilerplate: set[str] = set()
-        #: A line of main text found in at least this many HTML pages of a chunk (and 1 % of
-        #: them) is site boilerplate and dropped.
+        #: A line of main text found in at least this many HTML pages (and 1 % of them) is site
+        #: boilerplate and dropped: of the whole corpus when :meth:`learn_boilerplate` saw it
+        #: first, else of each chunk as it comes.
         self.boilerplate_min_pages = 10
+        # learn_boilerplate: per page, the sorted distinct hashes of its main-text lines; then,
+        # at the first prepare, the hashes of the corpus's boilerplate lines.
+        self._line_hashes: list[npt.NDArray[np.int64]] = []
+        self._pages_learnt = 0
+        self._learnt: set[int] | None = None
 
     def __len__(self) -> int:
         return len(self._engine)
@@ -178,27 +184,61 @@ class CorpusDeduper:
         if chunk.norms:
             self._engine.feed(chunk.norms, chunk.fingerprints)
 
+    def learn_boilerplate(self, texts: Iterable[str]) -> None:
+        """A first pass over the corpus, before any :meth:`feed`: counts the main-text lines of
+        its HTML pages, so that what is boilerplate (a line in >= ``boilerplate_min_pages``
+        pages and 1 % of them) is decided for the whole corpus at once and every page is
+        prepared alike, whatever its place in the input. Without it, boilerplate is learnt
+        chunk by chunk as pages are fed (a page read early keeps lines that later pages drop).
+        Memory: 8 bytes per distinct line of each page, until the first feed."""
+        if self._learnt is not None:
+            raise ValueError("learn_boilerplate must come before the first feed or prepare")
+        pages = [t for t in texts if check_text(t, "texts[]") and self.policy.is_html(t)]
+        for page in pages:
+            lines = {hash(x) for x in normalise_many(main_text(page).split("\n")) if x}
+            self._line_hashes.append(np.fromiter(lines, np.int64, len(lines)))
+        self._pages_learnt += len(pages)
+
+    def _learnt_boilerplate(self) -> set[int] | None:
+        """The hashes of the corpus's boilerplate lines once learnt (decided at the first call
+        after :meth:`learn_boilerplate`); None when nothing was learnt."""
+        if self._learnt is None and self._pages_learnt:
+            every = np.concatenate(self._line_hashes) if self._line_hashes else np.empty(0)
+            lines, counts = np.unique(every, return_counts=True)
+            limit = max(self.boilerplate_min_pages, int(0.01 * self._pages_learnt))
+            self._learnt = set(lines[counts >= limit].tolist())
+            self._line_hashes = []
+        return self._learnt
+
     def _prepare_chunk(self, texts: Sequence[str]) -> list[str]:
         for t in texts:
             check_text(t, "texts[]")
+        learnt = self._learnt_boilerplate()
+        if learnt is None:
+            learnt = self._learnt = set()  # (too late to learn now)
+        corpus_wide = self._pages_learnt > 0
         pages = [i for i, t in enumerate(texts) if self.policy.is_html(t)]
         if not pages:
             return normalise_many(texts)
-        # HTML: the main text of each page, then lines (blocks) that recur in many pages of the
-        # chunk -- a site's footer or menu that the markup did not mark -- are dropped too.
+        # HTML: the main text of each page, then lines (blocks) that recur in many pages -- a
+        # site's footer or menu that the markup did not mark -- are dropped too.
         html = set(pages)
         norms = normalise_many(["" if i in html else t for i, t in enumerate(texts)])
         lines = {i: normalise_many(main_text(texts[i]).split("\n")) for i in pages}
-        counts: Counter[str] = Counter()
-        for i in pages:
-            counts.update({x for x in lines[i] if x})
-        limit = max(self.boilerplate_min_pages, int(0.01 * len(pages)))
-        self._boilerplate.update(x for x, c in counts.items() if c >= limit)
-        if len(self._boilerplate) > 100_000:  # bound the memory of what was learnt
-            self._boilerplate = set(list(self._boilerplate)[-50_000:])
+        if not corpus_wide:
+            counts: Counter[str] = Counter()
+            for i in pages:
+                counts.update({x for x in lines[i] if x})
+            limit = max(self.boilerplate_min_pages, int(0.01 * len(pages)))
+            self._boilerplate.update(x for x, c in counts.items() if c >= limit)
+            if len(self._boilerplate) > 100_000:  # bound the memory of what was learnt
+                self._boilerplate = set(list(self._boilerplate)[-50_000:])
         for i in pages:
             full = [x for x in lines[i] if x]
-            kept = [x for x in full if x not in self._boilerplate]
+            if corpus_wide:
+                kept = [x for x in full if hash(x) not in learnt]
+            else:
+                kept = [x for x in full if x not in self._boilerplate]
             # Never strip a page down to (almost) nothing: keep it whole instead.
             if sum(map(len, kept)) < 0.3 * sum(map(len, full)):
                 kept = full

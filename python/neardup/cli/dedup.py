@@ -354,6 +354,21 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     spec = nio.FieldSpec(args.text_field, args.id_field, args.time_field)
 
+    # ---- pages: what is site boilerplate is decided over the whole corpus first, so that a
+    # page is prepared alike wherever it sits in the input (docs/batch.md)
+    try:
+        if _has_pages(sources, spec, policy):
+            progress = Progress(input_bytes(sources), "pages: finding boilerplate", args.quiet)
+            try:
+                for source in sources:
+                    for batch in nio.read_batches(source, spec, progress.advance):
+                        deduper.learn_boilerplate(batch.texts)
+            finally:
+                progress.close()
+    except (nio.InputError, OSError) as e:
+        eprint(f"neardup dedup: {e}")
+        return EXIT_INPUT
+
     # ---- pass 1: read, fingerprint, sketch
     files: list[_FileSlots] = []
     # compact per-document columns: 8 bytes each, no Python object per document
@@ -644,6 +659,22 @@ def _write_clusters(
                 "distance": int(distance[row]),
             }
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _has_pages(sources: list[nio.Source], spec: nio.FieldSpec, policy: Policy) -> bool:
+    """Whether the inputs hold HTML pages: always with ``--html yes``, never with ``no``; with
+    ``auto``, when the first block of some input has one (a page further down an input of
+    text only is prepared with what its chunk teaches)."""
+    if policy.html is not True and policy.html != "auto":
+        return False
+    if policy.html is True:
+        return True
+    for source in sources:
+        for batch in nio.read_batches(source, spec):
+            if any(policy.is_html(t) for t in batch.texts):
+                return True
+            break
+    return False
 
 
 def _write_pairs(path: str, pairs: CorpusResult, ids: dict[int, Any]) -> None:
