@@ -9,6 +9,7 @@ import io
 import json
 import os
 import pickle
+import random
 from pathlib import Path
 from typing import Any
 
@@ -257,14 +258,15 @@ def test_directory_of_text_and_html(tmp_path: Path, rows: list[dict[str, Any]]) 
     (root / "b" / "page.html").write_text(page, encoding="utf-8")
     (root / "b" / "part.htm").write_text("<p>just a fragment</p>", encoding="utf-8")
     (root / "b" / "ignored.png").write_bytes(b"\x89PNG")
-    (root / "c.txt").write_bytes(b"caf\xe9\nbad latin-1")
+    noise = random.Random(3)
+    (root / "c.bin.txt").write_bytes(bytes(noise.randrange(256) for _ in range(400)))
     docs = _docs(nio.detect(str(root)))
     assert [getattr(d, "id", None) for d in docs] == ["a.txt", "b/page.html", "b/part.htm", None]
     assert docs[0].text == rows[0]["text"]
     # markup is kept for the dedup policy (main text); a fragment becomes a page
     assert docs[1].text == page
     assert docs[2].text == "<html><body><p>just a fragment</p></body></html>"
-    assert str(docs[3]) == f"{root / 'c.txt'}:1: not valid UTF-8 (byte 3 of the file)"
+    assert str(docs[3]).startswith(f"{root / 'c.bin.txt'}: cannot decode: no byte-order mark")
     out = tmp_path / "out"
     with nio.KeptWriter(nio.output_source(str(out), [nio.detect(str(root))])) as w:
         w.write(nio.detect(str(root)), np.array([False, True, False, False]))
@@ -522,3 +524,32 @@ def test_input_error_survives_pickling() -> None:
             err.slot,
             str(err),
         )
+
+
+def test_files_are_decoded_by_bom_declared_charset_utf8_then_detection(tmp_path: Path) -> None:
+    """Issue 24, item 3: a page declaring ISO-8859-1 (read as windows-1252, as browsers do), a
+    UTF-16 file with its byte-order mark, a UTF-8 page declaring a wrong charset, and a
+    windows-1252 text without any declaration are all read; nothing is skipped."""
+    root = tmp_path / "pages"
+    root.mkdir()
+    french = "Le café est très bon. Les élèves étudient près de la forêt où ils mangent. " * 4
+    (root / "a-latin.html").write_bytes(
+        b'<html><head><meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-1">'
+        b"</head><body><p>" + french.encode("cp1252") + b"\x93fin\x94</p></body></html>"
+    )
+    (root / "b-utf16.txt").write_bytes(
+        "\ufeff".encode("utf-16-le").join([b"", french.encode("utf-16-le")])
+    )
+    (root / "c-wrong.html").write_bytes(
+        ("<html><head><meta charset='iso-8859-2'></head><body>" + french).encode("utf-8")
+    )
+    (root / "d-1252.txt").write_bytes(french.encode("cp1252"))
+    docs = _docs(nio.detect(str(root)))
+    assert all(isinstance(d, nio.Doc) for d in docs), [str(d) for d in docs]
+    by_id = {d.id: d.text for d in docs}  # type: ignore[union-attr]
+    assert french + "\u201cfin\u201d" in by_id["a-latin.html"]
+    assert by_id["b-utf16.txt"] == french
+    # (no declaration: charset-normalizer's guess; an 8-bit text can fit several code pages)
+    assert by_id["d-1252.txt"].startswith("Le caf")
+    # a declaration the bytes do not fit (iso-8859-2 decodes anything: it wins, as in browsers)
+    assert "Le caf" in by_id["c-wrong.html"]

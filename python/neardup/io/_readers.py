@@ -5,9 +5,11 @@ pass 2 (:mod:`neardup.io._writers`) reads again."""
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import os
+import re
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -215,6 +217,48 @@ def dir_files(root: str) -> list[str]:
     return found
 
 
+_BOMS = (
+    (b"\xef\xbb\xbf", "utf-8"),
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+# <meta charset="x"> and <meta http-equiv="Content-Type" content="text/html; charset=x">
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_:.-]+)""", re.I)
+# Labels that browsers read as windows-1252 (the WHATWG Encoding Standard).
+_AS_1252 = {"iso-8859-1", "iso8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii", "cp819"}
+
+
+def decode_file(data: bytes, html: bool) -> str | None:
+    """The text of a file's bytes, decoded by its byte-order mark, else (a page) the charset it
+    declares in a ``<meta>`` of its first 4 kB, else UTF-8, else what charset-normalizer
+    detects; None when nothing works."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom) :].decode(codec)
+            except UnicodeDecodeError:
+                return None
+    if html:
+        declared = _META_CHARSET.search(data[:4096])
+        if declared is not None:
+            label = declared.group(1).decode("ascii").lower()
+            try:
+                codec = "cp1252" if label in _AS_1252 else codecs.lookup(label).name
+                return data.decode(codec)
+            except (LookupError, UnicodeDecodeError):
+                pass  # a wrong or unknown declaration: the next rules decide
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data).best()
+    return None if best is None else str(best)
+
+
 def read_dir_file(path: str, root: str, slot: int) -> Doc | InputError:
     """The document in one file of a directory input; its id is the path relative to ``root``."""
     try:
@@ -222,12 +266,18 @@ def read_dir_file(path: str, root: str, slot: int) -> Doc | InputError:
             data = f.read()
     except OSError as e:
         return InputError(path, None, f"cannot read: {e.strerror or e}", slot)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        return InputError(path, line, f"not valid UTF-8 (byte {e.start} of the file)", slot)
-    if path.lower().endswith(DIR_HTML) and not looks_like_html(text):
+    html = path.lower().endswith(DIR_HTML)
+    text = decode_file(data, html)
+    if text is None:
+        return InputError(
+            path,
+            None,
+            "cannot decode: no byte-order mark, "
+            + ("no usable declared charset, " if html else "")
+            + "not UTF-8, and charset-normalizer found no encoding",
+            slot,
+        )
+    if html and not looks_like_html(text):
         # a fragment (no doctype/html/body): the document a browser would build around it, so
         # the dedup policy reads it as a page
         text = f"<html><body>{text}</body></html>"
