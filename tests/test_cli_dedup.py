@@ -520,3 +520,14 @@ def test_pages_are_prepared_alike_in_any_input_order(
     assert forward == backward
     copies = {frozenset({f"s0-{i}", f"s1-{i}"}) for i in range(0, len(articles), 3)}
     assert copies <= forward
+
+
+def test_summary_counts_in_the_right_number(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    text = "One sentence that is copied once, word for word, into the next record."
+    write_jsonl(src, [{"id": 1, "text": text}, {"id": 2, "text": text}])
+    r = neardup("dedup", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "read 2 documents, kept 1, removed 1 in 1 cluster," in r.stderr
+    r = neardup("dedup", "--help")
+    assert "{default,seed000" in r.stdout and "(default: 0.8)" in r.stdout

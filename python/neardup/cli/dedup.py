@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup import io as nio
+from neardup._core import PRESETS
 from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
 from neardup.dedup import Policy
 from neardup.htmltext import main_text
@@ -38,6 +39,13 @@ from neardup.io import eprint
 EXIT_OK = 0
 EXIT_INPUT = 1
 EXIT_USAGE = 2
+
+EXAMPLES = """examples:
+  neardup dedup crawl.jsonl.zst -o kept.jsonl.zst --report report.html
+  neardup dedup pages/ -o kept-pages/ --keep longest --pairs pairs.parquet
+  neardup dedup notices.csv --text-field body -o kept.csv --keep newest --time-field sent_at
+
+"""
 
 EXIT_CODES = """exit codes:
   0  done
@@ -66,7 +74,7 @@ def add_parser(subparsers: Any) -> None:
             "CSV/TSV, Parquet, text with one document per line, or directories of .txt/.html "
             "files. The output has the inputs' format, every field, and the input order."
         ),
-        epilog=EXIT_CODES,
+        epilog=EXAMPLES + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_arguments(p)
@@ -79,7 +87,12 @@ def add_parser(subparsers: Any) -> None:
         "(default: the policy's k_short 13 / k_long 11); with the Jaccard verifier the "
         "candidates come from MinHash bands and k is not used",
     )
-    p.add_argument("--preset", default=None, help="fingerprint preset (default: the policy's)")
+    p.add_argument(
+        "--preset",
+        default=None,
+        choices=PRESETS,
+        help="fingerprint preset (default: default, the policy's)",
+    )
     p.add_argument(
         "--verifier",
         choices=("jaccard", "none"),
@@ -97,7 +110,7 @@ def add_parser(subparsers: Any) -> None:
         "--threshold",
         type=float,
         default=None,
-        help="verifier similarity at or above which candidates are near-copies (default: policy)",
+        help="verifier similarity at or above which candidates are near-copies (default: 0.8)",
     )
     p.add_argument(
         "--keep",
@@ -613,15 +626,16 @@ def run(args: argparse.Namespace) -> int:
         )
     if n_empty and not args.quiet:
         eprint(
-            f"neardup dedup: {n_empty:,} document{'s' if n_empty != 1 else ''} with no text to "
+            f"neardup dedup: {_counted(n_empty, 'document')} with no text to "
             f"compare (blank, or pages with no visible text): "
             + ("kept (--empty drop leaves them out)" if args.empty == "keep" else "dropped")
         )
     if not args.quiet:
         eprint(
-            f"neardup dedup: read {n:,} documents"
-            + (f" ({skipped:,} bad records skipped)" if skipped else "")
-            + f", kept {n_kept:,}, removed {n - n_kept:,} in {len(cluster_reps):,} clusters"
+            f"neardup dedup: read {_counted(n, 'document')}"
+            + (f" ({_counted(skipped, 'bad record')} skipped)" if skipped else "")
+            + f", kept {n_kept:,}, removed {n - n_kept:,}"
+            + f" in {_counted(len(cluster_reps), 'cluster')}"
             + f", {elapsed:.1f} s ({summary['docs_per_second'] or 0:,} docs/s) -> {args.output}"
         )
         if args.verbose:
@@ -659,6 +673,11 @@ def _write_clusters(
                 "distance": int(distance[row]),
             }
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless n is 1: "1 cluster", "2,000 documents"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _has_pages(sources: list[nio.Source], spec: nio.FieldSpec, policy: Policy) -> bool:
