@@ -315,7 +315,7 @@ def test_non_string_text_in_csv_and_parquet(tmp_path: Path) -> None:
         (["in.jsonl", "-o", "o.jsonl", "--keep", "newest"], 2, "--keep newest needs --time-field"),
         (["in.jsonl", "-o", "o.jsonl", "--k", "65"], 2, "--k 65 is out of range: 0..64"),
         (["in.jsonl", "-o", "o.jsonl", "--threshold", "2"], 2, "--threshold 2.0 is out of range"),
-        (["in.jsonl", "-o", "o.jsonl", "--preset", "nope"], 2, 'unknown preset "nope"'),
+        (["in.jsonl", "-o", "o.jsonl", "--preset", "nope"], 2, "--preset: invalid choice: 'nope'"),
         (["in.jsonl", "-o", "in.jsonl"], 2, "in.jsonl is both an input and an output"),
         (["in.jsonl", "-o", "o.jsonl", "--keep", "oldest"], 2, "invalid choice: 'oldest'"),
         (["in.jsonl"], 2, "-o/--output"),
