@@ -531,3 +531,11 @@ def test_summary_counts_in_the_right_number(tmp_path: Path) -> None:
     assert "read 2 documents, kept 1, removed 1 in 1 cluster," in r.stderr
     r = neardup("dedup", "--help")
     assert "{default,seed000" in r.stdout and "(default: 0.8)" in r.stdout
+
+
+def test_a_directory_without_documents_is_an_input_error(tmp_path: Path) -> None:
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "a.png").write_bytes(b"\x89PNG")
+    r = neardup("dedup", str(tmp_path / "pics"), "-o", str(tmp_path / "out"))
+    assert r.returncode == 1
+    assert "holds no .txt, .text, .html or .htm file" in r.stderr

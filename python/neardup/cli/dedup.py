@@ -343,6 +343,9 @@ def run(args: argparse.Namespace) -> int:
                 "inputs twice, so save a stream to a file first"
             )
             return EXIT_USAGE
+        if os.path.isdir(s.path) and not nio.dir_files(s.path):
+            eprint(f"neardup dedup: {s.path} holds no .txt, .text, .html or .htm file")
+            return EXIT_INPUT
     outputs = [
         os.path.abspath(p) for p in (args.output, args.clusters, args.pairs, args.report) if p
     ]

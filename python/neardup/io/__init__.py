@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import sys
 
-from neardup.io._readers import csv_header, read_batches, read_docs
+from neardup.io._readers import csv_header, dir_files, read_batches, read_docs
 from neardup.io._records import Doc, DocBatch, doc_from_record, parse_json_line, parse_time
 from neardup.io._sources import (
     FORMATS,
@@ -57,6 +57,7 @@ from neardup.io._writers import KeptWriter
 from neardup.io._writers import NeedFn as NeedFn
 
 __all__ = [
+    "dir_files",
     "FORMATS",
     "Doc",
     "DocBatch",
