@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -427,3 +428,58 @@ def test_empty_texts_are_never_copies() -> None:
     assert d.check("") == [] and d.check(" \n ") == []
     assert d.check_and_add("d", "")[0] is True
     assert d.check("a text that is not empty at all") == []
+
+
+LONG_A = "an old notice about the maintenance window of the cluster, scheduled for sunday night"
+
+
+def test_a_text_expired_during_its_own_write_is_not_matched(tmp_path: Path) -> None:
+    """The retention sweep of a write runs after the decision engine knows the write's texts: a
+    text that expires at once is forgotten there too (it was matched though gone, and a later
+    copy was refused for it)."""
+    import time
+
+    d = Deduplicator.open(tmp_path / "s", retention=10.0)
+    prepare = d._prepare
+
+    def slow(texts: Any) -> Any:  # a large batch takes time to prepare
+        time.sleep(0.5)
+        return prepare(texts)
+
+    d._prepare = slow  # type: ignore[method-assign]
+    d.check_and_add("old", LONG_A, timestamp=time.time() - 10 + 0.2)
+    d._prepare = prepare  # type: ignore[method-assign]
+    assert "old" not in d
+    assert d.check(LONG_A) == []
+    assert d.check_and_add("new", LONG_A) == (True, [])
+    d.close()
+
+
+def test_removed_copies_do_not_hide_a_stored_text() -> None:
+    """70 identical texts added then removed pushed the first one out of the busy buckets."""
+    d = Deduplicator()
+    text = "the quick brown fox jumps over the lazy dog near the river bank on a sunny day " * 3
+    d.add("a", text)
+    for i in range(70):
+        d.add(f"x{i}", text)
+    for i in range(70):
+        d.remove(f"x{i}")
+    assert [m.id for m in d.check(text)] == ["a"]
+    assert d.check_and_add("b", text)[0] is False
+
+
+def test_a_failed_engine_call_leaves_the_deduplicator_usable(tmp_path: Path) -> None:
+    from neardup.kept import KeptTexts
+
+    d = Deduplicator()
+    spill = tmp_path / "spill"  # (missing: the engine's first spill fails)
+    d._kept = KeptTexts(d.policy, memory_budget=0, spill_dir=str(spill))
+    with pytest.raises(OSError, match="temporary sketch file"):
+        d.check_and_add_many(["a", "x"], [LONG_A, "a different text about other matters"])
+    with pytest.raises(OSError):
+        d.add("b", LONG_A)
+    assert len(d) == 0 and d.check(LONG_A) == []
+    spill.mkdir()
+    assert d.check_and_add("c", LONG_A) == (True, [])
+    assert [m.id for m in d.check(LONG_A)] == ["c"]
+    assert d.check_and_add("d", LONG_A + "!")[1][0].id == "c"

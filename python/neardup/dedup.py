@@ -575,6 +575,7 @@ class Deduplicator(Closing):
             if kept is not None:
                 kept.commit(ids, rows)
             self._counters["adds"] += len(fps)
+            self._after_write()
         return fps
 
     def _add_batch(
@@ -610,11 +611,18 @@ class Deduplicator(Closing):
         try:
             if log is not None:
                 log.maybe_flush_index(self.index, self.index_flush_interval)
-            self._maybe_expire()
         except Exception:
             # The batch is written: an index sync that failed is redone by the next one (and a
-            # reopen replays what it missed from the texts), an expiry by the next sweep.
-            _logger.exception("index sync or expiry after a write failed")
+            # reopen replays what it missed from the texts).
+            _logger.exception("index sync after a write failed")
+
+    def _after_write(self) -> None:
+        """The retention sweep after a write call is complete (with _lock held): after the
+        decision engine knows the call's texts, so that it forgets those the sweep expires."""
+        try:
+            self._maybe_expire()
+        except Exception:
+            _logger.exception("expiry after a write failed")  # (the next sweep redoes it)
 
     def _add_logged(
         self, log: DurableLog, ids: list[Id], rows: list[Row], fps: list[int], durable: bool
@@ -727,6 +735,7 @@ class Deduplicator(Closing):
             rows = [r for r in range(len(norms)) if added[r]]
             self._write_added(ids, texts, fps, tss, rows, durable)
             self._counters["adds"] += len(rows)
+            self._after_write()
             self._count(len(norms), n_cands, n_matches)
         return out
 
@@ -779,6 +788,7 @@ class Deduplicator(Closing):
                 raise
             kept.commit([ids[r] for r in added], rows)
             self._counters["adds"] += len(added)
+            self._after_write()
             n_matches = sum(map(len, found))
             self._count(len(norms), n_matches, n_matches)
         return [(not m, m) for m in found]

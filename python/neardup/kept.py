@@ -63,17 +63,35 @@ class KeptTexts:
     visible only once its id is known).
     """
 
-    def __init__(self, policy: Policy, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
-        self._engine = engine_for(policy, memory_budget, None)
+    def __init__(
+        self,
+        policy: Policy,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        spill_dir: str | None = None,
+    ) -> None:
+        self._engine = engine_for(policy, memory_budget, spill_dir)
         self._row_of: dict[Id, int] = {}
-        self._id_of: list[Id] = []
+        self._id_of: list[Id | None] = []
 
     def __len__(self) -> int:
         return len(self._row_of)
 
     def _matches(self, found: Iterable[tuple[int, int, float]]) -> list[Match]:
         id_of = self._id_of
-        return [Match(id_of[r], d, s) for r, d, s in found if r < len(id_of)]
+        n = len(id_of)
+        out = []
+        for r, d, s in found:
+            i = id_of[r] if r < n else None
+            if i is not None:  # (a row still being written, or of a call that failed)
+                out.append(Match(i, d, s))
+        return out
+
+    def _resync(self) -> None:
+        """After an engine call that failed: rows it stored without an id stay nameless (the
+        engine has forgotten them), so that later rows keep their places."""
+        missing = len(self._engine) - len(self._id_of)
+        if missing > 0:
+            self._id_of.extend([None] * missing)
 
     def check(self, norms: Sequence[str], fps: Sequence[int]) -> list[list[Match]]:
         """The stored texts that each prepared text duplicates, best first."""
@@ -87,7 +105,11 @@ class KeptTexts:
         this call kept before it), and the rows of the texts kept (empty matches), in order.
         Until :meth:`commit` names them, a kept text is matched under its id here but is not
         "stored" (``forget`` of the rows takes the call back)."""
-        found = self._engine.check_and_keep(list(norms), np.asarray(fps, np.uint64))
+        try:
+            found = self._engine.check_and_keep(list(norms), np.asarray(fps, np.uint64))
+        except BaseException:
+            self._resync()  # (a failed call keeps nothing)
+            raise
         rows = []
         for i, (_, row) in zip(ids, found):
             if row >= 0:
@@ -99,10 +121,15 @@ class KeptTexts:
     def add(self, ids: Sequence[Id], norms: Sequence[str], fps: Sequence[int]) -> list[int]:
         """Store texts without checking them; returns their rows (see :meth:`commit`)."""
         first = len(self._id_of)
-        self._engine.feed(list(norms), np.asarray(fps, np.uint64))
-        rows = list(range(first, first + len(norms)))
+        try:
+            self._engine.feed(list(norms), np.asarray(fps, np.uint64))
+            rows = list(range(first, first + len(norms)))
+            self._engine.keep(np.asarray(rows, np.int64))
+        except BaseException:
+            self._forget_rows(list(range(first, len(self._engine))))
+            self._resync()
+            raise
         self._id_of.extend(ids)
-        self._engine.keep(np.asarray(rows, np.int64))
         return rows
 
     def commit(self, ids: Sequence[Id], rows: Sequence[int]) -> None:

@@ -380,7 +380,8 @@ impl Engine {
     ) -> Result<Vec<(Vec<Found>, i64)>> {
         let probes = self.probes(norms, fps)?;
         self.with_online(|run, engine| {
-            probes
+            let mut kept: Vec<usize> = Vec::new();
+            let result: Result<Vec<(Vec<Found>, i64)>> = probes
                 .into_iter()
                 .map(|mut p| {
                     let m = run.matches(engine, &mut p)?;
@@ -391,6 +392,7 @@ impl Engine {
                     let row = engine.push(p)?;
                     run.grow(engine.len());
                     run.place(row)?;
+                    kept.push(row);
                     if empty {
                         run.outcome.empty[row] = true;
                     } else {
@@ -399,7 +401,14 @@ impl Engine {
                     }
                     Ok((m, row as i64))
                 })
-                .collect()
+                .collect();
+            if result.is_err() {
+                // a call that fails keeps nothing: its rows are forgotten
+                for r in kept {
+                    run.forget(engine, r)?;
+                }
+            }
+            result
         })
     }
 
@@ -412,11 +421,9 @@ impl Engine {
     /// Forgets kept rows: they are no longer candidates (removed, replaced or expired texts).
     pub fn forget(&mut self, rows: &[i64]) -> Result<()> {
         self.check_rows(rows)?;
-        self.with_online(|run, _| {
-            for &r in rows {
-                run.dead[r as usize] = true;
-            }
-            Ok(())
+        self.with_online(|run, engine| {
+            rows.iter()
+                .try_for_each(|&r| run.forget(engine, r as usize))
         })
     }
 
@@ -512,24 +519,65 @@ const HOT: u32 = 1 << 31;
 const HOT_AFTER: usize = 8;
 
 /// The newest `capacity` rows of a busy bucket, contiguous (reading one costs a few cache
-/// lines, where a list of that length costs a cache miss per row).
+/// lines, where a list of that length costs a cache miss per row), and the older rows they
+/// pushed out, which take their place again when rows are forgotten.
 struct Ring {
     rows: Vec<u32>,
-    /// Where the next row goes once the ring is full.
+    /// Where the next row goes once the ring is full (the oldest row).
     next: usize,
     /// Rows ever added (more than the capacity: the bucket was cut).
     added: u64,
+    /// Rows pushed out of `rows`, oldest first (4 bytes each; read only to refill `rows`).
+    older: Vec<u32>,
 }
 
 impl Ring {
+    fn new(rows: impl IntoIterator<Item = u32>, capacity: usize) -> Ring {
+        let mut ring = Ring {
+            rows: Vec::new(),
+            next: 0,
+            added: 0,
+            older: Vec::new(),
+        };
+        for r in rows {
+            ring.push(r, capacity);
+        }
+        ring
+    }
+
     fn push(&mut self, row: u32, capacity: usize) {
         if self.rows.len() < capacity {
             self.rows.push(row);
         } else {
-            self.rows[self.next] = row;
+            let out = std::mem::replace(&mut self.rows[self.next], row);
+            self.older.push(out);
             self.next = (self.next + 1) % capacity;
         }
         self.added += 1;
+    }
+
+    /// Drops forgotten rows and refills from the rows pushed out, newest first: the ring holds
+    /// the newest `capacity` live rows again.
+    fn drop_dead(&mut self, capacity: usize, dead: &[bool]) {
+        let (newer, oldest) = self.rows.split_at(self.next);
+        let live: Vec<u32> = oldest
+            .iter()
+            .chain(newer)
+            .copied()
+            .filter(|&r| !dead[r as usize])
+            .collect();
+        let mut rows = Vec::with_capacity(capacity);
+        while live.len() + rows.len() < capacity {
+            match self.older.pop() {
+                Some(r) if !dead[r as usize] => rows.push(r),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        rows.reverse();
+        rows.extend(live);
+        self.rows = rows;
+        self.next = 0;
     }
 }
 
@@ -584,7 +632,11 @@ impl Decision {
 
     fn memory_bytes(&self) -> usize {
         let maps: usize = self.heads.iter().map(|h| h.capacity() * 9).sum();
-        let rings: usize = self.rings.iter().map(|r| r.rows.capacity() * 4 + 40).sum();
+        let rings: usize = self
+            .rings
+            .iter()
+            .map(|r| (r.rows.capacity() + r.older.capacity()) * 4 + 64)
+            .sum();
         maps + self.nodes.capacity() * 8
             + rings
             + self.tally.capacity() * 4
@@ -677,20 +729,45 @@ impl Decision {
                     node = older;
                 }
                 rows.reverse();
-                let mut ring = Ring {
-                    rows: Vec::new(),
-                    next: 0,
-                    added: 0,
-                };
-                for r in rows.into_iter().chain([row as u32]) {
-                    ring.push(r, limit);
-                }
+                rows.retain(|&r| !self.dead[r as usize]);
+                rows.push(row as u32);
+                let ring = Ring::new(rows, limit);
                 self.heads[band].insert(key, HOT | self.rings.len() as u32);
                 self.rings.push(ring);
             } else {
                 let node = self.nodes.len() as u32;
                 self.heads[band].insert(key, node);
                 self.nodes.push((row as u32, head));
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets `row`: never a candidate again; in a busy bucket its place goes to the newest
+    /// row that was pushed out.
+    fn forget(&mut self, engine: &Engine, row: usize) -> Result<()> {
+        if self.dead[row] {
+            return Ok(());
+        }
+        self.dead[row] = true;
+        let inserted = self.position[row] != NONE
+            && self.outcome.representative[row] == row as i64
+            && !self.outcome.empty[row];
+        if !inserted {
+            return Ok(());
+        }
+        if let Some(index) = self.simhash.as_mut() {
+            return match index.remove(IdRef::Int(row as i64)) {
+                Err(Error::NotFound(_)) => Ok(()),
+                other => other,
+            };
+        }
+        let b = engine.cfg.bands;
+        for (band, key) in engine.keys[row * b..(row + 1) * b].iter().enumerate() {
+            let head = self.heads[band].get(key).copied().unwrap_or(NONE);
+            if head != NONE && head & HOT != 0 {
+                let ring = &mut self.rings[(head & !HOT) as usize];
+                ring.drop_dead(engine.cfg.bucket_limit, &self.dead);
             }
         }
         Ok(())

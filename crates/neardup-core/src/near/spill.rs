@@ -6,7 +6,6 @@
 //! dies. Reads of spilled rows go through the page cache (`pread`), not the process's memory.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,12 +64,18 @@ impl SketchStore {
         self.memory.capacity() * 4 + self.offsets.capacity() * 8
     }
 
+    /// Appends a row; on an error (the temporary file) the row is not stored and the store is
+    /// as before.
     pub fn push(&mut self, sketch: &[u32]) -> Result<()> {
         self.memory.extend_from_slice(sketch);
         let end = self.offsets[self.offsets.len() - 1] + sketch.len() as u64;
         self.offsets.push(end);
         if self.memory.len() > self.budget {
-            self.spill()?;
+            if let Err(e) = self.spill() {
+                self.offsets.pop();
+                self.memory.truncate(self.memory.len() - sketch.len());
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -99,7 +104,9 @@ impl SketchStore {
         for h in &self.memory {
             bytes.extend_from_slice(&h.to_le_bytes());
         }
-        file.write_all(&bytes).map_err(|e| io_error(&self.dir, e))?;
+        // (at its place: a write that failed half way shifts nothing)
+        file.write_all_at(&bytes, self.spilled * 4)
+            .map_err(|e| io_error(&self.dir, e))?;
         self.spilled += self.memory.len() as u64;
         self.memory.clear();
         self.memory.shrink_to(self.budget + 1);

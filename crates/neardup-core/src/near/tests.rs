@@ -585,3 +585,52 @@ fn check_and_keep_stores_only_what_it_keeps() {
         }
     }
 }
+
+#[test]
+fn forgotten_rows_make_room_before_live_ones() {
+    // 70 rows share every band with the first; once forgotten, they must not push it out of
+    // the busy buckets (bucket_limit 64).
+    let cfg = Config {
+        bucket_limit: 64,
+        ..config(true)
+    };
+    let mut e = Engine::new(cfg).unwrap();
+    let a = "the quick brown fox jumps over the lazy dog near the river bank on a sunny day";
+    let texts: Vec<&str> = std::iter::repeat_n(a, 71).collect();
+    let fps = vec![7u64; 71];
+    e.feed(&texts, &fps).unwrap();
+    let rows: Vec<i64> = (0..71).collect();
+    e.keep(&rows).unwrap();
+    e.forget(&rows[1..]).unwrap();
+    // a new row into the same buckets: the forgotten ones go first
+    e.feed(&texts[..1], &fps[..1]).unwrap();
+    e.keep(&[71]).unwrap();
+    let found = e.check(&texts[..1], &fps[..1]).unwrap();
+    let got: Vec<u32> = found[0].iter().map(|m| m.0).collect();
+    assert_eq!(got, vec![0, 71]);
+}
+
+#[test]
+fn a_failed_spill_leaves_the_rows_as_they_were() {
+    let dir = std::env::temp_dir().join(format!("neardup-spill-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = Config {
+        memory_budget: 0,
+        spill_dir: dir.clone(),
+        ..config(true)
+    };
+    let mut e = Engine::new(cfg).unwrap();
+    let (x, a) = (
+        "another text entirely, about rivers",
+        "a text about the quick brown fox",
+    );
+    assert!(e.check_and_keep(&[x], &[1]).is_err()); // (no such directory)
+    assert_eq!(e.len(), 0);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kept = e.check_and_keep(&[a], &[2]).unwrap();
+    assert_eq!(kept[0].1, 0);
+    let found = e.check(&[a], &[2]).unwrap();
+    assert_eq!(found[0].first().map(|m| m.0), Some(0));
+    assert!(e.check(&[x], &[1]).unwrap()[0].is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
