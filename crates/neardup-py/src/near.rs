@@ -8,7 +8,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use neardup_core::near::{Config, Engine};
+use neardup_core::near::{Config, Engine, Shape};
 
 use crate::errors::to_py;
 
@@ -26,6 +26,9 @@ type Matches = Vec<Vec<Found>>;
 #[pyclass(module = "neardup._core", frozen)]
 pub struct NearEngine {
     inner: Mutex<Engine>,
+    /// Computes the probes of texts outside the lock: checks hash their texts while another
+    /// thread holds the engine.
+    shape: Shape,
 }
 
 impl NearEngine {
@@ -78,6 +81,7 @@ impl NearEngine {
         })
         .map_err(to_py)?;
         Ok(NearEngine {
+            shape: engine.shape(),
             inner: Mutex::new(engine),
         })
     }
@@ -154,7 +158,10 @@ impl NearEngine {
         fingerprints: PyReadonlyArray1<'_, u64>,
     ) -> PyResult<Matches> {
         let fps = fingerprints.as_array().to_vec();
-        py.detach(|| self.with(|e| e.check(&norms, &fps)))
+        py.detach(|| {
+            let probes = self.shape.probes(&norms, &fps).map_err(to_py)?;
+            self.with(|e| e.check_probes(probes))
+        })
     }
 
     /// Check-and-add of fed rows in order: each row's matches among the kept rows (best
@@ -173,7 +180,10 @@ impl NearEngine {
         fingerprints: PyReadonlyArray1<'_, u64>,
     ) -> PyResult<Vec<(Vec<Found>, i64)>> {
         let fps = fingerprints.as_array().to_vec();
-        py.detach(|| self.with(|e| e.check_and_keep(&norms, &fps)))
+        py.detach(|| {
+            let probes = self.shape.probes(&norms, &fps).map_err(to_py)?;
+            self.with(|e| e.check_and_keep_probes(probes))
+        })
     }
 
     /// Keeps fed rows without checking them (an add).

@@ -253,44 +253,16 @@ impl Engine {
 
     /// What the decision needs of each text (not stored).
     fn probes<S: AsRef<str> + Sync>(&self, norms: &[S], fps: &[u64]) -> Result<Vec<Probe>> {
-        if norms.len() != fps.len() {
-            return Err(Error::InvalidArgument(format!(
-                "norms has {} items but fingerprints has {}",
-                norms.len(),
-                fps.len()
-            )));
+        self.shape().probes(norms, fps).map(|p| p.0)
+    }
+
+    /// What computes probes of texts without the engine (another thread may use it meanwhile).
+    pub fn shape(&self) -> Shape {
+        Shape {
+            shingle: self.cfg.shingle,
+            verify: self.cfg.verify,
+            bands: self.bands.clone(),
         }
-        let (shingle, bands) = (self.cfg.shingle, &self.bands);
-        let verify = self.cfg.verify;
-        let items: Vec<(&S, u64)> = norms.iter().zip(fps.iter().copied()).collect();
-        Ok(pool::map(
-            &items,
-            items.len() >= PARALLEL_MIN_TEXTS,
-            8,
-            |&(t, fp)| {
-                let t = t.as_ref();
-                let mut sk = sketch(t, shingle).unwrap_or_default(); // (the shingle width is checked)
-                let mut keys = vec![0u32; bands.bands];
-                let mut bytes = vec![0u8; bands.bands * bands.rows];
-                if verify {
-                    bands.keys_and_bytes(&sk, &mut Vec::new(), &mut keys, &mut bytes);
-                }
-                let signature = signature(&sk);
-                if !verify {
-                    sk.clear(); // (nothing reads it)
-                }
-                Probe {
-                    fp,
-                    length: t.chars().count() as u32,
-                    count: sk.len(),
-                    sketch: sk,
-                    stored: None,
-                    keys,
-                    bytes,
-                    signature,
-                }
-            },
-        ))
     }
 
     /// The stored row `row` as a probe (its sketch read back from the store).
@@ -349,7 +321,13 @@ impl Engine {
         norms: &[S],
         fps: &[u64],
     ) -> Result<Vec<Vec<Found>>> {
-        let probes = self.probes(norms, fps)?;
+        let probes = self.shape().probes(norms, fps)?;
+        self.check_probes(probes)
+    }
+
+    /// [`Engine::check`] of probes made by [`Engine::shape`].
+    pub fn check_probes(&mut self, probes: Probes) -> Result<Vec<Vec<Found>>> {
+        let probes = probes.0;
         self.with_online(|run, engine| {
             probes
                 .into_iter()
@@ -378,7 +356,13 @@ impl Engine {
         norms: &[S],
         fps: &[u64],
     ) -> Result<Vec<(Vec<Found>, i64)>> {
-        let probes = self.probes(norms, fps)?;
+        let probes = self.shape().probes(norms, fps)?;
+        self.check_and_keep_probes(probes)
+    }
+
+    /// [`Engine::check_and_keep`] of probes made by [`Engine::shape`].
+    pub fn check_and_keep_probes(&mut self, probes: Probes) -> Result<Vec<(Vec<Found>, i64)>> {
+        let probes = probes.0;
         self.with_online(|run, engine| {
             let mut kept: Vec<usize> = Vec::new();
             let result: Result<Vec<(Vec<Found>, i64)>> = probes
@@ -497,6 +481,61 @@ struct Decision {
     found: Vec<u32>,
     buf_a: Vec<u32>,
     buf_b: Vec<u32>,
+}
+
+/// The part of an engine's settings that turns texts into probes: held apart so that a caller
+/// can compute probes (the costly hashing) without locking the engine.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    shingle: usize,
+    verify: bool,
+    bands: Bands,
+}
+
+/// Texts made ready for [`Engine::check_probes`] / [`Engine::check_and_keep_probes`].
+pub struct Probes(Vec<Probe>);
+
+impl Shape {
+    /// The probes of prepared texts and their fingerprints (both cores for large batches).
+    pub fn probes<S: AsRef<str> + Sync>(&self, norms: &[S], fps: &[u64]) -> Result<Probes> {
+        if norms.len() != fps.len() {
+            return Err(Error::InvalidArgument(format!(
+                "norms has {} items but fingerprints has {}",
+                norms.len(),
+                fps.len()
+            )));
+        }
+        let (shingle, bands, verify) = (self.shingle, &self.bands, self.verify);
+        let items: Vec<(&S, u64)> = norms.iter().zip(fps.iter().copied()).collect();
+        Ok(Probes(pool::map(
+            &items,
+            items.len() >= PARALLEL_MIN_TEXTS,
+            8,
+            |&(t, fp)| {
+                let t = t.as_ref();
+                let mut sk = sketch(t, shingle).unwrap_or_default(); // (the shingle width is checked)
+                let mut keys = vec![0u32; bands.bands];
+                let mut bytes = vec![0u8; bands.bands * bands.rows];
+                if verify {
+                    bands.keys_and_bytes(&sk, &mut Vec::new(), &mut keys, &mut bytes);
+                }
+                let signature = signature(&sk);
+                if !verify {
+                    sk.clear(); // (nothing reads it)
+                }
+                Probe {
+                    fp,
+                    length: t.chars().count() as u32,
+                    count: sk.len(),
+                    sketch: sk,
+                    stored: None,
+                    keys,
+                    bytes,
+                    signature,
+                }
+            },
+        )))
+    }
 }
 
 /// What the decision reads of one text: a stored row's data, or a text only checked.
