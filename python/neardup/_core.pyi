@@ -26,7 +26,6 @@ __all__ = [
     "main_text_many",
     "visible_text_many",
     "sketch_jaccard_pairs",
-    "sketch_jaccard_pairs_at_least",
     "_normalise",
     "_normalise_many",
     "_sketch",
@@ -183,15 +182,6 @@ def sketch_jaccard_pairs(
     b: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.float64]:
     """Jaccard of the sketches of rows a[p] and b[p]; row r owns hashes[offsets[r]:offsets[r+1]]."""
-
-def sketch_jaccard_pairs_at_least(
-    hashes: npt.NDArray[np.uint32],
-    offsets: npt.NDArray[np.int64],
-    a: npt.NDArray[np.int64],
-    b: npt.NDArray[np.int64],
-    threshold: float,
-) -> npt.NDArray[np.float64]:
-    """sketch_jaccard_pairs where two exact bounds allow reaching threshold; NaN elsewhere."""
 
 # The text both stages of a policy see: neardup.verify.normalise (crates/neardup-core/src/plain.rs)
 def _normalise(text: str) -> str: ...

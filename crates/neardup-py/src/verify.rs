@@ -67,25 +67,7 @@ fn sketch_jaccard_pairs<'py>(
     )
 }
 
-/// `sketch_jaccard_pairs` for the pairs that can reach `threshold`; NaN for the pairs two
-/// exact bounds (sizes, 64-bit signatures) rule out without comparing their sketches. GIL
-/// released; both cores for large batches.
-#[pyfunction]
-fn sketch_jaccard_pairs_at_least<'py>(
-    py: Python<'py>,
-    hashes: &Bound<'py, PyAny>,
-    offsets: &Bound<'py, PyAny>,
-    a: &Bound<'py, PyAny>,
-    b: &Bound<'py, PyAny>,
-    threshold: f64,
-) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    with_pairs(py, (hashes, offsets, a, b), |h, o, x, y| {
-        neardup_core::verify::jaccard_pairs_at_least(h, o, x, y, threshold)
-    })
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sketch_jaccard_pairs, m)?)?;
-    m.add_function(wrap_pyfunction!(sketch_jaccard_pairs_at_least, m)?)?;
     Ok(())
 }

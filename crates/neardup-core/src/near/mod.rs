@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use crate::batch_dedup::{check_shingle, sketch};
 use crate::index::{Id, IdRef, Index, Options};
 use crate::parallel as pool;
-use crate::verify::jaccard_sorted_at_least;
+use crate::verify::{jaccard_bound, jaccard_sorted_at_least, signature};
 use crate::{Error, Result};
 
 pub use minhash::Bands;
@@ -164,27 +164,6 @@ pub struct Engine {
     signatures: Vec<u64>,
     sketches: SketchStore,
     run: Option<Decision>,
-}
-
-/// A 64-bit summary of a sketch: bit `h >> 26` for each hash `h`.
-fn signature(sketch: &[u32]) -> u64 {
-    sketch.iter().fold(0u64, |s, &h| s | 1 << (h >> 26))
-}
-
-/// An upper bound of the Jaccard similarity of two sketches of `na` and `nb` hashes from
-/// their sizes and signatures: a bit set for A and not for B comes from a hash of A missing
-/// from B, so |A & B| <= I = min(na - popcount(sa & !sb), nb - popcount(sb & !sa)) and
-/// J <= I / (na + nb - I) (and J <= min / max). On short texts it rules out most candidates
-/// that the exact merge would reject.
-fn jaccard_bound(na: usize, sa: u64, nb: usize, sb: u64) -> f64 {
-    let (na, nb) = (na as i64, nb as i64);
-    let inter =
-        (na - i64::from((sa & !sb).count_ones())).min(nb - i64::from((sb & !sa).count_ones()));
-    let union = na + nb - inter;
-    if union <= 0 {
-        return 1.0;
-    }
-    inter.max(0) as f64 / union as f64
 }
 
 impl Engine {
