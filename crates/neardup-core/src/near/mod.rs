@@ -359,7 +359,6 @@ impl Engine {
                     if empty {
                         run.outcome.empty[row] = true;
                     } else {
-                        // (the matches' candidate search measured the lists this row joins)
                         run.insert(engine, row)?;
                     }
                     Ok((m, row as i64))
@@ -444,8 +443,6 @@ struct Decision {
     /// Nodes of the short lists: (row, older node).
     nodes: Vec<(u32, u32)>,
     rings: Vec<Ring>,
-    /// Per band of the row being visited: the length of its short list (for the insert).
-    list_lengths: Vec<u32>,
     /// Per row: the stamp of the last candidate search that met it.
     tally: Vec<u32>,
     stamp: u32,
@@ -634,7 +631,6 @@ impl Decision {
                 .collect(),
             nodes: Vec::new(),
             rings: Vec::new(),
-            list_lengths: vec![0; engine.cfg.bands],
             tally: vec![NONE; n],
             stamp: 0,
             simhash,
@@ -700,7 +696,6 @@ impl Decision {
         };
         for (band, key) in keys.iter().enumerate() {
             let head = self.heads[band].get(key).copied().unwrap_or(NONE);
-            self.list_lengths[band] = 0;
             if head != NONE && head & HOT != 0 {
                 let ring = &self.rings[(head & !HOT) as usize];
                 for &r in &ring.rows {
@@ -712,20 +707,26 @@ impl Decision {
                 continue;
             }
             let mut node = head;
-            let mut read = 0;
             while node != NONE {
                 let (r, older) = self.nodes[node as usize];
                 count(r, &mut self.found);
                 node = older;
-                read += 1;
             }
-            self.list_lengths[band] = read;
         }
         std::mem::take(&mut self.found)
     }
 
-    /// Puts `row` in the tables (after [`Decision::band_candidates`] of its keys, which
-    /// measured the lists it joins).
+    /// The rows in the short list starting at `node`, counted up to [`HOT_AFTER`].
+    fn list_length(&self, mut node: u32) -> usize {
+        let mut length = 0;
+        while node != NONE && length < HOT_AFTER {
+            node = self.nodes[node as usize].1;
+            length += 1;
+        }
+        length
+    }
+
+    /// Puts `row` in the tables.
     fn insert(&mut self, engine: &Engine, row: usize) -> Result<()> {
         if let Some(index) = self.simhash.as_mut() {
             return index.add(IdRef::Int(row as i64), engine.fps[row], 0.0);
@@ -737,7 +738,7 @@ impl Decision {
             let head = self.heads[band].get(&key).copied().unwrap_or(NONE);
             if head != NONE && head & HOT != 0 {
                 self.rings[(head & !HOT) as usize].push(row as u32, limit);
-            } else if self.list_lengths[band] as usize >= hot_after {
+            } else if self.list_length(head) >= hot_after {
                 // the list becomes a ring, oldest first (its nodes stay, unused)
                 let mut rows = Vec::with_capacity(limit.min(64));
                 let mut node = head;
@@ -809,11 +810,6 @@ impl Decision {
         if engine.lengths[row] == 0 || (engine.cfg.verify && engine.sketches.count(row) == 0) {
             self.outcome.empty[row] = true;
             return Ok(());
-        }
-        let b = engine.cfg.bands;
-        if self.simhash.is_none() {
-            let keys = engine.keys[row * b..(row + 1) * b].to_vec();
-            self.found = self.band_candidates(&keys); // (measures the lists it joins)
         }
         self.insert(engine, row)
     }
