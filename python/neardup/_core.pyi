@@ -249,6 +249,35 @@ class NearEngine:
     def spilled_bytes(self) -> int: ...
 
 @final
+class NearRule:
+    """The decision rule of NearEngine for candidates held elsewhere (Redis, Spark)."""
+
+    def __new__(
+        cls, threshold: float, bands: int, rows: int, shingle: int, verify_limit: int
+    ) -> NearRule: ...
+    @property
+    def width(self) -> int: ...
+    def probes(
+        self, norms: Sequence[str], fingerprints: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint8], npt.NDArray[np.uint32]]: ...
+    def rank(
+        self,
+        bytes: npt.NDArray[np.uint8],
+        fp: int,
+        cand_bytes: npt.NDArray[np.uint8],
+        cand_fps: npt.NDArray[np.uint64],
+        cand_positions: npt.NDArray[np.int64],
+    ) -> list[int]: ...
+    def verify(
+        self,
+        norm: str,
+        fp: int,
+        cand_norms: Sequence[str],
+        cand_fps: npt.NDArray[np.uint64],
+        cand_positions: npt.NDArray[np.int64],
+    ) -> list[tuple[int, int, float]]: ...
+
+@final
 class _TextCall:
     def written(self) -> tuple[int, int, int, int | None] | None: ...
     def rewind(self) -> None: ...

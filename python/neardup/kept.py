@@ -20,11 +20,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from neardup._core import NearEngine
+from neardup._core import NearEngine, NearRule
 from neardup.policy import Match, Policy
 from neardup.textstore import Id
 
-__all__ = ["DEFAULT_MEMORY_BUDGET", "KeptTexts", "engine_for", "spill_directory"]
+__all__ = ["DEFAULT_MEMORY_BUDGET", "KeptTexts", "engine_for", "rule_for", "spill_directory"]
 
 #: Bytes of sketches the engine holds in memory before they go to a temporary file.
 DEFAULT_MEMORY_BUDGET = 256 << 20
@@ -53,6 +53,13 @@ def engine_for(policy: Policy, memory_budget: int, spill_dir: str | None) -> Nea
         memory_budget=memory_budget,
         spill_dir=spill_directory(spill_dir),
     )
+
+
+def rule_for(policy: Policy) -> NearRule:
+    """The decision rule of ``policy`` for candidates held outside the engine (a Redis
+    store's band lists, a Spark job's band groups): the engine's probes, ranking and verifier."""
+    bands, rows = policy.band_shape
+    return NearRule(policy.threshold, bands, rows, policy.shingle, policy.verify_limit)
 
 
 class KeptTexts:

@@ -3,12 +3,12 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use numpy::{IntoPyArray, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use neardup_core::near::{Config, Engine, Shape};
+use neardup_core::near::{Config, Engine, Rule, Shape};
 
 use crate::errors::to_py;
 
@@ -220,6 +220,113 @@ impl NearEngine {
     }
 }
 
+/// The decision rule of :class:`NearEngine` for candidates found and held elsewhere (a Redis
+/// store's band lists, a Spark job's band groups): the same probes, ranking and verifier, so
+/// every store and engine decides alike. Stateless and safe to share between threads.
+#[pyclass(module = "neardup._core", frozen)]
+pub struct NearRule {
+    rule: Rule,
+}
+
+#[pymethods]
+impl NearRule {
+    #[new]
+    #[pyo3(signature = (threshold, bands, rows, shingle, verify_limit))]
+    fn new(
+        threshold: f64,
+        bands: usize,
+        rows: usize,
+        shingle: usize,
+        verify_limit: usize,
+    ) -> PyResult<Self> {
+        Ok(NearRule {
+            rule: Rule::new(threshold, bands, rows, shingle, verify_limit).map_err(to_py)?,
+        })
+    }
+
+    /// Min-hash bytes per text (``bands * rows``).
+    #[getter]
+    fn width(&self) -> usize {
+        self.rule.width()
+    }
+
+    /// ``(keys, bytes, lengths)`` of prepared texts: band keys ``(n, bands)`` uint32, min-hash
+    /// bytes ``(n, bands * rows)`` uint8 and lengths in characters ``(n,)`` uint32. A length of
+    /// 0 marks a text with nothing to compare: never store it as a candidate (GIL released).
+    #[allow(clippy::type_complexity)]
+    fn probes<'py>(
+        &self,
+        py: Python<'py>,
+        norms: Vec<String>,
+        fingerprints: PyReadonlyArray1<'_, u64>,
+    ) -> PyResult<(
+        Bound<'py, PyArray2<u32>>,
+        Bound<'py, PyArray2<u8>>,
+        Bound<'py, PyArray1<u32>>,
+    )> {
+        let fps = fingerprints.as_array().to_vec();
+        let (keys, bytes, lengths) = py
+            .detach(|| self.rule.probes(&norms, &fps))
+            .map_err(to_py)?;
+        let n = lengths.len();
+        let shape = |w: usize| [n, w];
+        let keys = ndarray_2d(keys, shape(self.rule.bands()))?;
+        let bytes = ndarray_2d(bytes, shape(self.rule.width()))?;
+        Ok((
+            keys.into_pyarray(py),
+            bytes.into_pyarray(py),
+            lengths.into_pyarray(py),
+        ))
+    }
+
+    /// Indices of the candidates worth verifying against a text (its min-hash ``bytes`` and
+    /// fingerprint ``fp``), best first: estimated similarity, then SimHash distance, then
+    /// position (smaller is older); at most ``verify_limit``.
+    fn rank(
+        &self,
+        bytes: PyReadonlyArray1<'_, u8>,
+        fp: u64,
+        cand_bytes: PyReadonlyArray2<'_, u8>,
+        cand_fps: PyReadonlyArray1<'_, u64>,
+        cand_positions: PyReadonlyArray1<'_, i64>,
+    ) -> PyResult<Vec<usize>> {
+        let flat = cand_bytes.as_array().iter().copied().collect::<Vec<u8>>();
+        self.rule
+            .rank(
+                &bytes.as_array().to_vec(),
+                fp,
+                &flat,
+                &cand_fps.as_array().to_vec(),
+                &cand_positions.as_array().to_vec(),
+            )
+            .map_err(to_py)
+    }
+
+    /// The candidate texts that pass the verifier against ``norm``, best first:
+    /// ``(index, distance, similarity)`` (GIL released).
+    fn verify(
+        &self,
+        py: Python<'_>,
+        norm: String,
+        fp: u64,
+        cand_norms: Vec<String>,
+        cand_fps: PyReadonlyArray1<'_, u64>,
+        cand_positions: PyReadonlyArray1<'_, i64>,
+    ) -> PyResult<Vec<Found>> {
+        let fps = cand_fps.as_array().to_vec();
+        let positions = cand_positions.as_array().to_vec();
+        py.detach(|| self.rule.verify(&norm, fp, &cand_norms, &fps, &positions))
+            .map_err(to_py)
+    }
+}
+
+/// A row-major 2-D array of `shape` from a flat vector.
+fn ndarray_2d<T>(flat: Vec<T>, shape: [usize; 2]) -> PyResult<numpy::ndarray::Array2<T>> {
+    numpy::ndarray::Array2::from_shape_vec(shape, flat)
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<NearEngine>()
+    m.add_class::<NearEngine>()?;
+    m.add_class::<NearRule>()
 }

@@ -29,6 +29,7 @@
 //! for a kept document, one entry per band.
 
 pub mod minhash;
+pub mod rule;
 pub mod spill;
 #[cfg(test)]
 mod tests;
@@ -38,18 +39,15 @@ use std::path::PathBuf;
 use crate::batch_dedup::{check_shingle, sketch};
 use crate::index::{Id, IdRef, Index, Options};
 use crate::parallel as pool;
-use crate::verify::{jaccard_bound, jaccard_sorted_at_least, signature};
+use crate::verify::signature;
 use crate::{Error, Result};
 
 pub use minhash::Bands;
+pub use rule::Rule;
 pub use spill::SketchStore;
 
 /// No entry (end of a bucket's list; a row not yet visited).
 const NONE: u32 = u32::MAX;
-/// Candidates whose estimated similarity is this far below the threshold are not verified:
-/// five standard deviations of the estimate at J = 0.8 with 100 min-hashes (a near-copy is
-/// lost this way with probability below 1e-6).
-const ESTIMATE_MARGIN: f64 = 0.2;
 /// A match: `(kept row, SimHash distance, similarity)`.
 pub type Found = (u32, u32, f64);
 
@@ -237,11 +235,7 @@ impl Engine {
 
     /// What computes probes of texts without the engine (another thread may use it meanwhile).
     pub fn shape(&self) -> Shape {
-        Shape {
-            shingle: self.cfg.shingle,
-            verify: self.cfg.verify,
-            bands: self.bands.clone(),
-        }
+        Shape::new(self.cfg.shingle, self.cfg.verify, self.bands.clone())
     }
 
     /// The stored row `row` as a probe (its sketch read back from the store).
@@ -472,6 +466,14 @@ pub struct Shape {
 pub struct Probes(Vec<Probe>);
 
 impl Shape {
+    pub fn new(shingle: usize, verify: bool, bands: Bands) -> Shape {
+        Shape {
+            shingle,
+            verify,
+            bands,
+        }
+    }
+
     /// The probes of prepared texts and their fingerprints (both cores for large batches).
     pub fn probes<S: AsRef<str> + Sync>(&self, norms: &[S], fps: &[u64]) -> Result<Probes> {
         if norms.len() != fps.len() {
@@ -854,24 +856,29 @@ impl Decision {
             return Ok(Vec::new());
         }
         let fp = probe.fp;
-        // (candidate row, score, distance)
-        let mut ranked: Vec<(u32, u32, u32)> = if let Some(index) = &self.simhash {
+        let position = &self.position;
+        // (candidate row, distance), best first
+        let ranked: Vec<(u32, u32)> = if let Some(index) = &self.simhash {
             let radius = cfg.radius(probe.length as usize);
             let dead = &self.dead;
-            index
+            let mut c: Vec<(u32, u32)> = index
                 .query(fp, Some(radius))?
                 .into_iter()
                 .filter_map(|(id, d)| match id {
-                    Id::Int(r) if !dead[r as usize] => Some((r as u32, 0, d)),
+                    Id::Int(r) if !dead[r as usize] => Some((r as u32, d)),
                     _ => None,
                 })
-                .collect()
+                .collect();
+            c.sort_unstable_by_key(|&(r, d)| (d, position[r as usize]));
+            let stats = &mut self.outcome.stats;
+            stats.candidates += c.len() as u64;
+            if c.len() > cfg.verify_limit {
+                stats.capped += 1;
+                c.truncate(cfg.verify_limit);
+            }
+            c
         } else {
-            // rank by the similarity estimated from the min-hashes' low bytes; those
-            // estimated far below the threshold go
             let m = cfg.bands * cfg.rows;
-            let floor = cfg.threshold - ESTIMATE_MARGIN;
-            let mut out_of_reach = 0u64;
             let found = self.band_candidates(&probe.keys);
             // (ask for every candidate's bytes first: their cache misses overlap)
             let touched: u32 = found
@@ -883,56 +890,54 @@ impl Decision {
                 })
                 .fold(0, |a, b| a ^ b);
             std::hint::black_box(touched);
-            let mut c: Vec<(u32, u32, u32)> = found
-                .iter()
-                .filter_map(|&r| {
-                    let theirs = &engine.minhash_bytes[r as usize * m..(r as usize + 1) * m];
-                    let est = minhash::estimate(&probe.bytes, theirs);
-                    if est < floor {
-                        out_of_reach += 1;
-                        return None;
-                    }
-                    let score = (est * 1000.0) as u32;
-                    Some((r, score, (fp ^ engine.fps[r as usize]).count_ones()))
-                })
-                .collect();
-            self.found = found;
-            self.outcome.stats.candidates += out_of_reach;
-            self.outcome.stats.estimated_out += out_of_reach;
             let position = &self.position;
-            let rank = |&(r, score, d): &(u32, u32, u32)| {
-                (std::cmp::Reverse(score), d, position[r as usize])
-            };
-            if c.len() > cfg.verify_limit {
-                c.select_nth_unstable_by_key(cfg.verify_limit - 1, rank);
+            let ranked = rule::rank(
+                &probe.bytes,
+                fp,
+                cfg.threshold,
+                cfg.verify_limit,
+                found.iter().map(|&r| {
+                    let at = r as usize * m;
+                    (
+                        r,
+                        engine.fps[r as usize],
+                        &engine.minhash_bytes[at..at + m],
+                        u64::from(position[r as usize]),
+                    )
+                }),
+            );
+            self.found = found;
+            let stats = &mut self.outcome.stats;
+            stats.candidates += ranked.out_of_reach + ranked.in_reach as u64;
+            stats.estimated_out += ranked.out_of_reach;
+            if ranked.in_reach > cfg.verify_limit {
+                stats.capped += 1;
             }
-            let top = c.len().min(cfg.verify_limit);
-            c[..top].sort_unstable_by_key(rank);
-            c
+            ranked.top
         };
-        let stats = &mut self.outcome.stats;
-        stats.candidates += ranked.len() as u64;
-        if ranked.len() > cfg.verify_limit {
-            stats.capped += 1;
-            ranked.truncate(cfg.verify_limit);
-        }
-        stats.compared += ranked.len() as u64;
+        self.outcome.stats.compared += ranked.len() as u64;
         // (similarity, distance, position, row)
-        let mut passed: Vec<(f64, u32, u32, u32)> = Vec::new();
-        for &(cand, _, d) in &ranked {
+        let mut passed: Vec<(f64, u32, u64, u32)> = Vec::new();
+        for &(cand, d) in &ranked {
             let similarity = if cfg.verify {
                 let c = cand as usize;
-                let nb = engine.sketches.count(c);
-                let bound = jaccard_bound(probe.count, probe.signature, nb, engine.signatures[c]);
-                if bound < cfg.threshold {
-                    self.outcome.stats.distance_failed[d as usize] += 1;
-                    continue;
-                }
                 if let Some(row) = probe.stored.take() {
                     probe.sketch = engine.sketches.get(row, &mut self.buf_a)?.to_vec();
                 }
-                let theirs = engine.sketches.get(c, &mut self.buf_b)?;
-                match jaccard_sorted_at_least(&probe.sketch, theirs, cfg.threshold) {
+                let ours = rule::Verifiable {
+                    sketch: &probe.sketch,
+                    count: probe.count,
+                    signature: probe.signature,
+                };
+                let buf = &mut self.buf_b;
+                let found = rule::verify(
+                    cfg.threshold,
+                    &ours,
+                    engine.sketches.count(c),
+                    engine.signatures[c],
+                    || engine.sketches.get(c, buf),
+                )?;
+                match found {
                     Some(s) => s,
                     None => {
                         self.outcome.stats.distance_failed[d as usize] += 1;
@@ -945,9 +950,8 @@ impl Decision {
             let stats = &mut self.outcome.stats;
             stats.similarity[((similarity * 100.0) as usize).min(99)] += 1;
             stats.distance_passed[d as usize] += 1;
-            passed.push((similarity, d, self.position[cand as usize], cand));
+            passed.push((similarity, d, u64::from(self.position[cand as usize]), cand));
         }
-        passed.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
-        Ok(passed.into_iter().map(|(s, d, _, r)| (r, d, s)).collect())
+        Ok(rule::best_first(passed))
     }
 }

@@ -1,0 +1,243 @@
+//! The rule that turns candidates into a decision, apart from where the candidates are kept:
+//! the embedded [`super::Engine`] applies it to its band tables, and stores that keep their
+//! band lists elsewhere (Redis) or engines that meet candidates in another way (Spark) apply
+//! the very same rule through [`Rule`].
+//!
+//! 1. **rank** ([`rank`]): by the similarity estimated from the min-hashes' low bytes (those
+//!    estimated more than [`ESTIMATE_MARGIN`] below the threshold go), then the smallest
+//!    SimHash distance, then the earliest position; the first `verify_limit` go on.
+//! 2. **verify** ([`verify`]): the exact size bound, then exact Jaccard of the shingle sketches.
+//! 3. **order** ([`best_first`]): the passing candidates by highest similarity, then smallest
+//!    distance, then earliest position; the first is the representative.
+
+use super::minhash::{self, Bands};
+use super::{Found, Shape};
+use crate::batch_dedup::sketch;
+use crate::verify::{jaccard_bound, jaccard_sorted_at_least, signature};
+use crate::{Error, Result};
+
+/// Candidates whose estimated similarity is this far below the threshold are not verified:
+/// five standard deviations of the estimate at J = 0.8 with 100 min-hashes (a near-copy is
+/// lost this way with probability below 1e-6).
+pub const ESTIMATE_MARGIN: f64 = 0.2;
+
+/// A candidate as the ranking sees it: `(id, fingerprint, min-hash bytes, position)`.
+pub type Candidate<'a> = (u32, u64, &'a [u8], u64);
+
+/// What [`rank`] found.
+pub struct Ranked {
+    /// The candidates to verify, in order: `(id, SimHash distance)`.
+    pub top: Vec<(u32, u32)>,
+    /// Candidates estimated out of reach (not verified).
+    pub out_of_reach: u64,
+    /// Candidates within reach, before the cut to `limit`.
+    pub in_reach: usize,
+}
+
+/// The candidates worth verifying against a text of min-hash `bytes` and fingerprint `fp`,
+/// best first, at most `limit`.
+pub fn rank<'a>(
+    bytes: &[u8],
+    fp: u64,
+    threshold: f64,
+    limit: usize,
+    candidates: impl Iterator<Item = Candidate<'a>>,
+) -> Ranked {
+    let floor = threshold - ESTIMATE_MARGIN;
+    let mut out_of_reach = 0u64;
+    // (id, score, distance, position)
+    let mut c: Vec<(u32, u32, u32, u64)> = candidates
+        .filter_map(|(id, theirs_fp, theirs, position)| {
+            let est = minhash::estimate(bytes, theirs);
+            if est < floor {
+                out_of_reach += 1;
+                return None;
+            }
+            let score = (est * 1000.0) as u32;
+            Some((id, score, (fp ^ theirs_fp).count_ones(), position))
+        })
+        .collect();
+    let in_reach = c.len();
+    let key =
+        |&(_, score, d, position): &(u32, u32, u32, u64)| (std::cmp::Reverse(score), d, position);
+    if c.len() > limit {
+        c.select_nth_unstable_by_key(limit - 1, key);
+        c.truncate(limit);
+    }
+    c.sort_unstable_by_key(key);
+    Ranked {
+        top: c.into_iter().map(|(id, _, d, _)| (id, d)).collect(),
+        out_of_reach,
+        in_reach,
+    }
+}
+
+/// A text as the verifier sees it: its sketch, the sketch's size and signature.
+pub struct Verifiable<'a> {
+    pub sketch: &'a [u32],
+    pub count: usize,
+    pub signature: u64,
+}
+
+/// The Jaccard similarity of two sketches when it reaches `threshold` (`None` otherwise);
+/// `theirs` is read only when the size bound lets the pair pass.
+pub fn verify<'b>(
+    threshold: f64,
+    ours: &Verifiable<'_>,
+    their_count: usize,
+    their_signature: u64,
+    theirs: impl FnOnce() -> Result<&'b [u32]>,
+) -> Result<Option<f64>> {
+    if jaccard_bound(ours.count, ours.signature, their_count, their_signature) < threshold {
+        return Ok(None);
+    }
+    Ok(jaccard_sorted_at_least(ours.sketch, theirs()?, threshold))
+}
+
+/// Passing candidates `(similarity, distance, position, id)` as matches, best first.
+pub fn best_first(mut passed: Vec<(f64, u32, u64, u32)>) -> Vec<Found> {
+    passed.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    passed.into_iter().map(|(s, d, _, r)| (r, d, s)).collect()
+}
+
+/// The decision rule with its settings, for candidates that the caller finds and holds.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    shape: Shape,
+    threshold: f64,
+    verify_limit: usize,
+}
+
+impl Rule {
+    pub fn new(
+        threshold: f64,
+        bands: usize,
+        rows: usize,
+        shingle: usize,
+        verify_limit: usize,
+    ) -> Result<Rule> {
+        crate::batch_dedup::check_shingle(shingle)?;
+        if !(0.0..=1.0).contains(&threshold) || verify_limit == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "threshold must be in [0, 1] and verify_limit >= 1, got {threshold} and \
+                 {verify_limit}"
+            )));
+        }
+        Ok(Rule {
+            shape: Shape::new(shingle, true, Bands::new(bands, rows)?),
+            threshold,
+            verify_limit,
+        })
+    }
+
+    /// Min-hashes per text (`bands * rows`).
+    pub fn width(&self) -> usize {
+        self.shape.bands.bands * self.shape.bands.rows
+    }
+
+    pub fn bands(&self) -> usize {
+        self.shape.bands.bands
+    }
+
+    /// Band keys (`bands` per text), min-hash bytes (`bands * rows` per text) and lengths in
+    /// characters of prepared texts; a text with nothing to compare (empty) has length 0 and
+    /// must never be a candidate.
+    pub fn probes<S: AsRef<str> + Sync>(
+        &self,
+        norms: &[S],
+        fps: &[u64],
+    ) -> Result<(Vec<u32>, Vec<u8>, Vec<u32>)> {
+        let probes = self.shape.probes(norms, fps)?.0;
+        let mut keys = Vec::with_capacity(probes.len() * self.bands());
+        let mut bytes = Vec::with_capacity(probes.len() * self.width());
+        let mut lengths = Vec::with_capacity(probes.len());
+        for p in probes {
+            keys.extend_from_slice(&p.keys);
+            bytes.extend_from_slice(&p.bytes);
+            lengths.push(if p.count == 0 { 0 } else { p.length });
+        }
+        Ok((keys, bytes, lengths))
+    }
+
+    /// [`rank`] of candidates given as arrays (`cand_bytes` holds `width()` bytes each):
+    /// indices into them, best first.
+    pub fn rank(
+        &self,
+        bytes: &[u8],
+        fp: u64,
+        cand_bytes: &[u8],
+        cand_fps: &[u64],
+        cand_positions: &[i64],
+    ) -> Result<Vec<usize>> {
+        let m = self.width();
+        let n = cand_fps.len();
+        if bytes.len() != m || cand_bytes.len() != n * m || cand_positions.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "rank needs {m} bytes per text and one fingerprint and position per \
+                 candidate; got {} bytes, {} candidate bytes, {n} fingerprints, {} positions",
+                bytes.len(),
+                cand_bytes.len(),
+                cand_positions.len()
+            )));
+        }
+        let candidates = (0..n).map(|i| {
+            (
+                i as u32,
+                cand_fps[i],
+                &cand_bytes[i * m..(i + 1) * m],
+                cand_positions[i] as u64,
+            )
+        });
+        let ranked = rank(bytes, fp, self.threshold, self.verify_limit, candidates);
+        Ok(ranked.top.into_iter().map(|(i, _)| i as usize).collect())
+    }
+
+    /// The candidates (prepared texts) that pass the verifier against `norm`, best first:
+    /// `(index, distance, similarity)`. An empty text passes against nothing.
+    pub fn verify<S: AsRef<str>>(
+        &self,
+        norm: &str,
+        fp: u64,
+        cand_norms: &[S],
+        cand_fps: &[u64],
+        cand_positions: &[i64],
+    ) -> Result<Vec<Found>> {
+        let n = cand_norms.len();
+        if cand_fps.len() != n || cand_positions.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "verify needs one fingerprint and position per candidate text; got {n} texts, \
+                 {} fingerprints, {} positions",
+                cand_fps.len(),
+                cand_positions.len()
+            )));
+        }
+        let ours = sketch(norm, self.shape.shingle)?;
+        if ours.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ours = Verifiable {
+            count: ours.len(),
+            signature: signature(&ours),
+            sketch: &ours,
+        };
+        let mut passed = Vec::new();
+        for (i, t) in cand_norms.iter().enumerate() {
+            let theirs = sketch(t.as_ref(), self.shape.shingle)?;
+            if theirs.is_empty() {
+                continue;
+            }
+            let found = verify(
+                self.threshold,
+                &ours,
+                theirs.len(),
+                signature(&theirs),
+                || Ok(&theirs[..]),
+            )?;
+            if let Some(s) = found {
+                let d = (fp ^ cand_fps[i]).count_ones();
+                passed.push((s, d, cand_positions[i] as u64, i as u32));
+            }
+        }
+        Ok(best_first(passed))
+    }
+}
