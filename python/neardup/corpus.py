@@ -46,6 +46,30 @@ def check_order(order: npt.ArrayLike | None, n: int) -> npt.NDArray[np.int64]:
     return a
 
 
+# The preparation of HTML pages, shared with neardup.spark (which learns the boilerplate lines
+# of a corpus on the executors): a page's lines, the page count that makes a line boilerplate,
+# and the page's text without them.
+
+
+def page_lines(page: str) -> list[str]:
+    """The normalised, non-empty lines (blocks) of a page's main text."""
+    return [x for x in normalise_many(main_text(page).split("\n")) if x]
+
+
+def boilerplate_limit(pages: int, min_pages: int) -> int:
+    """In how many of ``pages`` pages a line must be to be boilerplate: ``min_pages`` and 1 %."""
+    return max(min_pages, int(0.01 * pages))
+
+
+def without_boilerplate(lines: Sequence[str], boilerplate: Callable[[str], bool]) -> str:
+    """A page's prepared text: its ``lines`` (:func:`page_lines`) but the boilerplate ones,
+    unless that strips it to under 30 % of its characters (then it stays whole)."""
+    kept = [x for x in lines if not boilerplate(x)]
+    if sum(map(len, kept)) < 0.3 * sum(map(len, lines)):
+        kept = list(lines)
+    return " ".join(kept)
+
+
 @dataclass
 class CorpusResult:
     """Outcome of :meth:`CorpusDeduper.result`; arrays indexed by row (feeding order).
@@ -195,7 +219,7 @@ class CorpusDeduper:
             raise ValueError("learn_boilerplate must come before the first feed or prepare")
         pages = [t for t in texts if check_text(t, "texts[]") and self.policy.is_html(t)]
         for page in pages:
-            lines = {hash(x) for x in normalise_many(main_text(page).split("\n")) if x}
+            lines = {hash(x) for x in page_lines(page)}
             self._line_hashes.append(np.fromiter(lines, np.int64, len(lines)))
         self._pages_learnt += len(pages)
 
@@ -205,7 +229,7 @@ class CorpusDeduper:
         if self._learnt is None and self._pages_learnt:
             every = np.concatenate(self._line_hashes) if self._line_hashes else np.empty(0)
             lines, counts = np.unique(every, return_counts=True)
-            limit = max(self.boilerplate_min_pages, int(0.01 * self._pages_learnt))
+            limit = boilerplate_limit(self._pages_learnt, self.boilerplate_min_pages)
             self._learnt = set(lines[counts >= limit].tolist())
             self._line_hashes = []
         return self._learnt
@@ -224,25 +248,20 @@ class CorpusDeduper:
         # site's footer or menu that the markup did not mark -- are dropped too.
         html = set(pages)
         norms = normalise_many(["" if i in html else t for i, t in enumerate(texts)])
-        lines = {i: normalise_many(main_text(texts[i]).split("\n")) for i in pages}
+        lines = {i: page_lines(texts[i]) for i in pages}
         if not corpus_wide:
             counts: Counter[str] = Counter()
             for i in pages:
-                counts.update({x for x in lines[i] if x})
-            limit = max(self.boilerplate_min_pages, int(0.01 * len(pages)))
+                counts.update(set(lines[i]))
+            limit = boilerplate_limit(len(pages), self.boilerplate_min_pages)
             self._boilerplate.update(x for x, c in counts.items() if c >= limit)
             if len(self._boilerplate) > 100_000:  # bound the memory of what was learnt
                 self._boilerplate = set(list(self._boilerplate)[-50_000:])
         for i in pages:
-            full = [x for x in lines[i] if x]
             if corpus_wide:
-                kept = [x for x in full if hash(x) not in learnt]
+                norms[i] = without_boilerplate(lines[i], lambda x: hash(x) in learnt)
             else:
-                kept = [x for x in full if x not in self._boilerplate]
-            # Never strip a page down to (almost) nothing: keep it whole instead.
-            if sum(map(len, kept)) < 0.3 * sum(map(len, full)):
-                kept = full
-            norms[i] = " ".join(kept)
+                norms[i] = without_boilerplate(lines[i], self._boilerplate.__contains__)
         return norms
 
     def memory_bytes(self) -> int:
