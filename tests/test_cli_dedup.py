@@ -257,11 +257,14 @@ def test_report_is_self_contained_and_escaped(tmp_path: Path, rows: list[dict[st
     r = neardup("dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--report", str(report))
     assert r.returncode == 0, r.stderr
     page = report.read_text(encoding="utf-8")
-    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
-    assert "<script" not in page  # no scripts of ours, and the corpus's are escaped
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
-    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # no external assets
-    assert page.count("<svg") == 2 and "Hamming distance" in page
+    listing = (tmp_path / "report-clusters" / "page-0001.html").read_text(encoding="utf-8")
+    for html in (page, listing):
+        assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+        assert "<script" not in html  # no scripts of ours, and the corpus's are escaped
+        assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # no external assets
+    # (evil1 is kept, evil2 its exact copy: the text shows on its cluster's line)
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in listing
+    assert page.count("<svg") == 3 and "Hamming distance" in page  # similarity, 2 distances
     assert "Largest clusters" in page and ("<del>" in page or "<ins>" in page)
     assert re.search(r"<th>read</th><td[^>]*>202</td>", page)
 
