@@ -75,6 +75,7 @@ __all__ = [
     "check_batch",
     "check_text",
     "check_texts",
+    "check_writes",
 ]
 
 _logger = logging.getLogger("neardup.dedup")
@@ -84,6 +85,32 @@ _logger = logging.getLogger("neardup.dedup")
 _PAIRWISE_MAX = 512
 #: Stored texts put into the decision engine per call when a deduplicator is opened.
 _LOAD_CHUNK = 4096
+
+
+def check_writes(
+    ids: Sequence[Id],
+    texts: Sequence[str],
+    timestamps: Sequence[float | None] | None,
+    retention: float | None,
+    *,
+    one: bool = False,
+) -> list[float | None]:
+    """The one check of a write call's input, before any side effect: shapes, then each
+    id, text and timestamp (finite, within what the stores hold, and not older than the
+    ``retention`` window). Raises ``TypeError`` / ``ValueError`` naming the argument (``id``,
+    or ``ids[3]`` in a batch) and the value; returns the timestamps as floats (None: now).
+    Shared by :class:`Deduplicator` and the Redis store."""
+    tss = check_batch(ids, texts, timestamps)
+    not_before = None if retention is None else time.time() - retention
+    out: list[float | None] = []
+    for j, (i, text, ts) in enumerate(zip(ids, texts, tss)):
+        at = "" if one else f"s[{j}]"
+        check_id(i, f"id{at}")
+        check_text(text, f"text{at}")
+        out.append(
+            None if ts is None else check_timestamp(ts, f"timestamp{at}", not_before=not_before)
+        )
+    return out
 
 
 @runtime_checkable
@@ -542,21 +569,7 @@ class Deduplicator(Closing):
         *,
         one: bool = False,
     ) -> list[float | None]:
-        """The one check of a write call's input, before any side effect: shapes, then each
-        id, text and timestamp (finite, within what the stores hold, and not older than the
-        retention window). Raises ``TypeError`` / ``ValueError`` naming the argument (``id``,
-        or ``ids[3]`` in a batch) and the value; returns the timestamps as floats (None: now)."""
-        tss = check_batch(ids, texts, timestamps)
-        not_before = None if self._retention is None else time.time() - self._retention
-        out: list[float | None] = []
-        for j, (i, text, ts) in enumerate(zip(ids, texts, tss)):
-            at = "" if one else f"s[{j}]"
-            check_id(i, f"id{at}")
-            check_text(text, f"text{at}")
-            out.append(
-                None if ts is None else check_timestamp(ts, f"timestamp{at}", not_before=not_before)
-            )
-        return out
+        return check_writes(ids, texts, timestamps, self._retention, one=one)
 
     def _add_many(
         self, ids: Sequence[Id], texts: Sequence[str], tss: list[float | None], durable: bool
