@@ -82,11 +82,11 @@ def _matches(duplicates: Sequence[dict[str, Any]]) -> list[Match]:
     return [Match(d["id"], int(d["distance"]), d.get("similarity")) for d in duplicates]
 
 
-def _document_path(id: Id) -> str:
+def _document_path(id: Id, route: str = "/v1/documents") -> str:
     if isinstance(id, bool) or not isinstance(id, (int, str)):
         raise TypeError(f"id must be int or str, got {type(id).__name__}")
     kind = "int" if isinstance(id, int) else "str"
-    return f"/v1/documents/{quote(str(id), safe='')}?id_type={kind}"
+    return f"{route}/{quote(str(id), safe='')}?id_type={kind}"
 
 
 def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
@@ -214,6 +214,11 @@ class Client:
     def get_document(self, id: Id) -> dict[str, Any]:
         """The stored record of ``id`` (``{"id", "text", ...}``)."""
         return dict(self._request("GET", _document_path(id)))
+
+    def near(self, id: Id) -> list[Match]:
+        """The stored documents that pass the verifier against the stored ``id`` (itself left
+        out), most similar first; :class:`NotFoundError` (a ``KeyError``) if unknown."""
+        return _matches(self._request("GET", _document_path(id, "/v1/near"))["near"])
 
     def remove(self, id: Id) -> None:
         """Forget ``id``; :class:`NotFoundError` (a ``KeyError``) if unknown."""

@@ -474,6 +474,15 @@ def create_app(settings: Settings | None = None, backend: Any = None) -> ASGIApp
     async def delete_document(id: str, id_type: OptionalIdType = None) -> Response:
         return JSONBytes(await service.delete_document(id, id_type))
 
+    @api.get(
+        "/v1/near/{id:path}",
+        response_model=schemas.NearResponse,
+        responses=ERROR_RESPONSES,
+        summary="Stored documents that pass the verifier against a stored one (its near pairs)",
+    )
+    async def near_of(id: str, id_type: OptionalIdType = None) -> Response:
+        return JSONBytes(await service.near(id, id_type))
+
     @api.get("/v1/stats", summary="Count, memory, request rates, retention")
     async def stats() -> Response:
         return JSONBytes(

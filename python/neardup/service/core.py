@@ -293,6 +293,19 @@ class DedupService:
         doc_id, stored = await self._read(self._lookup, raw_id, id_type)
         return orjson.dumps(document_record(doc_id, stored))
 
+    def _near(self, raw_id: str, id_type: str | None) -> tuple[Id, list[Any]]:
+        doc_id, stored = self._lookup(raw_id, id_type)
+        text = document_record(doc_id, stored).get("text")
+        if not isinstance(text, str):
+            raise ApiError("invalid_value", "this store keeps no text to compare with", field="id")
+        return doc_id, [m for m in self.backend.check(text) if m.id != doc_id]
+
+    async def near(self, raw_id: str, id_type: str | None = None) -> bytes:
+        """GET /v1/near/{id}: the stored documents that pass the verifier against a stored one
+        (the service's near pairs of an id)."""
+        doc_id, matches = await self._read(self._near, raw_id, id_type)
+        return orjson.dumps({"id": doc_id, "near": duplicates_of(matches)})
+
     def _remove(self, raw_id: str, id_type: str | None) -> Id:
         for candidate in parse_id_path(raw_id, id_type):
             try:

@@ -73,6 +73,14 @@ class Document(BaseModel):
     text: Optional[str] = None
 
 
+class NearResponse(BaseModel):
+    """The stored documents that pass the verifier against a stored one (itself left out), most
+    similar first: what ``/v1/check`` answers for its text."""
+
+    id: Union[int, str]
+    near: list[Duplicate]
+
+
 class CheckAndAddResponse(BaseModel):
     """``added`` is true when no near-duplicate was stored; otherwise they are listed."""
 
