@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from _helpers import SAMPLE, neardup
 from neardup import Index, hamming
-from neardup.dedup import Policy
+from neardup.dedup import Deduplicator, Policy
 
 needs_durable_index = pytest.mark.xfail(
     not hasattr(Index, "open"),
@@ -56,15 +56,19 @@ def test_build_then_query(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
     values = policy.fingerprint_many(f, [x["text"] for x in rows]).tolist()
     fps = {x["id"]: v for x, v in zip(rows, values)}
 
+    # a text's matches are the stored documents it is a near-copy of, verified as the
+    # deduplicators decide, best first; the text is not echoed
+    d = Deduplicator()
+    d.add_many([x["id"] for x in rows], [x["text"] for x in rows])
     text = rows[10]["text"]
     r = neardup("index", "query", str(idx), "--text", text)
     assert r.returncode == 0, r.stderr
     (result,) = [json.loads(line) for line in r.stdout.splitlines()]
-    assert result["query"] == text and result["fingerprint"] == f"{fps[rows[10]['id']]:016x}"
-    got = {(m["id"], m["distance"]) for m in result["matches"]}
-    assert got == _brute(fps, fps[rows[10]["id"]], 3)
-    dists = [m["distance"] for m in result["matches"]]
-    assert dists == sorted(dists)
+    assert "query" not in result and result["fingerprint"] == f"{fps[rows[10]['id']]:016x}"
+    assert [(m["id"], m["distance"], m["similarity"]) for m in result["matches"]] == [
+        (m.id, m.distance, round(m.similarity or 0, 6)) for m in d.check(text)
+    ]
+    assert result["matches"][0] == {"id": rows[10]["id"], "distance": 0, "similarity": 1.0}
 
     probe = fps[rows[20]["id"]] ^ 0b101  # two bits away
     r = neardup("index", "query", str(idx), "--fingerprint", f"{probe:016x}", "--k", "6")
@@ -72,17 +76,20 @@ def test_build_then_query(tmp_path: Path, rows: list[dict[str, Any]]) -> None:
     (result,) = [json.loads(line) for line in r.stdout.splitlines()]
     assert {(m["id"], m["distance"]) for m in result["matches"]} == _brute(fps, probe, 6)
     assert (rows[20]["id"], 2) in {(m["id"], m["distance"]) for m in result["matches"]}
+    assert {m["similarity"] for m in result["matches"]} == {None}  # (no text: not verified)
 
     q = tmp_path / "q.jsonl"
     _write(q, rows[:30])
     out = tmp_path / "res.jsonl"
-    r = neardup("index", "query", str(idx), str(q), "-o", str(out))
+    r = neardup("index", "query", str(idx), str(q), "-o", str(out), "--k", "3")
     assert r.returncode == 0, r.stderr
     results = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [x["query"] for x in results] == [x["id"] for x in rows[:30]]
     for x, res in zip(rows[:30], results):
-        assert {(m["id"], m["distance"]) for m in res["matches"]} == _brute(fps, fps[x["id"]], 3)
-        assert (x["id"], 0) in {(m["id"], m["distance"]) for m in res["matches"]}
+        # with --k: the stored documents within k bits that pass the verifier
+        got = {(m["id"], m["distance"]) for m in res["matches"]}
+        assert got == {(m.id, m.distance) for m in d.check(x["text"], k=3)}
+        assert got <= _brute(fps, fps[x["id"]], 3) and (x["id"], 0) in got
 
 
 @needs_durable_index

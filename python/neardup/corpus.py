@@ -74,7 +74,8 @@ def without_boilerplate(lines: Sequence[str], boilerplate: Callable[[str], bool]
 class CorpusResult:
     """Outcome of :meth:`CorpusDeduper.result`; arrays indexed by row (feeding order).
 
-    - ``representative[row]``: the row of the kept document this row duplicates (itself if kept).
+    - ``representative[row]``: the row of the kept document this row duplicates (itself if kept,
+      -1 if it duplicates a reference document: see ``reference``).
     - ``distance[row]``: Hamming distance to the representative (0 if kept).
     - ``similarity[row]``: verifier score against the representative (1.0 if kept).
     - ``empty[row]``: the row's prepared text is empty (nothing to compare: it is kept, is
@@ -97,6 +98,25 @@ class CorpusResult:
     pairs_similarity: npt.NDArray[np.float64]
     empty: npt.NDArray[np.bool_]
     stats: dict[str, Any] = field(default_factory=dict)
+    #: Per row, the reference document (:meth:`CorpusDeduper.add_references`, by its index)
+    #: that the row is a near-copy of, else -1; such a row is dropped and its
+    #: ``representative`` is -1 (no kept row stands for it).
+    reference: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: The verified (reference, row) pairs: from :meth:`CorpusDeduper.result` the reference each
+    #: dropped row matched, from :meth:`CorpusDeduper.near_pairs` every reference each row
+    #: passes against.
+    reference_pairs_ref: npt.NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros(0, np.int64)
+    )
+    reference_pairs_row: npt.NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros(0, np.int64)
+    )
+    reference_pairs_distance: npt.NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros(0, np.int64)
+    )
+    reference_pairs_similarity: npt.NDArray[np.float64] = field(
+        default_factory=lambda: np.zeros(0, np.float64)
+    )
 
     @property
     def kept(self) -> npt.NDArray[np.bool_]:
@@ -140,6 +160,10 @@ class CorpusDeduper:
     already kept row (its representative is the kept row it is most similar to). So every
     dropped row has a kept near-duplicate, and no kept row has a kept near-duplicate earlier in
     the order among the candidates the policy's limits let through.
+
+    Reference documents (:meth:`add_references`, before the corpus) are kept ahead of every
+    row: a row that is a near-copy of one is dropped and names it (``CorpusResult.reference``);
+    references are never rows of the result (rows count the corpus only).
     """
 
     def __init__(
@@ -179,9 +203,29 @@ class CorpusDeduper:
         self._line_hashes: list[npt.NDArray[np.int64]] = []
         self._pages_learnt = 0
         self._learnt: set[int] | None = None
+        self._references = 0  # the engine's first rows are the reference documents
 
     def __len__(self) -> int:
-        return len(self._engine)
+        """Rows of the corpus fed so far (reference documents not counted)."""
+        return len(self._engine) - self._references
+
+    @property
+    def references(self) -> int:
+        """Reference documents added so far."""
+        return self._references
+
+    def add_references(self, texts: Sequence[str]) -> None:
+        """Add reference documents (e.g. an evaluation set, last month's crawl): they are kept
+        before any row of the corpus and never dropped, and a row that is a near-copy of one is
+        dropped in its favour. Call before the first :meth:`feed` (after
+        :meth:`learn_boilerplate`, so that pages are prepared alike); references get indices
+        ``references .. references+len(texts)-1``."""
+        if len(self):
+            raise ValueError("add_references must come before the corpus is fed")
+        chunk = self.sketch(self.prepare(texts))
+        if chunk.norms:
+            self._engine.feed(chunk.norms, chunk.fingerprints)
+        self._references += len(chunk.norms)
 
     def feed(self, texts: Sequence[str]) -> None:
         """Add the next chunk of texts; they get rows ``len(self) .. len(self)+len(texts)-1``."""
@@ -284,8 +328,9 @@ class CorpusDeduper:
         """
         order = check_order(keep_order, len(self))
         out = self._run(order, False, progress)
-        rep = out["representative"]
-        rows = np.flatnonzero(rep != np.arange(rep.size))
+        rep, ref = out["representative"], out["reference"]
+        rows = np.flatnonzero((rep != np.arange(rep.size)) & (ref < 0))
+        by_ref = np.flatnonzero(ref >= 0)
         return CorpusResult(
             representative=rep,
             distance=out["distance"],
@@ -296,6 +341,11 @@ class CorpusDeduper:
             pairs_similarity=out["similarity"][rows],
             empty=out["empty"],
             stats=out["stats"],
+            reference=ref,
+            reference_pairs_ref=ref[by_ref],
+            reference_pairs_row=by_ref.astype(np.int64),
+            reference_pairs_distance=out["distance"][by_ref],
+            reference_pairs_similarity=out["similarity"][by_ref],
         )
 
     def near_pairs(
@@ -305,7 +355,9 @@ class CorpusDeduper:
     ) -> CorpusResult:
         """Every verified pair among the rows fed so far (each row compared with all earlier
         rows of ``keep_order``, not only the kept, within the same limits); no row is dropped.
-        Pairs are ``(earlier, later)`` in that order."""
+        Pairs are ``(earlier, later)`` in that order; each row's pairs with the reference
+        documents are in ``reference_pairs_*`` (the references are visited first, and compared
+        with each other too: that work grows with their number, their pairs are not kept)."""
         order = check_order(keep_order, len(self))
         out = self._run(order, True, progress)
         return CorpusResult(
@@ -318,6 +370,11 @@ class CorpusDeduper:
             pairs_similarity=out["pairs_similarity"],
             empty=out["empty"],
             stats=out["stats"],
+            reference=out["reference"],
+            reference_pairs_ref=out["reference_pairs_ref"],
+            reference_pairs_row=out["reference_pairs_row"],
+            reference_pairs_distance=out["reference_pairs_distance"],
+            reference_pairs_similarity=out["reference_pairs_similarity"],
         )
 
     def _run(
@@ -327,11 +384,44 @@ class CorpusDeduper:
         progress: Callable[[int], None] | None,
     ) -> dict[str, Any]:
         self._engine.reset()
+        refs = self._references
+        if refs:
+            # References first: kept unchecked (all-pairs runs keep every row they visit, so
+            # there they are visited, and their pairs with each other dropped below).
+            first = np.arange(refs, dtype=np.int64)
+            if all_pairs:
+                self._engine.decide(first, True)
+            else:
+                self._engine.keep(first)
         for start in range(0, order.size, _STEP):
             step = order[start : start + _STEP]
-            self._engine.decide(step, all_pairs)
+            self._engine.decide(step + refs if refs else step, all_pairs)
             if progress is not None:
                 progress(int(step.size))
         out: dict[str, Any] = self._engine.outcome()
         self._engine.reset()  # (the tables go; the outcome is copied out)
-        return out
+        return _corpus_rows(out, refs)
+
+
+def _corpus_rows(out: dict[str, Any], refs: int) -> dict[str, Any]:
+    """The engine's outcome over references then corpus, as the corpus's rows (0 = its first
+    document) with each row's reference match apart (``reference``, ``reference_pairs_*``)."""
+    rep = out["representative"][refs:]
+    ref = np.where(rep < refs, rep, -1).astype(np.int64)
+    out["reference"] = ref
+    out["representative"] = np.where(rep < refs, -1, rep - refs).astype(np.int64)
+    for name in ("distance", "similarity", "empty"):
+        out[name] = out[name][refs:]
+    a, b = out["pairs_a"], out["pairs_b"]
+    with_ref = (a < refs) & (b >= refs)
+    inside = a >= refs
+    for name in ("distance", "similarity"):
+        out[f"reference_pairs_{name}"] = out[f"pairs_{name}"][with_ref]
+        out[f"pairs_{name}"] = out[f"pairs_{name}"][inside]
+    out["reference_pairs_ref"] = a[with_ref].astype(np.int64)
+    out["reference_pairs_row"] = (b[with_ref] - refs).astype(np.int64)
+    out["pairs_a"] = (a[inside] - refs).astype(np.int64)
+    out["pairs_b"] = (b[inside] - refs).astype(np.int64)
+    if refs:
+        out["stats"]["documents"] = int(rep.size)
+    return out

@@ -22,7 +22,7 @@ from array import array
 from bisect import bisect_left
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from typing import Any
 
@@ -32,6 +32,7 @@ import numpy.typing as npt
 from neardup import io as nio
 from neardup import report
 from neardup._core import PRESETS
+from neardup.cli._against import ReferenceInputError, add_references, open_references
 from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
 from neardup.dedup import Policy
 from neardup.io import eprint
@@ -44,6 +45,7 @@ EXAMPLES = """examples:
   neardup dedup crawl.jsonl.zst -o kept.jsonl.zst --report report.html
   neardup dedup pages/ -o kept-pages/ --keep longest --pairs pairs.parquet
   neardup dedup notices.csv --text-field body -o kept.csv --keep newest --time-field sent_at
+  neardup dedup train.jsonl -o clean.jsonl --against eval.jsonl --clusters dropped.jsonl
 
 """
 
@@ -132,6 +134,30 @@ def add_parser(subparsers: Any) -> None:
         help="write an HTML report: FILE.html (what was removed, similarities, the pairs "
         "closest to the threshold, the largest clusters' diffs) and every cluster on pages in "
         "FILE-clusters/",
+    )
+    p.add_argument(
+        "--against",
+        nargs="+",
+        action="extend",
+        metavar="REF",
+        default=[],
+        help="reference documents (files or directories this command reads, or a directory made "
+        "by `neardup index build`): kept ahead of the corpus and never written; a document that "
+        "is a near-copy of one is dropped, and --clusters / --pairs name the reference's id. "
+        "Give it after the inputs (or repeat it)",
+    )
+    p.add_argument(
+        "--against-text-field",
+        metavar="FIELD",
+        default=None,
+        help="field/column with the text of the --against records (default: --text-field)",
+    )
+    p.add_argument(
+        "--against-id-field",
+        metavar="FIELD",
+        default=None,
+        help="field/column with the id of the --against records (default: 'id' where present, "
+        "else FILE:LINE)",
     )
     p.add_argument(
         "--empty",
@@ -352,10 +378,15 @@ def run(args: argparse.Namespace) -> int:
     outputs = [
         os.path.abspath(p) for p in (args.output, args.clusters, args.pairs, args.report) if p
     ]
-    for s in sources:
-        if os.path.abspath(s.path) in outputs:
-            eprint(f"neardup dedup: {s.path} is both an input and an output")
+    for path in [s.path for s in sources] + args.against:
+        if os.path.abspath(path) in outputs:
+            eprint(f"neardup dedup: {path} is both an input and an output")
             return EXIT_USAGE
+    try:
+        references = open_references(args.against, args.format)
+    except ReferenceInputError as e:
+        eprint(f"neardup dedup: {e}")
+        return EXIT_INPUT
     try:
         output = nio.output_source(args.output, sources)
     except nio.UnknownFormatError as e:
@@ -363,6 +394,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     if args.engine == "spark":
+        if references:
+            eprint("neardup dedup: --against runs with --engine local only (for now)")
+            return EXIT_USAGE
         return _run_spark(args)
 
     try:
@@ -387,6 +421,21 @@ def run(args: argparse.Namespace) -> int:
     except (nio.InputError, OSError) as e:
         eprint(f"neardup dedup: {e}")
         return EXIT_INPUT
+
+    # ---- the references: kept ahead of the corpus, never written
+    reference_ids: list[Any] = []
+    if references:
+        progress = Progress(sum(r.size() for r in references), "references", args.quiet)
+        try:
+            reference_ids = add_references(deduper, references, args, progress.advance)
+        except ReferenceInputError as e:
+            eprint(f"neardup dedup: {e}")
+            return EXIT_INPUT
+        except OSError as e:
+            eprint(f"neardup dedup: --against: {e}")
+            return EXIT_INPUT
+        finally:
+            progress.close()
 
     # ---- pass 1: read, fingerprint, sketch
     files: list[_FileSlots] = []
@@ -501,7 +550,8 @@ def run(args: argparse.Namespace) -> int:
     rows = np.arange(n, dtype=np.int64)
     rep = result.representative
     kept = rep == rows
-    member = ~kept
+    of_reference = result.reference >= 0 if references else np.zeros(n, dtype=bool)
+    member = ~kept & ~of_reference  # (members of the corpus's own clusters)
     empty = result.empty
     n_empty = int(empty.sum())
     if args.empty == "drop":
@@ -513,7 +563,8 @@ def run(args: argparse.Namespace) -> int:
     plan = None
     if args.report:
         plan = report.ReportPlan(
-            result,
+            # (a near-copy of a reference is removed but in no cluster of the corpus)
+            replace(result, representative=np.where(of_reference, rows, rep)),
             kept,
             length_arr,
             np.asarray(nbytes, dtype=np.int64),
@@ -522,11 +573,12 @@ def run(args: argparse.Namespace) -> int:
         )
 
     # ---- pass 2: write the kept records; re-read cluster members for ids and report texts
-    need_rows = in_cluster if (args.clusters or args.report) else np.zeros(n, dtype=bool)
+    need_rows = in_cluster | of_reference if (args.clusters or args.report) else np.zeros(n, bool)
     if pairs is not None:
         need_rows = need_rows.copy()
         need_rows[pairs.pairs_a] = True
         need_rows[pairs.pairs_b] = True
+        need_rows[pairs.reference_pairs_row] = True
     ids: dict[int, Any] = {}
     progress = Progress(input_bytes(sources), "pass 3/3: writing", args.quiet)
     row_offset = 0
@@ -568,9 +620,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.clusters:
         _write_clusters(args.clusters, rep, in_cluster, result.distance, ids)
+        if references:
+            _write_reference_clusters(args.clusters, result, reference_ids, ids)
     if pairs is not None:
         try:
-            _write_pairs(args.pairs, pairs, ids)
+            _write_pairs(args.pairs, pairs, ids, reference_ids if references else None)
         except (OSError, ImportError) as e:
             eprint(f"neardup dedup: --pairs {args.pairs}: {e}")
             return EXIT_INPUT
@@ -584,6 +638,8 @@ def run(args: argparse.Namespace) -> int:
         "kept": n_kept,
         "removed": n - n_kept,
         "clusters": len(cluster_reps),
+        "references": len(reference_ids),
+        "removed_as_reference_copies": int(of_reference.sum()),
         "seconds": round(elapsed, 3),
         "docs_per_second": round(n / elapsed) if elapsed > 0 else None,
         "megabytes": round(input_bytes(sources) / 1e6, 3),
@@ -617,7 +673,14 @@ def run(args: argparse.Namespace) -> int:
             f"neardup dedup: read {_counted(n, 'document')}"
             + (f" ({_counted(skipped, 'bad record')} skipped)" if skipped else "")
             + f", kept {n_kept:,}, removed {n - n_kept:,}"
-            + f" in {_counted(len(cluster_reps), 'cluster')}"
+            + (
+                f" ({n - n_kept - int(of_reference.sum()):,} in "
+                f"{_counted(len(cluster_reps), 'cluster')}, {int(of_reference.sum()):,} as "
+                f"near-copies of {len(np.unique(result.reference[of_reference])):,} of the "
+                f"{_counted(len(reference_ids), 'reference')})"
+                if references
+                else f" in {_counted(len(cluster_reps), 'cluster')}"
+            )
             + f", {elapsed:.1f} s ({summary['docs_per_second'] or 0:,} docs/s) -> {args.output}"
         )
         if args.verbose:
@@ -657,6 +720,26 @@ def _write_clusters(
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+def _write_reference_clusters(
+    path: str, result: CorpusResult, reference_ids: list[Any], ids: dict[int, Any]
+) -> None:
+    """Appends to the clusters file a row per document dropped as a near-copy of a reference:
+    ``{"id", "cluster": <the reference's id>, "kept": false, "distance", "reference": true}``,
+    grouped by reference."""
+    rows = np.flatnonzero(result.reference >= 0)
+    rows = rows[np.lexsort((rows, result.reference[rows]))]
+    with open(path, "a", encoding="utf-8") as f:
+        for row in rows.tolist():
+            record = {
+                "id": ids.get(row, row),
+                "cluster": reference_ids[int(result.reference[row])],
+                "kept": False,
+                "distance": int(result.distance[row]),
+                "reference": True,
+            }
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
 def _counted(n: int, noun: str) -> str:
     """``n`` and ``noun``, plural unless n is 1: "1 cluster", "2,000 documents"."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
@@ -678,24 +761,37 @@ def _has_pages(sources: list[nio.Source], spec: nio.FieldSpec, policy: Policy) -
     return False
 
 
-def _write_pairs(path: str, pairs: CorpusResult, ids: dict[int, Any]) -> None:
+def _write_pairs(
+    path: str, pairs: CorpusResult, ids: dict[int, Any], reference_ids: list[Any] | None
+) -> None:
     """Every verified pair: JSONL ``{"a", "b", "distance", "similarity"}`` (a the earlier in
-    the keep order), or Parquet when ``path`` ends in ``.parquet``."""
+    the keep order), or Parquet when ``path`` ends in ``.parquet``. With references
+    (``--against``), each pair also says ``"reference"``: whether ``a`` is a reference's id;
+    the pairs with references come first."""
     a = [ids.get(r, r) for r in pairs.pairs_a.tolist()]
     b = [ids.get(r, r) for r in pairs.pairs_b.tolist()]
     dist = pairs.pairs_distance.tolist()
     sim = [round(x, 6) for x in pairs.pairs_similarity.tolist()]
+    columns: dict[str, list[Any]] = {"a": a, "b": b, "distance": dist, "similarity": sim}
+    if reference_ids is not None:
+        n_ref = len(pairs.reference_pairs_row)
+        columns = {
+            "a": [reference_ids[r] for r in pairs.reference_pairs_ref.tolist()] + a,
+            "b": [ids.get(r, r) for r in pairs.reference_pairs_row.tolist()] + b,
+            "distance": pairs.reference_pairs_distance.tolist() + dist,
+            "similarity": [round(x, 6) for x in pairs.reference_pairs_similarity.tolist()] + sim,
+            "reference": [True] * n_ref + [False] * len(a),
+        }
     if path.endswith(".parquet"):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.table({"a": a, "b": b, "distance": dist, "similarity": sim})
-        pq.write_table(table, path)
+        pq.write_table(pa.table(columns), path)
         return
+    names = list(columns)
     with open(path, "w", encoding="utf-8") as f:
-        for row in zip(a, b, dist, sim):
-            record = dict(zip(("a", "b", "distance", "similarity"), row))
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        for row in zip(*columns.values()):
+            f.write(json.dumps(dict(zip(names, row)), ensure_ascii=False) + "\n")
 
 
 def _run_spark(args: argparse.Namespace) -> int:

@@ -1,13 +1,19 @@
-"""`neardup index build|query`: a persistent index directory from the command line.
+"""`neardup index build|query`: a reference directory of documents, built once and reused.
 
 ``neardup index build DIR INPUT…`` fingerprints the documents of the inputs and adds them to the
-durable index at DIR (made when missing, added to when it exists): ids come from ``--id-field``
-(default: the ``id`` field where present, else ``FILE:LINE``; a directory's files by relative
-path), times from ``--time-field`` (default: now). Adding an id that is already there replaces it.
+durable index at DIR (made when missing, added to when it exists), and stores their texts in
+``DIR/texts.sqlite`` for verification: ids come from ``--id-field`` (default: the ``id`` field
+where present, else ``FILE:LINE``; a directory's files by relative path), times from
+``--time-field`` (default: now). Adding an id that is already there replaces it. The directory
+is what ``neardup dedup --against DIR`` reads (the texts, not the original inputs).
 
 ``neardup index query DIR (--text TEXT | --fingerprint FP | INPUT…)`` prints one JSON line per
-query: ``{"query": …, "fingerprint": "<hex>", "matches": [{"id": …, "distance": d}, …]}``, every
-stored item within ``--k`` bits (default: the index's k), nearest first.
+query: ``{"query": <the INPUT record's id>, "fingerprint": "<hex>", "matches": [{"id": …,
+"distance": d, "similarity": s}, …]}``: the stored documents the query is a near-copy of, best
+first, verified as ``neardup dedup`` decides (the Jaccard of character shingles reaches the
+policy's threshold; with ``--k``, among the stored documents within k bits). A ``--fingerprint``
+has no text to verify: every stored item within ``--k`` bits (default: the index's k), nearest
+first, with ``"similarity": null`` (as for a directory built with ``--raw``, which holds no texts).
 
 Texts are fingerprinted as the deduplicators do (``Policy.prepare``; ``--raw``: as they are). The
 fingerprinter's settings are written to ``DIR/neardup-cli.json`` at build time and reused by
@@ -29,8 +35,9 @@ import numpy as np
 
 from neardup import Index
 from neardup import io as nio
+from neardup._core import PRESETS
+from neardup.cli._against import REFERENCE_TEXTS
 from neardup.cli.dedup import (
-    EXIT_CODES,
     EXIT_INPUT,
     EXIT_OK,
     EXIT_USAGE,
@@ -41,10 +48,40 @@ from neardup.cli.dedup import (
     open_sources,
 )
 from neardup.cli.fingerprint import TextFingerprinter, make_policy
-from neardup.dedup import Policy
+from neardup.dedup import Deduplicator, Match, Policy
+from neardup.textstore import SqliteTextStore
 
 SETTINGS_FILE = "neardup-cli.json"
 _CHUNK = 16384
+
+BUILD_EXAMPLES = """examples:
+  neardup index build evals/ mmlu.jsonl gsm8k.jsonl --text-field question
+  neardup index build last-month/ crawl-2026-11.jsonl.zst
+  neardup dedup crawl-2026-12.jsonl.zst -o new.jsonl.zst --against last-month/
+
+"""
+
+QUERY_EXAMPLES = """examples:
+  neardup index query evals/ --text "Natalia sold clips to 48 of her friends in April"
+  neardup index query evals/ train.jsonl -o hits.jsonl
+  neardup index query evals/ --fingerprint 3f2a9c0d11e4b7a2 --k 6
+
+"""
+
+INDEX_EXAMPLES = """examples:
+  neardup index build evals/ mmlu.jsonl --text-field question
+  neardup index query evals/ --text "…"
+  neardup dedup train.jsonl -o clean.jsonl --against evals/
+
+"""
+
+INDEX_EXIT_CODES = """exit codes:
+  0  done
+  1  input error: a missing input or index directory, a corrupt index, or a bad record with
+     --on-error fail
+  2  usage error: bad flags, a --preset other than the directory's
+  130  interrupted
+"""
 
 
 def add_parser(subparsers: Any) -> None:
@@ -52,8 +89,11 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "index",
         help="build or query a persistent fingerprint index directory",
-        description=(__doc__ or "").split("\n\n")[0],
-        epilog=EXIT_CODES,
+        description=(
+            "A reference directory: the fingerprints of its documents in a durable index and "
+            "their texts, built once, then queried or used by `neardup dedup --against DIR`."
+        ),
+        epilog=INDEX_EXAMPLES + INDEX_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="index_command", metavar="{build,query}")
@@ -62,24 +102,45 @@ def add_parser(subparsers: Any) -> None:
     b = sub.add_parser(
         "build",
         help="add the documents of INPUT… to the index at DIR",
-        epilog=EXIT_CODES,
+        description=(
+            "Fingerprint the documents of INPUT… and add them, with their texts, to DIR (made "
+            "when missing; an id already there is replaced). `neardup dedup --against DIR` and "
+            "`neardup index query DIR` read it."
+        ),
+        epilog=BUILD_EXAMPLES + INDEX_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     b.add_argument("index_dir", metavar="DIR", help="index directory (made when missing)")
     add_input_arguments(b)
-    b.add_argument("--k", type=int, default=3, help="the index's default radius (default 3)")
-    b.add_argument("--preset", default=None, help="fingerprint preset (only for a new index)")
+    b.add_argument(
+        "--k",
+        type=int,
+        default=3,
+        help="the index's default radius in bits for --fingerprint queries (default: 3)",
+    )
+    b.add_argument(
+        "--preset",
+        default=None,
+        choices=PRESETS,
+        help="fingerprint preset, only for a new index (default: default, the policy's)",
+    )
     b.add_argument(
         "--raw",
         action="store_true",
-        help="fingerprint texts as they are, not as the deduplicators do (only for a new index)",
+        help="fingerprint texts as they are, not as the deduplicators do, and store no texts "
+        "(only for a new index; its queries are not verified, and --against cannot use it)",
     )
     b.set_defaults(run=run_build)
 
     q = sub.add_parser(
         "query",
         help="find the stored documents near a text, a fingerprint or each document of INPUT…",
-        epilog=EXIT_CODES,
+        description=(
+            "Print, per query, the stored documents it is a near-copy of (verified as neardup "
+            "dedup decides), with their distance and similarity; a --fingerprint gets every "
+            "stored item within --k bits, unverified. The stored texts are loaded first."
+        ),
+        epilog=QUERY_EXAMPLES + INDEX_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     q.add_argument("index_dir", metavar="DIR", help="index directory")
@@ -87,11 +148,29 @@ def add_parser(subparsers: Any) -> None:
     what.add_argument("--text", help="a text to look up")
     what.add_argument("--fingerprint", help="a fingerprint: 16 hex digits, 0x…, or decimal")
     what.add_argument("inputs", nargs="*", default=[], metavar="INPUT", help="files to look up")
-    q.add_argument("--k", type=int, default=None, help="radius (default: the index's k)")
-    q.add_argument("--format", choices=nio.FORMATS, default=None, help="input format")
-    q.add_argument("--text-field", default="text", help="field/column of the text")
-    q.add_argument("--id-field", default=None, help="field/column of the id")
-    q.add_argument("--on-error", choices=("skip", "fail"), default="fail")
+    q.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help="verify the stored documents within k bits of the query instead of the decision's "
+        "own candidates (MinHash bands); for --fingerprint, the radius (default: the index's k, "
+        "3 unless built with another)",
+    )
+    q.add_argument(
+        "--format", choices=nio.FORMATS, default=None, help="input format (default: from the name)"
+    )
+    q.add_argument("--text-field", default="text", help="field/column of the text (default: text)")
+    q.add_argument(
+        "--id-field",
+        default=None,
+        help="field/column of the id (default: 'id' where present, else FILE:LINE)",
+    )
+    q.add_argument(
+        "--on-error",
+        choices=("skip", "fail"),
+        default="fail",
+        help="a bad record stops the job with exit 1 (fail, default) or is left out (skip)",
+    )
     q.add_argument("-o", "--output", default=None, help="write the results here (default stdout)")
     q.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
     q.set_defaults(run=run_query)
@@ -152,14 +231,19 @@ def _settings_of(fingerprinter: TextFingerprinter) -> dict[str, Any]:
         "fingerprint": dict(fingerprinter.policy.fingerprint),
         "html": fingerprinter.policy.html,
         "raw": fingerprinter.raw,
+        # the texts are stored (in REFERENCE_TEXTS) from the first build on
+        "texts": not fingerprinter.raw,
     }
 
 
-def _fingerprinter_from(settings: dict[str, Any]) -> TextFingerprinter:
-    policy = Policy.default().replace(
+def _policy_from(settings: dict[str, Any]) -> Policy:
+    return Policy.default().replace(
         fingerprint=dict(settings["fingerprint"]), html=settings.get("html", "auto")
     )
-    return TextFingerprinter(policy, raw=bool(settings.get("raw", False)))
+
+
+def _fingerprinter_from(settings: dict[str, Any]) -> TextFingerprinter:
+    return TextFingerprinter(_policy_from(settings), raw=bool(settings.get("raw", False)))
 
 
 def _doc_id(doc: nio.Doc, source: nio.Source) -> Any:
@@ -199,6 +283,20 @@ def run_build(args: argparse.Namespace) -> int:
     except (OSError, ValueError, RuntimeError) as e:
         eprint(f"neardup index build: {args.index_dir}: {e}")
         return EXIT_INPUT
+    store = None
+    if settings.get("texts"):
+        try:
+            store = SqliteTextStore(os.path.join(args.index_dir, REFERENCE_TEXTS), sync="normal")
+        except ValueError as e:
+            _close(index)
+            eprint(f"neardup index build: {e}")
+            return EXIT_INPUT
+    elif not args.quiet and not settings.get("raw"):
+        eprint(
+            f"neardup index build: {args.index_dir} was built without its texts (by an earlier "
+            "version): it holds fingerprints only, so queries are not verified and dedup "
+            "--against cannot use it; build a new directory to have both"
+        )
     with open(os.path.join(args.index_dir, SETTINGS_FILE), "w", encoding="utf-8") as f:
         json.dump(settings, f, indent=2, sort_keys=True)
     spec = nio.FieldSpec(args.text_field, args.id_field, args.time_field)
@@ -213,12 +311,10 @@ def run_build(args: argparse.Namespace) -> int:
         if not texts:
             return
         fps = fingerprinter.many(texts)
-        add_many = getattr(index, "add_many", None)
-        if add_many is not None:
-            add_many(ids, fps, times if args.time_field else None)
-        else:
-            for i, fp, t in zip(ids, fps.tolist(), times):
-                index.add(i, int(fp), t)
+        stamps = times if args.time_field else None
+        if store is not None:  # (texts first: a fingerprint is never stored without its text)
+            store.put_many(list(zip(ids, texts, stamps or [None] * len(ids))), fps.tolist())
+        index.add_many(ids, fps, stamps)
         added += len(texts)
         progress.count(len(texts))
         ids.clear()
@@ -234,7 +330,7 @@ def run_build(args: argparse.Namespace) -> int:
                         eprint(f"neardup index build: {doc}")
                         eprint("(--on-error skip leaves bad records out and goes on)")
                         flush()
-                        _close(index)
+                        _close(index, store)
                         return EXIT_INPUT
                     skipped += 1
                     if skipped <= 10 and not args.quiet:
@@ -249,7 +345,7 @@ def run_build(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     size = len(index)
-    _close(index)
+    _close(index, store)
     if not args.quiet:
         eprint(
             f"neardup index build: added {added:,} documents"
@@ -259,11 +355,11 @@ def run_build(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _close(index: Any) -> None:
-    for name in ("flush", "close"):
-        method = getattr(index, name, None)
-        if method is not None:
-            method()
+def _close(index: Any, store: SqliteTextStore | None = None) -> None:
+    index.flush()
+    index.close()
+    if store is not None:
+        store.close()
 
 
 def run_query(args: argparse.Namespace) -> int:
@@ -291,28 +387,73 @@ def run_query(args: argparse.Namespace) -> int:
     except (OSError, ValueError, RuntimeError) as e:
         eprint(f"neardup index query: {args.index_dir}: {e}")
         return EXIT_INPUT
+    texts_path = os.path.join(args.index_dir, REFERENCE_TEXTS)
+    checker = None
+    if args.fingerprint is None and settings.get("texts") and os.path.isfile(texts_path):
+        # The stored texts go into the decision engine, as neardup dedup --against loads them.
+        Progress.status("neardup index query: loading the stored texts…", args.quiet)
+        try:
+            store = SqliteTextStore(texts_path, sync="off")
+            checker = Deduplicator(policy=_policy_from(settings), index=index, store=store)
+        except ValueError as e:
+            _close(index)
+            eprint(f"neardup index query: {e}")
+            return EXIT_INPUT
+        Progress.status("", args.quiet)
+    elif args.fingerprint is None and not args.quiet:
+        eprint(
+            f"neardup index query: {args.index_dir} holds fingerprints only (built with --raw "
+            "or by an earlier version): the matches are every stored item within --k bits, "
+            'not verified ("similarity": null)'
+        )
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     try:
-        return _query(args, index, fingerprinter, out)
+        return _query(args, index, fingerprinter, checker, out)
     finally:
         if out is not sys.stdout:
             out.close()
-        _close(index)
+        if checker is not None:
+            checker.close()  # (the index and the store with it)
+        else:
+            _close(index)
 
 
-def _emit(out: Any, query: Any, fp: int, matches: list[tuple[Any, int]]) -> None:
-    record = {
-        "query": query,
-        "fingerprint": f"{fp:016x}",
-        "matches": [{"id": i, "distance": int(d)} for i, d in matches],
-    }
+def _emit(out: Any, query: Any, fp: int, matches: list[Match]) -> None:
+    record: dict[str, Any] = {} if query is None else {"query": query}
+    record["fingerprint"] = f"{fp:016x}"
+    record["matches"] = [
+        {
+            "id": m.id,
+            "distance": int(m.distance),
+            "similarity": None if m.similarity is None else round(m.similarity, 6),
+        }
+        for m in matches
+    ]
     out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def _query(args: argparse.Namespace, index: Any, fingerprinter: TextFingerprinter, out: Any) -> int:
+def _unverified(hits: list[tuple[Any, int]]) -> list[Match]:
+    return [Match(i, int(d), None) for i, d in hits]
+
+
+def _query(
+    args: argparse.Namespace,
+    index: Any,
+    fingerprinter: TextFingerprinter,
+    checker: Deduplicator | None,
+    out: Any,
+) -> int:
+    def lookup(texts: list[str]) -> tuple[list[int], list[list[Match]]]:
+        fps = np.asarray(fingerprinter.many(texts), dtype=np.uint64)
+        if checker is not None:
+            found = checker.check_many(texts, args.k)
+        else:
+            found = [_unverified(h) for h in index.query_many(fps, args.k)]
+        return fps.tolist(), found
+
     if args.text is not None:
-        fp = fingerprinter.one(args.text)
-        _emit(out, args.text, fp, index.query(fp, args.k))
+        fps, found = lookup([args.text])
+        _emit(out, None, fps[0], found[0])
         return EXIT_OK
     if args.fingerprint is not None:
         try:
@@ -320,7 +461,7 @@ def _query(args: argparse.Namespace, index: Any, fingerprinter: TextFingerprinte
         except ValueError as e:
             eprint(f"neardup index query: {e}")
             return EXIT_USAGE
-        _emit(out, args.fingerprint, fp, index.query(fp, args.k))
+        _emit(out, args.fingerprint, fp, _unverified(index.query(fp, args.k)))
         return EXIT_OK
     args.time_field = None
     opened = open_sources(args, "index query")
@@ -333,14 +474,9 @@ def _query(args: argparse.Namespace, index: Any, fingerprinter: TextFingerprinte
     def flush() -> None:
         if not texts:
             return
-        fps = fingerprinter.many(texts)
-        query_many = getattr(index, "query_many", None)
-        if query_many is not None:
-            results = query_many(fps, args.k)
-        else:
-            results = [index.query(int(x), args.k) for x in fps.tolist()]
-        for q, fp, matches in zip(queries, np.asarray(fps).tolist(), results):
-            _emit(out, q, int(fp), matches)
+        fps, found = lookup(texts)
+        for q, fp, matches in zip(queries, fps, found):
+            _emit(out, q, fp, matches)
         queries.clear()
         texts.clear()
 

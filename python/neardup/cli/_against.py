@@ -1,0 +1,145 @@
+"""`neardup dedup --against REF…`: the reference documents a corpus is deduplicated against.
+
+A reference is any input the command reads (a file of a known format, a directory of .txt/.html
+files) or a reference directory written by ``neardup index build`` (its texts are stored in
+``DIR/texts.sqlite``, so the reference corpus is read from there, not from where it came from).
+References are fed to :meth:`neardup.corpus.CorpusDeduper.add_references` before the corpus:
+kept first, never written out; a corpus document that is a near-copy of one is dropped and the
+outputs name the reference's id (its record's id, else ``FILE:LINE``, or the id it was stored
+under in an index directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from neardup import io as nio
+from neardup.corpus import CorpusDeduper
+from neardup.textstore import SqliteTextStore
+
+#: The stored texts of an index directory (``neardup index build``), what ``--against`` reads.
+REFERENCE_TEXTS = "texts.sqlite"
+_CHUNK = 16384
+
+
+class ReferenceInputError(ValueError):
+    """A reference that cannot be used (missing, an unknown format, a bad record)."""
+
+
+@dataclass
+class Reference:
+    """One ``--against`` argument: an input of the command or an index directory."""
+
+    path: str
+    source: nio.Source | None  # None: an index directory
+
+    def size(self) -> int:
+        """Bytes on disk (progress total)."""
+        if self.source is None:
+            return os.path.getsize(os.path.join(self.path, REFERENCE_TEXTS))
+        from neardup.cli.dedup import input_bytes  # (dedup imports this module)
+
+        return input_bytes([self.source])
+
+
+def is_index_dir(path: str) -> bool:
+    """Whether ``path`` is a directory written by ``neardup index build``."""
+    from neardup.cli.index import SETTINGS_FILE
+
+    return os.path.isfile(os.path.join(path, SETTINGS_FILE))
+
+
+def open_references(paths: list[str], format: str | None) -> list[Reference]:
+    """Check every ``--against`` path before anything is read or written.
+
+    Raises :class:`ReferenceInputError` naming the path and what is wrong with it.
+    """
+    out = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise ReferenceInputError(f"--against {path}: no such file or directory")
+        if os.path.isdir(path) and is_index_dir(path):
+            if not os.path.isfile(os.path.join(path, REFERENCE_TEXTS)):
+                raise ReferenceInputError(
+                    f"--against {path}: this index directory holds fingerprints only (built "
+                    f"before index build stored texts, or with --raw); rebuild it with "
+                    f"`neardup index build {path} INPUT…`"
+                )
+            out.append(Reference(path, None))
+            continue
+        try:
+            source = nio.detect(path)
+        except nio.UnknownFormatError:
+            if format is None:
+                raise ReferenceInputError(f"--against {path}: cannot tell its format") from None
+            try:
+                source = nio.detect(path, format)
+            except nio.UnknownFormatError as e:
+                raise ReferenceInputError(f"--against {e}") from None
+        if source.format == "dir" and not nio.dir_files(path):
+            raise ReferenceInputError(
+                f"--against {path}: holds no .txt, .text, .html or .htm file and is not an "
+                "index directory (neardup index build)"
+            )
+        out.append(Reference(path, source))
+    return out
+
+
+def _stored(path: str) -> Iterator[tuple[Any, str]]:
+    store = SqliteTextStore(os.path.join(path, REFERENCE_TEXTS), sync="off")
+    try:
+        for i, text, _ in store.items():
+            yield i, text
+    finally:
+        store.close()
+
+
+def _read(ref: Reference, spec: nio.FieldSpec, on_error: str) -> Iterator[tuple[Any, str]]:
+    if ref.source is None:
+        yield from _stored(ref.path)
+        return
+    source = ref.source
+    for doc in nio.read_docs(source, spec):
+        if isinstance(doc, nio.InputError):
+            if on_error == "fail":
+                raise ReferenceInputError(f"--against {doc}")
+            continue
+        yield (doc.id if doc.id is not None else f"{source.path}:{doc.line}"), doc.text
+
+
+def add_references(
+    deduper: CorpusDeduper,
+    refs: list[Reference],
+    args: argparse.Namespace,
+    advance: Any = None,
+) -> list[Any]:
+    """Feed every reference document to ``deduper``; returns their ids, in feeding order.
+
+    Records are read with ``--against-text-field`` (default: ``--text-field``) and
+    ``--against-id-field``; a bad record stops with :class:`ReferenceInputError` under ``--on-error
+    fail`` and is left out under ``skip``."""
+    spec = nio.FieldSpec(args.against_text_field or args.text_field, args.against_id_field, None)
+    ids: list[Any] = []
+    for ref in refs:
+        chunk_ids: list[Any] = []
+        texts: list[str] = []
+        try:
+            for i, text in _read(ref, spec, args.on_error):
+                chunk_ids.append(i)
+                texts.append(text)
+                if len(texts) >= _CHUNK:
+                    deduper.add_references(texts)
+                    ids.extend(chunk_ids)
+                    chunk_ids, texts = [], []
+        except nio.InputError as e:
+            raise ReferenceInputError(f"--against {e}") from None
+        if texts:
+            deduper.add_references(texts)
+            ids.extend(chunk_ids)
+        if advance is not None:
+            advance(ref.size())
+    return ids
