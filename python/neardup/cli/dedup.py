@@ -33,6 +33,7 @@ from neardup import io as nio
 from neardup import report
 from neardup._core import PRESETS
 from neardup.cli._against import ReferenceInputError, add_references, open_references
+from neardup.cli._pipes import PipeError, run_piped, uses_pipes
 from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
 from neardup.dedup import Policy
 from neardup.io import eprint
@@ -71,13 +72,19 @@ def add_parser(subparsers: Any) -> None:
         description=(
             "Keep one document of each group of near-copies. Inputs: JSONL (.jsonl, .gz/.xz/.zst), "
             "CSV/TSV, Parquet, text with one document per line, or directories of .txt/.html "
-            "files. The output has the inputs' format, every field, and the input order."
+            "files; - reads standard input (JSONL, or --format). The output has the inputs' "
+            "format, every field, and the input order; -o - writes it to standard output."
         ),
         epilog=EXAMPLES + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_arguments(p)
-    p.add_argument("-o", "--output", required=True, help="where the kept documents go")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="where the kept documents go, in the inputs' format; - for standard output",
+    )
     p.add_argument(
         "--k",
         type=int,
@@ -177,7 +184,29 @@ def add_parser(subparsers: Any) -> None:
         "--engine",
         choices=("local", "spark"),
         default="local",
-        help="local (this machine) or spark (neardup.spark, needs neardup[spark])",
+        help="local (this machine) or spark (neardup.spark, needs neardup[spark]); with spark, "
+        "-o, --clusters and --pairs are directories of part files written by the executors",
+    )
+    spark = p.add_argument_group("--engine spark only (docs/batch.md, 'Spark')")
+    spark.add_argument(
+        "--master",
+        default=None,
+        help="Spark master URL (default: $SPARK_MASTER, else local[*]; under spark-submit, its "
+        "session)",
+    )
+    spark.add_argument(
+        "--spark-conf",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="a Spark setting for the session (repeatable), e.g. spark.executor.memory=8g",
+    )
+    spark.add_argument(
+        "--output-format",
+        choices=("jsonl", "parquet"),
+        default=None,
+        help="format of the part files of -o, --clusters and --pairs (default: parquet for a "
+        "path ending in .parquet, else jsonl)",
     )
     p.set_defaults(run=run)
 
@@ -357,9 +386,33 @@ def keep_order_for(
 
 def run(args: argparse.Namespace) -> int:
     """Run ``neardup dedup``; returns the exit code."""
+    if uses_pipes(args) and not getattr(args, "output_label", None):
+        args.output_label = args.output
+        try:
+            return run_piped(args, run)
+        except (PipeError, nio.UnknownFormatError) as e:
+            eprint(f"neardup dedup: {e}")
+            return EXIT_USAGE
+        except OSError as e:
+            eprint(f"neardup dedup: -: {e}")
+            return EXIT_INPUT
     started = time.perf_counter()
     if args.keep == "newest" and not args.time_field:
         eprint("neardup dedup: --keep newest needs --time-field (the field with each time)")
+        return EXIT_USAGE
+    if args.engine == "spark":  # (its inputs may be globs or hdfs:// / s3a:// paths)
+        return _run_spark(args)
+    spark_only = [
+        flag
+        for flag, given in (
+            ("--master", args.master),
+            ("--spark-conf", args.spark_conf),
+            ("--output-format", args.output_format),
+        )
+        if given
+    ]
+    if spark_only:
+        eprint(f"neardup dedup: {', '.join(spark_only)} need --engine spark")
         return EXIT_USAGE
     opened = open_sources(args, "dedup")
     if isinstance(opened, int):
@@ -392,12 +445,6 @@ def run(args: argparse.Namespace) -> int:
     except nio.UnknownFormatError as e:
         eprint(f"neardup dedup: {e}")
         return EXIT_USAGE
-
-    if args.engine == "spark":
-        if references:
-            eprint("neardup dedup: --against runs with --engine local only (for now)")
-            return EXIT_USAGE
-        return _run_spark(args)
 
     try:
         policy = make_policy(args)
@@ -681,7 +728,8 @@ def run(args: argparse.Namespace) -> int:
                 if references
                 else f" in {_counted(len(cluster_reps), 'cluster')}"
             )
-            + f", {elapsed:.1f} s ({summary['docs_per_second'] or 0:,} docs/s) -> {args.output}"
+            + f", {elapsed:.1f} s ({summary['docs_per_second'] or 0:,} docs/s) -> "
+            + (getattr(args, "output_label", None) or args.output)
         )
         if args.verbose:
             eprint(
@@ -795,10 +843,24 @@ def _write_pairs(
 
 
 def _run_spark(args: argparse.Namespace) -> int:
+    if getattr(args, "against", None):
+        eprint("neardup dedup: --against runs with --engine local only (for now)")
+        return EXIT_USAGE
+    for flag, given in (("--report", args.report), ("--temp-dir", args.temp_dir)):
+        if given:
+            eprint(f"neardup dedup: {flag} runs with --engine local only")
+            return EXIT_USAGE
     try:
         from neardup import spark
+        from neardup.spark._cli import parse_conf
     except ImportError as e:
         eprint(f"neardup dedup: --engine spark needs pip install 'neardup[spark]' ({e})")
+        return EXIT_USAGE
+    try:
+        policy = make_policy(args)
+        conf = parse_conf(args.spark_conf)
+    except ValueError as e:
+        eprint(f"neardup dedup: {e}")
         return EXIT_USAGE
     try:
         summary = spark.run_dedup_cli(
@@ -806,10 +868,16 @@ def _run_spark(args: argparse.Namespace) -> int:
             args.output,
             text_field=args.text_field,
             id_field=args.id_field,
-            k=args.k,
             keep=args.keep,
             time_field=args.time_field,
             clusters=args.clusters,
+            pairs=args.pairs,
+            master=args.master,
+            spark_conf=conf,
+            output_format_name=args.output_format,
+            input_format=args.format,
+            policy=policy,
+            empty=args.empty,
         )
     except (ValueError, OSError) as e:
         eprint(f"neardup dedup (spark): {e}")

@@ -1,0 +1,97 @@
+"""``-`` as an input (stdin) or the output (stdout) of ``neardup dedup``.
+
+The command reads its inputs twice (pass 1 decides, pass 3 copies the kept records), so standard
+input is first copied to a temporary file (in ``--temp-dir``), which is then an input like any
+other: its format is ``--format``, else JSONL when it starts with ``{``; a gzip, xz or zstd
+stream is told by its first bytes. With ``-o -`` the kept records are written to a temporary
+file in the inputs' format (uncompressed) and copied to standard output once the job has
+succeeded, so a failed job writes nothing there. Both files are removed when the job ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+
+from neardup import io as nio
+from neardup.kept import spill_directory
+
+STDIO = "-"
+_SUFFIX = {"jsonl": ".jsonl", "csv": ".csv", "tsv": ".tsv", "txt": ".txt", "parquet": ".parquet"}
+_MAGIC = ((b"\x1f\x8b", ".gz"), (b"\xfd7zXZ\x00", ".xz"), (b"\x28\xb5\x2f\xfd", ".zst"))
+
+
+class PipeError(ValueError):
+    """A ``-`` that cannot be used (no format, a directory output, ``-`` given twice)."""
+
+
+def uses_pipes(args: argparse.Namespace) -> bool:
+    """Whether the job reads standard input or writes standard output."""
+    return STDIO in args.inputs or args.output == STDIO
+
+
+def _spool_stdin(directory: str, format: str | None) -> str:
+    """Copy standard input to a file named for its format and compression; returns its path."""
+    stream = sys.stdin.buffer
+    head = stream.read(1 << 16)
+    compression = next((ext for magic, ext in _MAGIC if head.startswith(magic)), "")
+    if format is None:
+        if compression:
+            raise PipeError(
+                "-: standard input is compressed; give --format (jsonl, csv, tsv or txt)"
+            )
+        if not head.lstrip()[:1] == b"{":
+            raise PipeError(
+                "-: cannot tell the format of standard input (JSONL starts with '{'); "
+                "give --format jsonl, csv, tsv or txt"
+            )
+        format = "jsonl"
+    if format not in _SUFFIX or (format == "parquet" and compression):
+        raise PipeError(f"-: standard input cannot be read as {format}")
+    fd, path = tempfile.mkstemp(
+        prefix="neardup-stdin-", suffix=_SUFFIX[format] + compression, dir=directory
+    )
+    with os.fdopen(fd, "wb") as f:
+        f.write(head)
+        shutil.copyfileobj(stream, f, 1 << 20)
+    return path
+
+
+def run_piped(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]) -> int:
+    """``run(args)`` with ``-`` replaced by temporary files (see the module docstring)."""
+    if args.inputs.count(STDIO) > 1:
+        raise PipeError("-: standard input can be given once")
+    for name in ("clusters", "pairs", "report"):
+        if getattr(args, name, None) == STDIO:
+            raise PipeError(f"--{name} -: only the kept documents (-o) go to standard output")
+    directory = spill_directory(args.temp_dir)
+    made: list[str] = []
+    try:
+        if STDIO in args.inputs:
+            spooled = _spool_stdin(directory, args.format)
+            made.append(spooled)
+            args.inputs = [spooled if p == STDIO else p for p in args.inputs]
+        to_stdout = args.output == STDIO
+        if to_stdout:
+            formats = {nio.detect(p, args.format).format for p in args.inputs if os.path.exists(p)}
+            if "dir" in formats:
+                raise PipeError("-o -: directories of files cannot be written to standard output")
+            fmt = formats.pop() if len(formats) == 1 else "jsonl"  # (run() names a mix)
+            fd, out = tempfile.mkstemp(prefix="neardup-stdout-", suffix=_SUFFIX[fmt], dir=directory)
+            os.close(fd)
+            made.append(out)
+            args.output = out
+        code = run(args)
+        if to_stdout and code == 0:
+            with open(args.output, "rb") as f:
+                shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
+            sys.stdout.buffer.flush()
+        return code
+    finally:
+        for path in made:
+            if os.path.exists(path):
+                os.remove(path)

@@ -1,0 +1,78 @@
+"""``neardup dedup - -o -``: standard input and output, against the same job on files."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from _helpers import SAMPLE, neardup
+
+
+def _piped(*args: str, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    exe = shutil.which("neardup")
+    assert exe is not None
+    return subprocess.run([exe, *args], input=stdin, capture_output=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def sample_lines() -> list[bytes]:
+    return SAMPLE.read_bytes().splitlines(keepends=True)[:600]
+
+
+def test_jsonl_through_a_pipe_is_the_file_job(tmp_path: Path, sample_lines: list[bytes]) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"".join(sample_lines))
+    out = tmp_path / "out.jsonl"
+    assert neardup("dedup", str(src), "-o", str(out), "-q").returncode == 0
+    r = _piped("dedup", "-", "-o", "-", stdin=src.read_bytes())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == out.read_bytes()
+    assert b"-> -" in r.stderr and b"neardup-stdin" not in r.stdout
+    # a compressed stream is told by its first bytes (with --format)
+    r = _piped("dedup", "-", "-o", "-", "--format", "jsonl", stdin=gzip.compress(src.read_bytes()))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == out.read_bytes()
+    # a file in, standard output out; and clusters beside it
+    clusters = tmp_path / "cl.jsonl"
+    r = _piped("dedup", str(src), "-o", "-", "--clusters", str(clusters), stdin=b"")
+    assert r.returncode == 0 and r.stdout == out.read_bytes()
+    assert clusters.stat().st_size > 0
+
+
+def test_csv_and_text_lines_through_a_pipe(tmp_path: Path) -> None:
+    body = "the same notice about the water supply on main street; call 555"
+    csv = "id,body\n" + "".join(
+        f"{i},{body if i % 3 else 'distinct text number ' + str(i) * 12}\n" for i in range(30)
+    )
+    src = tmp_path / "in.csv"
+    src.write_text(csv, "utf-8")
+    out = tmp_path / "out.csv"
+    assert neardup("dedup", str(src), "-o", str(out), "--text-field", "body").returncode == 0
+    r = _piped("dedup", "-", "-o", "-", "--format", "csv", "--text-field", "body",
+               stdin=csv.encode())  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == out.read_bytes() and r.stdout.count(b"\n") == 12  # header, 10 + 1
+    lines = "one line of text about apples\none line of text about apples\nanother\n"
+    r = _piped("dedup", "-", "-o", "-", "--format", "txt", stdin=lines.encode())
+    assert r.returncode == 0 and r.stdout == b"one line of text about apples\nanother\n"
+
+
+def test_pipe_errors_name_the_problem_and_write_nothing(tmp_path: Path) -> None:
+    r = _piped("dedup", "-", "-o", "-", stdin=b"id,text\n1,abc\n")
+    assert r.returncode == 2 and b"cannot tell the format of standard input" in r.stderr
+    assert r.stdout == b""
+    r = _piped("dedup", "-", "-o", "-", stdin=gzip.compress(b'{"text": "a"}\n'))
+    assert r.returncode == 2 and b"standard input is compressed; give --format" in r.stderr
+    r = _piped("dedup", "-", "-o", "-", "--clusters", "-", stdin=b'{"text": "a"}\n')
+    assert r.returncode == 2 and b"only the kept documents (-o) go to standard output" in r.stderr
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "a.txt").write_text("some text", "utf-8")
+    r = _piped("dedup", str(pages), "-o", "-", stdin=b"")
+    assert r.returncode == 2 and b"directories of files cannot be written" in r.stderr
+    # a bad record fails the job: nothing reaches standard output
+    r = _piped("dedup", "-", "-o", "-", stdin=b'{"text": "fine"}\n{"text": 3}\n')
+    assert r.returncode == 1 and r.stdout == b"" and b":2:" in r.stderr
