@@ -33,15 +33,6 @@ __all__ = [
     "_sketch_packed",
     "_sketch_jaccard",
     "_earlier_within",
-    "_bucket_keys",
-    "_near_buckets",
-    "_pack_commands",
-    "_probe_keys",
-    "_probe_mget",
-    "_sketch_jaccard_le",
-    "_within",
-    "_TextCall",
-    "_TextEngine",
 ]
 
 __version__: str
@@ -198,19 +189,6 @@ def _earlier_within(
     fingerprints: Sequence[int], radii: Sequence[int]
 ) -> list[tuple[int, int, int]]: ...
 
-# Client-side hot loop of the Redis backend (crates/neardup-core/src/records.rs)
-def _near_buckets(buckets: list[bytes | None], fp: int, k: int) -> dict[int, tuple[int, int]]: ...
-def _bucket_keys(prefix: str, fp: int, blocks: int) -> list[str]: ...
-def _pack_commands(commands: Iterable[bytes | Sequence[bytes | str | int | float]]) -> bytes: ...
-def _probe_keys(prefixes: Sequence[str], fp: int, blocks: int, k: int) -> list[str]: ...
-def _probe_mget(
-    lead: Sequence[str], prefixes: Sequence[str], fp: int, blocks: int, k: int
-) -> bytes: ...
-def _within(fps: npt.NDArray[np.uint64], fp: int, k: int) -> list[int]: ...
-
-# One text's check-and-add on one Redis server (crates/neardup-core/src/redis_call)
-_Step: TypeAlias = tuple[Any, ...]
-
 @final
 class NearEngine:
     """Rows of a corpus and the bounded-work greedy decision over them (neardup.corpus)."""
@@ -276,41 +254,3 @@ class NearRule:
         cand_fps: npt.NDArray[np.uint64],
         cand_positions: npt.NDArray[np.int64],
     ) -> list[tuple[int, int, float]]: ...
-
-@final
-class _TextCall:
-    def written(self) -> tuple[int, int, int, int | None] | None: ...
-    def rewind(self) -> None: ...
-
-@final
-class _TextEngine:
-    def __new__(
-        cls, keys: Sequence[str], blocks: int, threshold: float, cache_size: int
-    ) -> _TextEngine: ...
-    def prepare_with(
-        self,
-        fingerprinter: Fingerprinter,
-        shingle: int,
-        k_short: int,
-        k_long: int,
-        short_chars: int,
-    ) -> None: ...
-    def begin(
-        self,
-        visible: str,
-        periods: tuple[int, int],
-        period: int,
-        expire_at: int,
-        id: str,
-        timestamp: str,
-        text: bytes,
-        reference: int,
-    ) -> tuple[_TextCall, bytes, int]: ...
-    def feed(self, call: _TextCall, chunk: bytes) -> _Step | None: ...
-    def sketches(self, call: _TextCall, sketches: Sequence[bytes | None]) -> _Step: ...
-    def heard(self, ticket: int, slots: bytes) -> None: ...
-    def forget(self, refs: Sequence[int]) -> None: ...
-    def clear(self) -> None: ...
-    def __len__(self) -> int: ...
-
-def _sketch_jaccard_le(query: npt.NDArray[np.uint32], rows: Sequence[bytes]) -> list[float]: ...

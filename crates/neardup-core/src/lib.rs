@@ -13,8 +13,6 @@ pub mod index;
 pub mod near;
 pub mod parallel;
 pub mod plain;
-pub mod records;
-pub mod redis_call;
 pub mod verify;
 
 pub use error::{Error, Result};

@@ -10,8 +10,6 @@ mod html;
 mod index;
 mod near;
 mod plain;
-mod records;
-mod redis_call;
 mod verify;
 
 #[pymodule]
@@ -24,8 +22,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     index::register(m)?;
     near::register(m)?;
     plain::register(m)?;
-    records::register(m)?;
-    redis_call::register(m)?;
     verify::register(m)?;
     Ok(())
 }

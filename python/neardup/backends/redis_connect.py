@@ -18,15 +18,9 @@ __all__ = ["Client", "connect"]
 
 Client = Union["redis_py.Redis", "RedisCluster"]
 
-_OUR_OPTIONS = {
-    "namespace": str,
-    "blocks": int,
-    "retention": float,
-    "period": float,
-    "wait_replicas": int,
-    "wait_timeout": int,
-    "spin_us": int,
-}
+_OUR_OPTIONS = {"namespace": str, "retention": float}
+# Options of the SimHash-block store (Redis format 2), refused with a word on why.
+_GONE_OPTIONS = ("blocks", "period", "wait_replicas", "wait_timeout", "spin_us")
 
 
 def connect(url: str, **client_kwargs: Any) -> tuple[Client, dict[str, Any]]:
@@ -39,9 +33,9 @@ def connect(url: str, **client_kwargs: Any) -> tuple[Client, dict[str, Any]]:
       Cluster reached through any of its nodes;
     - ``unix:///path/to/socket?db=0``.
 
-    Query parameters ``namespace``, ``blocks``, ``retention``, ``period``, ``wait_replicas``,
-    ``wait_timeout``, ``spin_us`` are neardup's; the others are passed to redis-py (e.g.
-    ``socket_timeout``, ``health_check_interval``).
+    Query parameters ``namespace`` and ``retention`` are neardup's; the others are passed to
+    redis-py (e.g. ``socket_timeout``, ``health_check_interval``). Bad options raise
+    ``ValueError`` naming them, before any connection.
     """
     if not isinstance(url, str):
         raise TypeError(f"url must be str, got {type(url).__name__}")
@@ -53,6 +47,11 @@ def connect(url: str, **client_kwargs: Any) -> tuple[Client, dict[str, Any]]:
     options: dict[str, Any] = {}
     passthrough: list[tuple[str, str]] = []
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _GONE_OPTIONS:
+            raise ValueError(
+                f"url option {name}={value!r} is no longer used: the Redis store keeps MinHash "
+                "band lists (format 3), not SimHash blocks; remove it"
+            )
         conv = _OUR_OPTIONS.get(name)
         if conv is None:
             passthrough.append((name, value))

@@ -1,43 +1,40 @@
-"""RedisDeduplicator: :class:`neardup.Deduplicator` semantics (stored texts, the policy's
-verifier) over :class:`~neardup.backends.redis_index.RedisIndex`."""
+"""RedisDeduplicator: :class:`neardup.Deduplicator`'s decision over texts stored in Redis or
+Redis Cluster, shared by every process that opens the same URL and namespace.
+
+A text is checked as the embedded store checks it (``neardup.kept.rule_for``: the core's
+probes, ranking and verifier): its candidates are the stored ids in the newest
+``bucket_limit`` entries of its band lists; they are ranked by their min-hash bytes,
+fingerprints and positions, the texts of the first ``verify_limit`` are read and verified
+exactly. Check-and-add stores the new texts only if none of their band lists has changed
+since it read them, else reads again and decides again: a text is only ever refused for a
+version that is stored, and of near-copies racing from many processes exactly one is added.
+"""
 
 from __future__ import annotations
 
+import random
+import threading
+import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from neardup._closing import Closing
-from neardup._core import (
-    Fingerprinter,
-    _sketch,
-    _sketch_jaccard_le,
-    _sketch_many,
-    _TextEngine,
-)
-from neardup.backends.redis_connect import Client, connect, redact
-from neardup.backends.redis_copies import copies_first, with_batch_matches
-from neardup.backends.redis_format import (
-    _check_k,
-    _dec_id,
-    _enc_id,
-    _Entry,
-    _Pending,
-    _unicode,
-    _utf8,
-    _Written,
-)
-from neardup.backends.redis_index import DEFAULT_CACHE_SIZE, RedisIndex, _Gone
-from neardup.backends.redis_link import DEFAULT_SPIN_US
-from neardup.backends.redis_onetext import check_and_add_in_core
-from neardup.backends.redis_single import check_add_in_script
-from neardup.dedup import Match, Policy, check_batch, check_text, check_texts
+from neardup.backends.redis_connect import connect, redact
+from neardup.backends.redis_functions import missing_function
+from neardup.backends.redis_store import Doc, Found, RedisStore, dec_id, enc_id
+from neardup.dedup import Match, Policy, check_text, check_texts, check_writes
+from neardup.kept import rule_for
 from neardup.textstore import Id, check_id
-from neardup.verify import cosine, levenshtein
 
 __all__ = ["RedisDeduplicator"]
+
+# Positions of a batch's own texts: after every stored one.
+_BATCH_POSITION = 1 << 62
+# How long a check-and-add keeps trying when its band lists keep changing (s).
+_PATIENCE = 15.0
 
 
 def _policy_from(
@@ -54,89 +51,73 @@ def _policy_from(
     else:
         raise TypeError(f"policy must be a Policy, dict or name, got {type(policy).__name__}")
     if k is not None:
-        pol = pol.replace(k_short=_check_k(k), k_long=k)
+        pol = pol.replace(k_short=k, k_long=k)
     if preset is not None:
         pol = pol.replace(fingerprint={**pol.fingerprint, "preset": preset})
+    if pol.verifier != "jaccard":
+        raise ValueError(
+            f"policy.verifier {pol.verifier!r}: the Redis store makes the one decision, which "
+            "verifies by the Jaccard similarity of shingles (verifier 'jaccard'); use the "
+            "embedded Deduplicator for other verifiers"
+        )
     return pol
 
 
-class RedisDeduplicator(Closing):
-    """:class:`neardup.Deduplicator` semantics over Redis: the texts and the index live in Redis,
-    shared by every process that opens the same URL and namespace.
+class _Probed(NamedTuple):
+    """A batch's prepared texts, fingerprints, band keys, min-hash bytes and band lists."""
 
-    ``check(text)`` returns the stored near-duplicates of ``text`` (candidates within the
-    policy's radius whose verifier score is >= the threshold), best first. ``check_and_add`` is
-    atomic across processes and machines: of near-copies sent at once, exactly one is added.
-    The policy is stored in Redis with the index settings; opening with another one raises
-    :class:`neardup.IncompatibleIndexError`.
+    norms: list[str]
+    fps: npt.NDArray[np.uint64]
+    keys: npt.NDArray[np.uint32]
+    minhash: npt.NDArray[np.uint8]
+    bands: list[list[bytes]]
+
+
+class RedisDeduplicator(Closing):
+    """:class:`neardup.Deduplicator` semantics over Redis: the texts live in Redis, shared by
+    every process that opens the same URL and namespace.
+
+    ``check(text)`` returns the stored near-duplicates of ``text``, best first (the one
+    decision of the policy: MinHash band candidates, exact Jaccard). ``check_and_add`` is
+    atomic across processes and machines. The policy and retention are recorded in Redis;
+    opening with others raises :class:`neardup.IncompatibleIndexError`.
     """
 
     def __init__(
         self,
-        client: Client,
+        client: Any,
         *,
         policy: Policy | Mapping[str, Any] | str | None = None,
         namespace: str = "neardup",
         retention: float | None = None,
-        period: float | None = None,
-        blocks: int | None = None,
-        fingerprinter: Fingerprinter | None = None,
+        cluster: bool | None = None,
         url: str | None = None,
-        wait_replicas: int = 0,
-        wait_timeout: int = 1000,
-        cache_size: int = DEFAULT_CACHE_SIZE,
-        spin_us: int = DEFAULT_SPIN_US,
     ) -> None:
         self.policy = _policy_from(policy, None, None)
-        self.fingerprinter = (
-            fingerprinter if fingerprinter is not None else self.policy.make_fingerprinter()
-        )
-        self.index = RedisIndex(
+        if retention is not None and (
+            isinstance(retention, bool) or not isinstance(retention, (int, float)) or retention <= 0
+        ):
+            raise ValueError(f"retention must be a positive number of seconds, got {retention!r}")
+        if not isinstance(namespace, str) or not namespace or "{" in namespace:
+            raise ValueError(f"namespace must be a non-empty str without '{{', got {namespace!r}")
+        if cluster is None:
+            cluster = type(client).__name__ == "RedisCluster"
+        self.fingerprinter = self.policy.make_fingerprinter()
+        self.rule = rule_for(self.policy)
+        self.retention = None if retention is None else float(retention)
+        self.store = RedisStore(
             client,
-            self.policy.k_max,
             namespace=namespace,
-            blocks=blocks,
-            retention=retention,
-            period=period,
-            meta={"policy": self.policy.to_dict()},
-            wait_replicas=wait_replicas,
-            wait_timeout=wait_timeout,
-            cache_size=cache_size,
-            spin_us=spin_us,
+            cluster=cluster,
+            limit=self.policy.bucket_limit,
+            retention=self.retention,
         )
+        self.store.open({"policy": self.policy.to_dict(), "retention": self.retention})
         self.url = redact(url) if url else None
-        # The data field read with each candidate: its sketch for the Jaccard verifier, its
-        # text for the others, nothing without a verifier.
-        verifier = self.policy.verifier
-        self._payload = {"jaccard": "h", "none": None}.get(verifier, "x")
-        # One server, Jaccard verifier: read the recent ring with each call, so that a copy of
-        # another process's recent text is also guessed (check_and_add).
-        index = self.index
-        index._watching = self._payload == "h" and not index.cluster and index._cache.size > 0
-        # There, without replicas to wait for, one text's check-and-add is decided in the core
-        # (redis_onetext); Python only sends and receives its bytes.
-        if index._watching and not index._link.wait_replicas:
-            index._engine = _TextEngine(
-                [
-                    index._k_seq,
-                    index._k_count,
-                    index._idkey_prefix,
-                    index._k_horizon,
-                    index._data_prefix,
-                    index._k_recent,
-                    index._bucket_prefix,
-                    index._write_script.sha,
-                    index._recent_script.sha,
-                ],
-                index.layout.blocks,
-                self.policy.threshold,
-                index._cache.size,
-            )
-            p = self.policy
-            index._engine.prepare_with(
-                self.fingerprinter, p.shingle, p.k_short, p.k_long, p.short_chars
-            )
-        self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
+        self._lock = threading.Lock()
+        self._counters = {
+            "checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0, "conflicts": 0,
+        }  # fmt: skip
         self._closed = False
 
     @classmethod
@@ -149,240 +130,169 @@ class RedisDeduplicator(Closing):
         preset: str | None = None,
         retention: float | None = None,
         namespace: str | None = None,
-        period: float | None = None,
-        blocks: int | None = None,
-        cache_size: int = DEFAULT_CACHE_SIZE,
-        spin_us: int | None = None,
         **client_kwargs: Any,
     ) -> RedisDeduplicator:
         """Open the deduplicator at ``url`` (``redis://``, ``rediss://``, ``redis+cluster://``,
-        ``unix://``; see :func:`connect`). ``k`` and ``preset`` override the policy's radius and
-        fingerprint preset; URL query options ``namespace``, ``retention``, ``period``,
-        ``blocks``, ``spin_us`` apply when the keyword is not given; ``wait_replicas``,
-        ``wait_timeout`` come from the URL only; ``cache_size`` and ``spin_us``: see
-        :class:`RedisIndex`."""
+        ``unix://``; see :func:`~neardup.backends.redis_connect.connect`). ``k`` and
+        ``preset`` override the policy's SimHash radius and fingerprint preset; the URL's
+        ``namespace`` and ``retention`` apply when the keyword is not given; other keywords
+        go to redis-py (``socket_timeout``, ...)."""
+        pol = _policy_from(policy, k, preset)  # (a bad policy is refused before connecting)
         client, options = connect(url, **client_kwargs)
         return cls(
             client,
-            policy=_policy_from(policy, k, preset),
+            policy=pol,
             namespace=namespace if namespace is not None else options.get("namespace", "neardup"),
             retention=retention if retention is not None else options.get("retention"),
-            period=period if period is not None else options.get("period"),
-            blocks=blocks if blocks is not None else options.get("blocks"),
+            cluster=url.split("://", 1)[0].lower().endswith("+cluster"),
             url=url,
-            wait_replicas=options.get("wait_replicas", 0),
-            wait_timeout=options.get("wait_timeout", 1000),
-            cache_size=cache_size,
-            spin_us=spin_us if spin_us is not None else options.get("spin_us", DEFAULT_SPIN_US),
         )
 
-    # -- verification ------------------------------------------------------------------------
+    # -- the decision --------------------------------------------------------------------------
+
+    def _probe(self, texts: Sequence[str]) -> _Probed:
+        norms = self.policy.prepare_many(texts)
+        fps = self.fingerprinter.fingerprint_many(norms)
+        keys, minhash, lengths = self.rule.probes(norms, fps)
+        names = self.store.band_names
+        bands = [names(keys[i]) if n else [] for i, n in enumerate(lengths.tolist())]
+        return _Probed(norms, fps, keys, minhash, bands)
+
+    def _rank(
+        self,
+        p: _Probed,
+        i: int,
+        data: Mapping[bytes, tuple[int, int, bytes]],
+        cands: list[bytes],
+        batch: list[int],
+    ) -> tuple[list[int], npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+        """Text ``i``'s candidates to verify, best first (indices: stored ``cands``, then the
+        batch's texts ``batch``), and the candidates' fingerprints and positions."""  # fmt: skip
+        width = self.rule.width
+        cb = np.empty((len(cands) + len(batch), width), np.uint8)
+        if cands:
+            joined = b"".join([data[c][2] for c in cands])
+            cb[: len(cands)] = np.frombuffer(joined, np.uint8).reshape(-1, width)
+        cb[len(cands) :] = p.minhash[batch]
+        fps = np.array([data[c][1] for c in cands] + p.fps[batch].tolist(), np.uint64)
+        pos = np.array([data[c][0] for c in cands] + [_BATCH_POSITION + j for j in batch], np.int64)
+        order = self.rule.rank(p.minhash[i], int(p.fps[i]), cb, fps, pos)
+        return list(order), fps, pos
+
+    def _decide(self, p: _Probed, ids: Sequence[Id] | None) -> tuple[list[list[Match]], Found]:
+        """Each text's matches among the stored texts and, with ``ids`` (a check-and-add),
+        the texts of the batch kept before it (those without matches); and what was read."""
+        store = self.store
+        found = store.query(list({b: None for bs in p.bands for b in bs}))
+        # Each text's stored candidates, once each, newest list entries first.
+        stored = [list({id: None for b in bs for id in found.lists[b]}) for bs in p.bands]
+        norms: dict[bytes, str] = {}
+
+        def read(wanted: set[bytes]) -> None:
+            wanted -= norms.keys()
+            texts = store.texts(wanted)
+            norms.update(zip(texts, self.policy.prepare_many(list(texts.values()))))
+            for id in wanted - texts.keys():
+                norms[id] = ""  # removed meanwhile: an empty text passes against nothing
+
+        # The texts of every text's first candidates in one read (a batch's own texts can
+        # change the ranking of a later one: those it adds are read then).
+        first: set[bytes] = set()
+        for i, cands in enumerate(stored):
+            if cands:
+                first.update(cands[j] for j in self._rank(p, i, found.data, cands, [])[0])
+        read(first)
+        out: list[list[Match]] = []
+        kept_in: dict[bytes, list[int]] = {}  # band list -> texts of the batch kept in it
+        n_cands = 0
+        for i, bs in enumerate(p.bands):
+            cands = stored[i]
+            batch = sorted({j for b in bs for j in kept_in.get(b, ())})
+            matches: list[Match] = []
+            if cands or batch:
+                order, fps, pos = self._rank(p, i, found.data, cands, batch)
+                n_cands += len(order)
+                c = len(cands)
+                read({cands[j] for j in order if j < c})
+                texts = [norms[cands[j]] if j < c else p.norms[batch[j - c]] for j in order]
+                sel = np.asarray(order, np.int64)
+                for k, d, s in self.rule.verify(
+                    p.norms[i], int(p.fps[i]), texts, fps[sel], pos[sel]
+                ):
+                    j = order[k]
+                    who = dec_id(cands[j]) if j < c else ids[batch[j - c]]  # type: ignore[index]
+                    matches.append(Match(who, int(d), float(s)))
+            if not matches and ids is not None:
+                for b in bs:
+                    kept_in.setdefault(b, []).append(i)
+            out.append(matches)
+        self._count(len(p.bands), n_cands, sum(map(len, out)))
+        return out, found
+
+    def _count(self, checks: int, candidates: int, matches: int) -> None:
+        with self._lock:
+            c = self._counters
+            c["checks"] += checks
+            c["candidates"] += candidates
+            c["matches"] += matches
+
+    def _docs(
+        self, p: _Probed, rows: Sequence[int], ids: Sequence[Id], texts: Sequence[str],
+        tss: Sequence[float | None],
+    ) -> list[Doc]:  # fmt: skip
+        now = time.time()
+        out = []
+        for i in rows:
+            ts = tss[i]
+            raw_keys = p.keys[i].astype("<u4").tobytes()
+            out.append(
+                Doc(enc_id(ids[i]), int(p.fps[i]), p.minhash[i].tobytes(), raw_keys,
+                    texts[i].encode(), now if ts is None else float(ts), p.bands[i])
+            )  # fmt: skip
+        return out
+
+    def _retrying(self, op: Any) -> Any:
+        """``op()``, once more after loading the library again into a server that lost it."""
+        import redis
+
+        self._ensure_open()
+        try:
+            return op()
+        except redis.exceptions.ResponseError as e:
+            if not missing_function(e):
+                raise
+            self.store.fn.reload()
+            return op()
+
+    # -- the API -------------------------------------------------------------------------------
 
     def _ensure_open(self) -> None:
         if self._closed:
             raise ValueError("deduplicator is closed")
 
-    def _sketch(self, norm: str) -> npt.NDArray[np.uint32]:
-        return _sketch(norm, self.policy.shingle)
-
-    def _fields(self, text: str, hashes: npt.NDArray[np.uint32] | None) -> dict[str, bytes]:
-        """The data fields stored with a text: ``x`` the text, and with the Jaccard verifier
-        ``h`` its sketch (sorted distinct 32-bit hashes of the prepared text's shingles,
-        little-endian), so that a candidate is verified without normalising and hashing its
-        text again."""
-        if hashes is None:
-            return {"x": _utf8(text)}
-        return {"x": _utf8(text), "h": hashes.astype("<u4", copy=False).tobytes()}
-
-    def _verify(
-        self, norm: str, entries: Sequence[_Entry], hashes: npt.NDArray[np.uint32] | None = None
-    ) -> list[Match]:
-        """Matches among ``entries`` (read with their payload: the sketch ``h`` for the
-        Jaccard verifier, else the text) that pass the policy's verifier. ``hashes``: the
-        sketch of ``norm`` when already computed."""
-        if not entries:
-            return []
-        kind, threshold = self.policy.verifier, self.policy.threshold
-        sims: list[float | None]
-        if kind == "none":
-            live = list(entries)
-            sims = [None] * len(live)
-        elif kind == "jaccard":
-            live = [e for e in entries if e.text is not None]  # (None: removed meanwhile)
-            if not live:
-                return []
-            q = self._sketch(norm) if hashes is None else hashes
-            sims = list(_sketch_jaccard_le(q, [e.text or b"" for e in live]))
-        else:
-            live = [e for e in entries if e.text is not None]
-            measure = levenshtein if kind == "levenshtein" else cosine
-            sims = [measure(norm, self._prepare(_unicode(e.text or b""))) for e in live]
-        out = [
-            Match(_dec_id(e.idenc), e.distance, sim)
-            for e, sim in zip(live, sims)
-            if sim is None or sim >= threshold
-        ]
-        out.sort(key=lambda m: (-(m.similarity if m.similarity is not None else 1.0), m.distance))
-        return out
-
-    def _payloads(self, entries: list[_Entry]) -> list[_Entry]:
-        """``entries`` with their Jaccard sketch: a stored version without one (written before
-        sketches were stored) has it computed from its text (one more round trip)."""
-        if self._payload != "h":
-            return entries
-        missing = {e.ref: (e.fp, e.distance) for e in entries if e.text is None}
-        if not missing:
-            return entries
-        sketches = self._sketches_from_texts(missing)
-        for e in entries:
-            if e.text is None and e.ref in sketches:
-                e.text = sketches[e.ref]
-        return entries
-
-    def _sketches_from_texts(self, versions: Mapping[int, tuple[int, int]]) -> dict[int, bytes]:
-        """The Jaccard sketches (little-endian uint32 bytes) of the stored ``versions``
-        ``{ref: (fp, distance)}``, computed from their texts (one round trip); those whose
-        text is gone are left out."""
-        texts = {e.ref: e.text for e in self.index._resolve(versions, "x")}
-        return {
-            ref: self._sketch(self._prepare(_unicode(raw))).astype("<u4").tobytes()
-            for ref, raw in texts.items()
-            if raw is not None
-        }
-
-    def _prepare(self, text: str) -> str:
-        # What both stages see (HTML main text, normalised), exactly as Deduplicator does.
-        return self.policy.prepare(text)
-
-    def _radius(self, norm: str, k: int | None) -> int:
-        return self.policy.radius(len(norm)) if k is None else _check_k(k)
-
-    # -- DedupBackend ------------------------------------------------------------------------
-
-    def _prepare_one(self, text: str) -> tuple[str, int, npt.NDArray[np.uint32] | None]:
-        """The prepared text, fingerprint and (Jaccard verifier) sketch of ``text``: one
-        text's :meth:`_prepare_batch`, without the batch's lists."""
-        norm = self._prepare(check_text(text))
-        fp = int(self.fingerprinter.fingerprint(norm))
-        return norm, fp, (_sketch(norm, self.policy.shingle) if self._payload == "h" else None)
+    @staticmethod
+    def _no_radius(k: int | None) -> None:
+        if k is not None:
+            raise ValueError(
+                f"k={k!r}: the Redis store finds candidates by the policy's MinHash bands (the "
+                "one decision), not by a SimHash radius; leave k out"
+            )
 
     def check(self, text: str, k: int | None = None) -> list[Match]:
-        """Stored near-duplicates of ``text``, best first (highest similarity, then distance)."""
-        self._ensure_open()
-        norm = self._prepare(check_text(text))
-        fp = int(self.fingerprinter.fingerprint(norm))
-        entries, matches = self._lookup(norm, fp, self._radius(norm, k))
-        self._count(entries, matches)
-        return matches
-
-    def _lookup(
-        self,
-        norm: str,
-        fp: int,
-        radius: int,
-        hashes: npt.NDArray[np.uint32] | None = None,
-        prefetch: Mapping[int, int] | None = None,
-    ) -> tuple[list[_Entry], list[Match]]:
-        """The stored items within ``radius`` of ``fp`` and those that pass the verifier
-        (``hashes``: the sketch of ``norm`` when already computed; ``prefetch``: versions
-        likely near whose data are read with the buckets)."""
-        entries = self.index._sorted(self.index._read(fp, radius, self._payload, prefetch))
-        return entries, self._verify(norm, self._payloads(entries), hashes)
-
-    def _count(self, entries: Sequence[_Entry], matches: Sequence[Match]) -> None:
-        self._counters["checks"] += 1
-        self._counters["candidates"] += len(entries)
-        self._counters["matches"] += len(matches)
-
-    def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
-        """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint."""
-        return self.add_many([id], [text], [timestamp])[0]
-
-    def check_and_add(
-        self, id: Id, text: str, timestamp: float | None = None
-    ) -> tuple[bool, list[Match]]:
-        """Add ``text`` unless it has stored near-duplicates, atomically across processes.
-
-        Returns ``(added, matches)``. Of near-copies sent concurrently from any number of
-        processes and machines exactly one is added: each write takes a ticket, and a text is
-        a duplicate when a near, verified text with a smaller ticket is stored.
-
-        With the Jaccard verifier, when a text is likely a copy, it is first only checked
-        (one read): if a stored near-duplicate is confirmed, nothing is written (no ticket, no
-        retraction); otherwise it goes the usual way. Likely: one of the newest versions (on
-        one server, written by any process, heard of through the recent ring; on a cluster,
-        written or read by this process) is near, and either passes the Jaccard threshold with
-        data this process keeps, or its data are not kept yet (they are read with the check).
-        """
-        self._ensure_open()
-        check_id(id)
-        engine = self.index._engine
-        if engine is not None and self.index._watching:
-            return check_and_add_in_core(self, engine, id, text, timestamp)
-        return self._check_and_add_here(id, text, timestamp)
-
-    def _check_and_add_here(
-        self, id: Id, text: str, timestamp: float | None
-    ) -> tuple[bool, list[Match]]:
-        """:meth:`check_and_add` decided in Python (the path of everything the core's
-        engine leaves out: a cluster, replicas to wait for, no cache, another verifier)."""
-        norm, fp, h = self._prepare_one(text)
-        radius = self._radius(norm, None)
-        if self._payload == "h":
-            likely, unknown = self._likely_duplicate(fp, radius, h)
-            if likely or unknown:
-                entries, matches = self._lookup(norm, fp, radius, h, unknown)
-                if matches:
-                    self._count(entries, matches)
-                    return False, matches
-        return self._check_and_add_prepared([id], [text], [timestamp], [norm], [fp], [h])[0]
-
-    def _likely_duplicate(self, fp: int, radius: int, hashes: Any) -> tuple[bool, dict[int, int]]:
-        """Whether a version whose data this process keeps is within ``radius`` and passes
-        the Jaccard threshold, and ``{ref: fp}`` of the newest versions of other processes
-        within ``radius`` whose data it does not keep: guesses only (they may be gone)."""
-        cache = self.index._cache
-        rows = []
-        unknown: dict[int, int] = {}
-        if self.index._watching:  # (the newest versions of every process, this one's too)
-            for ref, near in cache.seen_near(fp, radius).items():
-                c = cache.get(ref, "h")
-                if c is None:
-                    unknown[ref] = near
-                elif c[4] is not None:
-                    rows.append(c[4])
-        else:
-            for ref in cache.recent_near(fp, radius):
-                c = cache.get(ref, "h")
-                if c is not None and c[4] is not None:
-                    rows.append(c[4])
-        if rows and any(s >= self.policy.threshold for s in _sketch_jaccard_le(hashes, rows)):
-            return True, {}
-        return False, unknown
+        """Stored near-duplicates of ``text``, best first (highest similarity, then smallest
+        SimHash distance, then oldest)."""
+        return self.check_many([check_text(text)], k=k)[0]
 
     def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
-        """:meth:`check` for each text."""
+        """:meth:`check` for each text (three round trips for the batch at most)."""
         check_texts(texts)
-        return [self.check(t, k) for t in texts]
+        self._no_radius(k)
+        p = self._probe(texts)
+        return self._retrying(lambda: self._decide(p, None)[0])  # type: ignore[no-any-return]
 
-    def _prepare_batch(
-        self, ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
-    ) -> tuple[Sequence[float | None], list[str], list[int], list[Any]]:
-        """Timestamps, prepared texts, fingerprints and (Jaccard verifier) sketches."""
-        self._ensure_open()
-        tss = check_batch(ids, texts, timestamps)
-        for i in ids:
-            check_id(i)
-        norms = self.policy.prepare_many(texts)
-        fps = self.fingerprinter.fingerprint_many(norms).tolist() if norms else []
-        sketches: list[Any] = [None] * len(norms)
-        if self._payload == "h" and norms:
-            sketches = (
-                [self._sketch(norms[0])]
-                if len(norms) == 1
-                else _sketch_many(norms, self.policy.shingle)
-            )
-        return tss, norms, fps, sketches
+    def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
+        """Store ``text`` under ``id`` (replacing the id's text); return its fingerprint."""
+        return self.add_many([id], [text], [timestamp])[0]
 
     def add_many(
         self,
@@ -390,17 +300,22 @@ class RedisDeduplicator(Closing):
         texts: Sequence[str],
         timestamps: Sequence[float | None] | None = None,
     ) -> list[int]:
-        """:meth:`add` for each text, in order (pipelined); returns the fingerprints."""
-        tss, _, fps, sketches = self._prepare_batch(ids, texts, timestamps)
-        self.index._write_many(
-            [
-                self.index._prepare(i, f, ts, self._fields(t, h), None)
-                for i, t, f, ts, h in zip(ids, texts, fps, tss, sketches)
-            ]
-        )
-        self._counters["adds"] += len(fps)
-        self._counters["added"] += len(fps)
-        return fps
+        """:meth:`add` for each text, in order; one bad item refuses the whole batch."""
+        tss = check_writes(ids, texts, timestamps, self.retention)
+        p = self._probe(texts)
+        docs = self._docs(p, range(len(ids)), ids, texts, tss)
+        self._retrying(lambda: self.store.add(docs, None))
+        with self._lock:
+            self._counters["adds"] += len(docs)
+            self._counters["added"] += len(docs)
+        return [int(x) for x in p.fps.tolist()]
+
+    def check_and_add(
+        self, id: Id, text: str, timestamp: float | None = None
+    ) -> tuple[bool, list[Match]]:
+        """Add ``text`` unless it has stored near-duplicates, atomically across processes:
+        ``(added, matches)``."""
+        return self.check_and_add_many([id], [text], [timestamp])[0]
 
     def check_and_add_many(
         self,
@@ -409,156 +324,65 @@ class RedisDeduplicator(Closing):
         timestamps: Sequence[float | None] | None = None,
     ) -> list[tuple[bool, list[Match]]]:
         """:meth:`check_and_add` for each text, in order: a text is checked against the stored
-        ones and the earlier texts of the batch that were added. Pipelined: on one server a
-        batch costs two or three round trips, not two or three per text, and with the Jaccard
-        verifier its likely copies of stored texts are first only read, in one or two more,
-        and answered without a write when confirmed (:mod:`~neardup.backends.redis_copies`)."""
-        tss, norms, fps, sketches = self._prepare_batch(ids, texts, timestamps)
-        if len(norms) < 2 or not self.index._watching:
-            return self._check_and_add_prepared(ids, texts, tss, norms, fps, sketches)
-        # (one server, Jaccard: the likely copies of stored texts checked first, redis_copies)
-        radii = [self._radius(n, None) for n in norms]
-        ids = list(ids)
-        found = copies_first(self, ids, norms, fps, radii, sketches)
-        if not found:
-            return self._check_and_add_prepared(ids, texts, tss, norms, fps, sketches)
-        rest = [j for j in range(len(norms)) if j not in found]
-        out: list[tuple[bool, list[Match]]] = [(False, [])] * len(norms)
-        if rest:
-
-            def pick(xs: Sequence[Any]) -> list[Any]:
-                return [xs[j] for j in rest]
-
-            decided = self._check_and_add_prepared(
-                pick(ids), pick(texts), pick(tss), pick(norms), pick(fps), pick(sketches)
-            )
-            for j, r in zip(rest, decided):
-                out[j] = r
-        for j, (entries, matches) in found.items():
-            added_before = [i for i in rest if i < j and out[i][0]]
-            out[j] = (
-                False,
-                with_batch_matches(self, j, matches, ids, fps, radii[j], sketches, added_before),
-            )
-            self._count(entries, out[j][1])
-        return out
-
-    def _check_and_add_prepared(
-        self,
-        ids: Sequence[Id],
-        texts: Sequence[str],
-        tss: Sequence[float | None],
-        norms: Sequence[str],
-        fps: Sequence[int],
-        sketches: Sequence[Any],
-    ) -> list[tuple[bool, list[Match]]]:
-        """:meth:`check_and_add_many` of texts already prepared (:meth:`_prepare_batch`)."""
-        radii = [self._radius(n, None) for n in norms]
-        if self._payload is None and all(r < self.index._in_script_below for r in radii):
-            return self._check_and_add_in_script(ids, texts, tss, fps, radii)
-        batch = [
-            self.index._prepare(i, f, ts, self._fields(t, h), r)
-            for i, t, r, f, ts, h in zip(ids, texts, radii, fps, tss, sketches)
-        ]
-        if len(batch) == 1:
-            return [self._decide_one(batch[0], norms[0], sketches[0])]
-        written = self.index._write_many(batch, self._payload)
-        out: list[tuple[bool, list[Match]]] = []
-        settled: list[tuple[str, int, _Written, bool]] = []
-        gone = _Gone()
-        candidates: list[int] = []
-        try:
-            for n, x, w, h in zip(norms, batch, written, sketches):
-                preds = [e for e in self.index._sorted(w.predecessors) if e.ref not in gone.refs]
-                candidates.append(len(preds))
-                matches = self._verify(n, self._payloads(preds), h)
-                out.append((not matches, matches))
-                gone.decided(x.idenc, w, not matches)
-                settled.append((x.idenc, x.fp, w, not matches))
-        except BaseException as e:
-            # (verifying may read, and fail; the writes of the call are retracted)
-            self.index._abandon([(x.idenc, x.fp, w) for x, w in zip(batch, written)], e)
-            raise
-        self.index._settle_or_note(settled)
-        for n_candidates, (added, matches) in zip(candidates, out):
-            self._count_decided(n_candidates, len(matches), added)
-        return out
-
-    def _decide_one(self, x: _Pending, norm: str, h: Any) -> tuple[bool, list[Match]]:
-        """:meth:`_check_and_add_prepared` of one text (the same steps, without a batch's
-        bookkeeping: the hot path of :meth:`check_and_add`)."""
-        w = self.index._write_many([x], self._payload)[0]
-        try:
-            preds = self.index._sorted(w.predecessors)
-            matches = self._verify(norm, self._payloads(preds), h)
-        except BaseException as e:
-            self.index._abandon([(x.idenc, x.fp, w)], e)
-            raise
-        added = not matches
-        self.index._settle_or_note([(x.idenc, x.fp, w, added)])
-        self._count_decided(len(preds), len(matches), added)
-        return added, matches
-
-    def _count_decided(self, candidates: int, matches: int, added: bool) -> None:
-        c = self._counters
-        c["checks"] += 1
-        c["candidates"] += candidates
-        c["matches"] += matches
-        c["adds"] += added
-        c["added"] += added
-
-    def _check_and_add_in_script(
-        self,
-        ids: Sequence[Id],
-        texts: Sequence[str],
-        tss: Sequence[float | None],
-        fps: Sequence[int],
-        radii: Sequence[int],
-    ) -> list[tuple[bool, list[Match]]]:
-        """Without a verifier and at probe radius 0 on one server, the index decides each
-        check-and-add inside its script (one round trip for the batch, nothing written for a
-        duplicate: :func:`~neardup.backends.redis_single.check_add_in_script`)."""
-        items = [(_enc_id(i), f, ts) for i, f, ts in zip(ids, fps, tss)]
-        found = check_add_in_script(self.index, items, radii, [["x", _utf8(t)] for t in texts])
-        out: list[tuple[bool, list[Match]]] = []
-        for entries in found:
-            self._counters["checks"] += 1
-            if entries is None:
-                self._counters["adds"] += 1
-                self._counters["added"] += 1
-                out.append((True, []))
-                continue
-            matches = [Match(i, d, None) for i, d in self.index._matches(entries)]
-            self._counters["candidates"] += len(matches)
-            self._counters["matches"] += len(matches)
-            out.append((False, matches))
-        return out
+        ones and the texts of the batch added before it. One bad item refuses the batch."""
+        tss = check_writes(ids, texts, timestamps, self.retention)
+        p = self._probe(texts)
+        deadline = time.monotonic() + _PATIENCE
+        for attempt in range(1 << 30):
+            found, read = self._retrying(lambda: self._decide(p, ids))
+            rows = [i for i, m in enumerate(found) if not m]
+            docs = self._docs(p, rows, ids, texts, tss)
+            if self._retrying(lambda: self.store.add(docs, read.heads)):  # noqa: B023
+                break
+            # A band list changed (another writer stored a text in it) or, on a cluster, is
+            # reserved: read again and decide again, after a short random wait once the
+            # first retries have met the same contention.
+            with self._lock:
+                self._counters["conflicts"] += 1
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"check-and-add: the band lists of the texts kept changing for {_PATIENCE:g} "
+                    "s (other writers, or a writer holding a reservation stalled); try again"
+                )
+            if attempt >= 2:
+                time.sleep(random.uniform(0, min(0.05, 0.001 * (1 << min(attempt, 6)))))
+        with self._lock:
+            self._counters["adds"] += len(docs)
+            self._counters["added"] += len(docs)
+        return [(not m, m) for m in found]
 
     def remove(self, id: Id) -> None:
-        """Forget ``id``; ``KeyError`` if unknown."""
-        self._ensure_open()
-        self.index.remove(id)
+        """Forget ``id``; ``KeyError`` if it is not stored."""
+        key = enc_id(check_id(id))
+        if not self._retrying(lambda: self.store.remove(key)):
+            raise KeyError(id)
 
     def get(self, id: Id) -> str:
-        """The stored text of ``id``; ``KeyError`` if unknown."""
-        self._ensure_open()
-        return _unicode(self.index._get_record(id, ("x",))[0])
+        """The stored text of ``id``; ``KeyError`` if it is not stored."""
+        key = enc_id(check_id(id))
+        text = self._retrying(lambda: self.store.get(key))
+        if text is None:
+            raise KeyError(id)
+        return str(text)
 
     def expire(self, before: float) -> int:
-        """Forget the texts of every time period that ends at or before ``before``; return how
-        many (see :meth:`RedisIndex.expire`: expiry works on whole periods)."""
-        self._ensure_open()
-        return self.index.expire(before)
+        """Forget every text stored with a timestamp < ``before``; how many."""
+        if isinstance(before, bool) or not isinstance(before, (int, float)):
+            raise TypeError(f"before must be float seconds, got {type(before).__name__}")
+        return int(self._retrying(lambda: self.store.expire(float(before))))
 
     def stats(self) -> dict[str, Any]:
-        """Counters of this process, the number of stored texts, the settings and the policy."""
-        self._ensure_open()
-        s = self.index.stats()
+        """Counters of this process, the number of stored texts and the settings."""
+        count = len(self)
+        with self._lock:
+            counters = dict(self._counters)
         return {
-            "documents": s.pop("items"),
-            **self._counters,
+            "documents": count,
+            **counters,
             "store": self.url,
-            **s,
+            "namespace": self.store.namespace,
+            "cluster": self.store.cluster,
+            "retention": self.retention,
             "policy": self.policy.to_dict(),
         }
 
@@ -566,13 +390,20 @@ class RedisDeduplicator(Closing):
         """Close the connections (idempotent)."""
         if not self._closed:
             self._closed = True
-            self.index.close()
+            self.store.client.close()
 
     def __contains__(self, id: object) -> bool:
-        return id in self.index
+        try:
+            key = enc_id(check_id(id))
+        except (TypeError, ValueError):
+            return False
+        return bool(self._retrying(lambda: self.store.contains(key)))
 
     def __len__(self) -> int:
-        return len(self.index)
+        return int(self._retrying(self.store.count))
 
     def __repr__(self) -> str:
-        return f"RedisDeduplicator({self.url or self.index!r}, policy={self.policy!r})"
+        return (
+            f"RedisDeduplicator({self.url or 'redis'}, namespace={self.store.namespace!r}, "
+            f"policy={self.policy!r})"
+        )
