@@ -31,7 +31,7 @@ _LAZY = {
     "CorpusDeduper": "neardup.corpus",
     "Client": "neardup.client",
     "RedisDeduplicator": "neardup.backends.redis",
-    "RedisIndex": "neardup.backends.redis",
+    "RedisIndex": "neardup.backends.redis",  # (removed: its module says what to use instead)
 }
 
 __all__ = [
@@ -46,7 +46,6 @@ __all__ = [
     "PRESETS",
     "Policy",
     "RedisDeduplicator",
-    "RedisIndex",
     "__version__",
     "from_bitstring",
     "hamming",
