@@ -1,8 +1,9 @@
 """`neardup dedup --against REF…`: the reference documents a corpus is deduplicated against.
 
 A reference is any input the command reads (a file of a known format, a directory of .txt/.html
-files) or a reference directory written by ``neardup index build`` (its texts are stored in
-``DIR/texts.sqlite``, so the reference corpus is read from there, not from where it came from).
+files, a Hugging Face dataset saved with ``save_to_disk``) or a reference directory written by
+``neardup index build`` (its texts are stored in ``DIR/texts.sqlite``, so the reference corpus is
+read from there, not from where it came from).
 References are fed to :meth:`neardup.corpus.CorpusDeduper.add_references` before the corpus:
 kept first, never written out; a corpus document that is a near-copy of one is dropped and the
 outputs name the reference's id (its record's id, else ``FILE:LINE``, or the id it was stored
@@ -35,10 +36,13 @@ class Reference:
     """One ``--against`` argument: an input of the command or an index directory."""
 
     path: str
-    source: nio.Source | None  # None: an index directory
+    source: nio.Source | None  # None: an index directory, or a saved dataset
+    dataset: bool = False  # a Hugging Face dataset saved with save_to_disk
 
     def size(self) -> int:
         """Bytes on disk (progress total)."""
+        if self.dataset:
+            return 0
         if self.source is None:
             return os.path.getsize(os.path.join(self.path, REFERENCE_TEXTS))
         from neardup.cli.dedup import input_bytes  # (dedup imports this module)
@@ -51,6 +55,11 @@ def is_index_dir(path: str) -> bool:
     from neardup.cli.index import SETTINGS_FILE
 
     return os.path.isfile(os.path.join(path, SETTINGS_FILE))
+
+
+def is_saved_dataset(path: str) -> bool:
+    """Whether ``path`` is a Hugging Face dataset written by ``Dataset.save_to_disk``."""
+    return all(os.path.isfile(os.path.join(path, f)) for f in ("state.json", "dataset_info.json"))
 
 
 def open_references(paths: list[str], format: str | None) -> list[Reference]:
@@ -70,6 +79,9 @@ def open_references(paths: list[str], format: str | None) -> list[Reference]:
                     f"`neardup index build {path} INPUT…`"
                 )
             out.append(Reference(path, None))
+            continue
+        if is_saved_dataset(path):
+            out.append(Reference(path, None, dataset=True))
             continue
         try:
             source = nio.detect(path)
@@ -98,7 +110,34 @@ def _stored(path: str) -> Iterator[tuple[Any, str]]:
         store.close()
 
 
+def _saved(path: str, spec: nio.FieldSpec) -> Iterator[tuple[Any, str]]:
+    from datasets import load_from_disk
+
+    from neardup.integrations.datasets import check_text_column, column_texts
+
+    ds = load_from_disk(path)
+    if spec.id_field is not None and spec.id_field not in ds.column_names:
+        raise ReferenceInputError(f"--against {path}: no id column {spec.id_field!r}")
+    row = 0
+    try:
+        check_text_column(ds, spec.text_field, "--against-text-field")
+        for texts in column_texts(ds, spec.text_field, _CHUNK, "--against-text-field"):
+            if spec.id_field is not None:
+                ids = ds[row : row + len(texts)][spec.id_field]
+            else:
+                ids = [f"{path}:{row + i}" for i in range(len(texts))]
+            yield from zip(ids, texts)
+            row += len(texts)
+    except ReferenceInputError:
+        raise
+    except ValueError as e:
+        raise ReferenceInputError(f"--against {path}: {e}") from None
+
+
 def _read(ref: Reference, spec: nio.FieldSpec, on_error: str) -> Iterator[tuple[Any, str]]:
+    if ref.dataset:
+        yield from _saved(ref.path, spec)
+        return
     if ref.source is None:
         yield from _stored(ref.path)
         return

@@ -1,0 +1,183 @@
+"""Near-duplicates out of a Hugging Face ``datasets.Dataset`` or ``IterableDataset`` column.
+
+>>> from datasets import Dataset
+>>> from neardup.integrations.datasets import deduplicate
+>>> ds = Dataset.from_dict({"text": ["a long enough text about rivers and bridges"] * 3 + ["b"]})
+>>> deduplicate(ds).num_rows
+2
+
+The decision is ``neardup dedup``'s (:class:`neardup.corpus.CorpusDeduper`, the default policy
+unless ``policy`` is given). A ``Dataset`` is read through Arrow a batch at a time (only the
+text column becomes Python strings, which the core needs) and the result is
+``dataset.select(kept_rows)``: an indices mapping over the same Arrow table, no row copied. An
+``IterableDataset`` is read once to decide, and the result is the same dataset filtered by row
+number, read again as it is consumed: its order must not change between the two reads (no
+``shuffle`` before). ``against`` (a dataset, whose ``against_column`` is read, or a sequence of
+texts) is the reference set: kept ahead of the dataset, never returned, and a row that is a
+near-copy of one of its rows is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Union
+
+import numpy as np
+import numpy.typing as npt
+
+try:
+    import datasets as hf
+    import pyarrow.compute as pc
+except ImportError as e:  # pragma: no cover (the extra is missing)
+    raise ImportError(
+        f"neardup.integrations.datasets needs pip install 'neardup[datasets]' ({e})"
+    ) from e
+
+from neardup.corpus import CorpusDeduper, CorpusResult
+from neardup.policy import Policy
+
+__all__ = [
+    "KEEP",
+    "check_text_column",
+    "column_texts",
+    "deduplicate",
+    "deduplicate_with",
+    "feed_references",
+]
+
+#: Which row of a group of near-copies stays: the first, or the one with the longest text.
+KEEP = ("first", "longest")
+_BATCH = 16384
+
+AnyDataset = Union["hf.Dataset", "hf.IterableDataset"]
+
+
+def check_text_column(dataset: Any, column: str, name: str) -> None:
+    """Raise ValueError naming ``name`` unless ``column`` is a string column of ``dataset``."""
+    features = getattr(dataset, "features", None)
+    if features is None:  # (an IterableDataset whose features are not known until read)
+        return
+    if column not in features:
+        raise ValueError(
+            f"{name} {column!r} is not a column of the dataset; its columns: {', '.join(features)}"
+        )
+    feature = features[column]
+    if not (isinstance(feature, hf.Value) and feature.dtype in ("string", "large_string")):
+        raise ValueError(f"{name} {column!r} holds {feature}, not strings")
+
+
+def column_texts(dataset: Any, column: str, batch_size: int, name: str) -> Iterator[list[str]]:
+    """The column's texts, a batch at a time; a null is an error naming its row."""
+    row = 0
+    if isinstance(dataset, hf.Dataset):
+        for table in dataset.with_format("arrow").iter(batch_size=batch_size):
+            values = table.column(column)
+            if values.null_count:
+                bad = row + int(pc.index(pc.is_null(values), True).as_py())
+                raise ValueError(f"{name} {column!r} is null at row {bad}")
+            texts = values.to_pylist()
+            row += len(texts)
+            yield texts
+        return
+    for batch in dataset.iter(batch_size=batch_size):
+        if column not in batch:
+            raise ValueError(
+                f"{name} {column!r} is not a column of the dataset; its columns: {', '.join(batch)}"
+            )
+        texts = batch[column]
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                what = "null" if t is None else f"a {type(t).__name__}, not a string"
+                raise ValueError(f"{name} {column!r} is {what} at row {row + i}")
+        row += len(texts)
+        yield texts
+
+
+def _check(dataset: Any, name: str) -> None:
+    if not isinstance(dataset, (hf.Dataset, hf.IterableDataset)):
+        raise TypeError(
+            f"{name} must be a datasets.Dataset or IterableDataset, got {type(dataset).__name__}"
+            + (" (a DatasetDict: pick a split, e.g. ds['train'])" if isinstance(
+                dataset, (hf.DatasetDict, hf.IterableDatasetDict)) else "")
+        )  # fmt: skip
+
+
+def feed_references(
+    deduper: CorpusDeduper,
+    against: AnyDataset | Sequence[str],
+    column: str = "text",
+    batch_size: int = _BATCH,
+) -> int:
+    """Add the reference rows of ``against`` (a dataset's ``column``, or texts) to ``deduper``;
+    returns how many."""
+    before = deduper.references
+    if isinstance(against, (hf.Dataset, hf.IterableDataset)):
+        check_text_column(against, column, "against_column")
+        for texts in column_texts(against, column, batch_size, "against_column"):
+            deduper.add_references(texts)
+    elif isinstance(against, (str, bytes)) or not isinstance(against, Sequence):
+        raise TypeError(
+            "against must be a datasets.Dataset, an IterableDataset or a sequence of str, got "
+            f"{type(against).__name__}"
+        )
+    else:
+        for start in range(0, len(against), batch_size):
+            deduper.add_references(list(against[start : start + batch_size]))
+    return deduper.references - before
+
+
+def deduplicate_with(
+    deduper: CorpusDeduper,
+    dataset: AnyDataset,
+    column: str = "text",
+    *,
+    keep: str = "first",
+    batch_size: int = _BATCH,
+) -> tuple[AnyDataset, CorpusResult]:
+    """:func:`deduplicate` with a deduplicator of the caller's (its references already added);
+    returns the kept rows and the decision (:class:`neardup.corpus.CorpusResult`, by row)."""
+    _check(dataset, "dataset")
+    if keep not in KEEP:
+        raise ValueError(f"keep must be one of {', '.join(KEEP)}; got {keep!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    check_text_column(dataset, column, "column")
+    lengths: list[npt.NDArray[np.int64]] = []
+    for texts in column_texts(dataset, column, batch_size, "column"):
+        if keep == "longest":
+            lengths.append(np.fromiter(map(len, texts), np.int64, len(texts)))
+        deduper.feed(texts)
+    order = None
+    if keep == "longest":
+        n = len(deduper)
+        size = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+        rows = np.arange(n, dtype=np.int64)
+        order = rows[np.lexsort((rows, -size))]
+    result = deduper.result(order)
+    kept: npt.NDArray[np.bool_] = result.kept
+    if isinstance(dataset, hf.Dataset):
+        return dataset.select(np.flatnonzero(kept)), result
+    return dataset.filter(lambda _, i: bool(kept[i]), with_indices=True), result
+
+
+def deduplicate(
+    dataset: AnyDataset,
+    column: str = "text",
+    *,
+    against: AnyDataset | Sequence[str] | None = None,
+    against_column: str | None = None,
+    keep: str = "first",
+    policy: Policy | None = None,
+    batch_size: int = _BATCH,
+) -> AnyDataset:
+    """The rows of ``dataset`` that are not near-copies of an earlier row (``keep="first"``; or
+    of a longer one, ``"longest"``) nor of a row of ``against`` (its ``against_column``, default
+    ``column``), as a dataset of the same kind (see the module docstring). For the decision
+    itself (which row each dropped row duplicates, the similarities), call
+    :func:`deduplicate_with`."""
+    _check(dataset, "dataset")
+    deduper = CorpusDeduper(policy)
+    if against is not None:
+        feed_references(deduper, against, against_column or column, batch_size)
+    kept, _ = deduplicate_with(deduper, dataset, column, keep=keep, batch_size=batch_size)
+    return kept
