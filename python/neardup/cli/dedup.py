@@ -33,6 +33,7 @@ from neardup import io as nio
 from neardup import report
 from neardup._core import PRESETS
 from neardup.cli._against import ReferenceInputError, add_references, open_references
+from neardup.cli._datasets import holds_saved_dataset, run_saved_dataset
 from neardup.cli._pipes import PipeError, run_piped, uses_pipes
 from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
 from neardup.dedup import Policy
@@ -374,6 +375,8 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             eprint(f"neardup dedup: -: {e}")
             return EXIT_INPUT
+    if holds_saved_dataset(args):
+        return run_saved_dataset(args)
     started = time.perf_counter()
     if args.keep == "newest" and not args.time_field:
         eprint("neardup dedup: --keep newest needs --time-field (the field with each time)")
