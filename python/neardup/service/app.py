@@ -51,13 +51,14 @@ DOCS_ASSETS = "/docs/assets"
 
 
 def swagger_assets() -> str | None:
-    """The directory of the Swagger UI files of the ``swagger-ui-bundle`` package, or None
-    when it is not installed (then ``/docs`` loads them from FastAPI's default CDN)."""
+    """The directory of the Swagger UI 5 files (it reads OpenAPI 3.1, which FastAPI serves)
+    shipped by the ``fastapi-offline`` package, or None when it is not installed (then
+    ``/docs`` loads them from FastAPI's default CDN)."""
     try:
-        from swagger_ui_bundle import swagger_ui_path
+        import fastapi_offline
     except ImportError:
         return None
-    path = str(swagger_ui_path)
+    path = os.path.join(os.path.dirname(fastapi_offline.__file__), "static")
     return path if os.path.isfile(os.path.join(path, "swagger-ui-bundle.js")) else None
 
 
@@ -348,7 +349,7 @@ def create_app(settings: Settings | None = None, backend: Any = None) -> ASGIApp
         lifespan=lifespan,
         default_response_class=JSONBytes,
         # The stock pages load Swagger UI / ReDoc from a CDN: with the assets installed
-        # (swagger-ui-bundle, in the 'service' extra) /docs is served from here, offline.
+        # (fastapi-offline, in the 'service' extra) /docs is served from here, offline.
         docs_url=None if assets is not None else "/docs",
         redoc_url=None,
     )
@@ -366,7 +367,7 @@ def create_app(settings: Settings | None = None, backend: Any = None) -> ASGIApp
                 title="neardup API",
                 swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
                 swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
-                swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+                swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
             )
 
     @api.exception_handler(ApiError)
