@@ -94,17 +94,6 @@ pub(crate) fn int_arg(obj: &Bound<'_, PyAny>, name: &str, lo: i64, hi: i64) -> P
     }
 }
 
-fn to_k(k: Option<i64>) -> PyResult<Option<u32>> {
-    match k {
-        None => Ok(None),
-        Some(k) if (0..=i64::from(core::MAX_K)).contains(&k) => Ok(Some(k as u32)),
-        Some(k) => Err(PyValueError::new_err(format!(
-            "k must be between 0 and {}, got {k}",
-            core::MAX_K
-        ))),
-    }
-}
-
 fn k_arg(k: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
     k.filter(|k| !k.is_none())
         .map(|k| int_arg(k, "k", 0, i64::from(core::MAX_K)).map(|k| k as u32))
@@ -534,10 +523,10 @@ impl Index {
         &self,
         py: Python<'_>,
         fingerprint: &Bound<'_, PyAny>,
-        k: Option<i64>,
+        k: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyList>> {
         let fp = to_fp(fingerprint)?;
-        let k = to_k(k)?;
+        let k = k_arg(k)?;
         let found = self.read(py, |i| i.query(fp, k))?.map_err(to_py)?;
         found_to_py(py, found)
     }
@@ -547,10 +536,10 @@ impl Index {
         &self,
         py: Python<'_>,
         fingerprints: &Bound<'_, PyAny>,
-        k: Option<i64>,
+        k: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyList>> {
         let fps = to_fps(fingerprints)?;
-        let k = to_k(k)?;
+        let k = k_arg(k)?;
         let all = py
             .detach(|| {
                 let g = self.inner.read().map_err(|_| poisoned_msg())?;
@@ -582,11 +571,11 @@ impl Index {
         id: &Bound<'_, PyAny>,
         fingerprint: &Bound<'_, PyAny>,
         timestamp: Option<f64>,
-        k: Option<i64>,
+        k: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyList>> {
         let id = to_id(id)?;
         let fp = to_fp(fingerprint)?;
-        let k = to_k(k)?;
+        let k = k_arg(k)?;
         let ts = timestamp.unwrap_or_else(now);
         let found = self
             .write_fast(py, |i| i.check_and_add(id.as_ref(), fp, ts, k))?
@@ -635,8 +624,12 @@ impl Index {
 
     /// Every unordered pair of live items within k, once: ``(ids_a, ids_b, distances)``.
     #[pyo3(signature = (k = None))]
-    fn near_pairs<'py>(&self, py: Python<'py>, k: Option<i64>) -> PyResult<Bound<'py, PyTuple>> {
-        let k = to_k(k)?;
+    fn near_pairs<'py>(
+        &self,
+        py: Python<'py>,
+        k: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let k = k_arg(k)?;
         enum Out {
             Int(Vec<i64>, Vec<i64>, Vec<i64>),
             Any(Vec<Id>, Vec<Id>, Vec<i64>),
@@ -697,8 +690,8 @@ impl Index {
 
     /// Connected components of near pairs (union-find), at least two members each.
     #[pyo3(signature = (k = None))]
-    fn clusters(&self, py: Python<'_>, k: Option<i64>) -> PyResult<Py<PyList>> {
-        let k = to_k(k)?;
+    fn clusters(&self, py: Python<'_>, k: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyList>> {
+        let k = k_arg(k)?;
         let groups = py
             .detach(|| -> Result<neardup_core::Result<Vec<Vec<Id>>>, String> {
                 let g = self.inner.read().map_err(|_| poisoned_msg())?;

@@ -251,6 +251,22 @@ class ServiceGate:
                 f"POST bodies must be JSON with Content-Type: application/json, got "
                 f"{(ctype or b'none').decode('latin-1')[:100]!r}",
             )
+        for param in ctype.split(b";")[1:]:
+            name, _, value = param.partition(b"=")
+            charset = value.strip().strip(b'"').lower()
+            if name.strip().lower() == b"charset" and charset not in (b"utf-8", b"utf8"):
+                raise ApiError(
+                    "unsupported_media_type",
+                    f"charset {charset.decode('latin-1')[:40]!r} is not supported: send JSON in "
+                    "UTF-8",
+                )
+        encoding = _header(scope, b"content-encoding")
+        if encoding is not None and encoding.strip().lower() != b"identity":
+            raise ApiError(
+                "unsupported_media_type",
+                f"Content-Encoding {encoding.decode('latin-1')[:40]!r} is not supported: send "
+                "the body uncompressed",
+            )
         length = _header(scope, b"content-length")
         if length is not None:
             try:
@@ -386,8 +402,12 @@ def create_app(settings: Settings | None = None, backend: Any = None) -> ASGIApp
     @api.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> Response:
         first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return _json_error(ApiError("invalid_value", f"{where}: {first.get('msg', 'invalid')}"))
+        loc = [str(p) for p in first.get("loc", ())]
+        if len(loc) > 1 and loc[0] in ("path", "query", "header", "body"):
+            loc = loc[1:]  # (where FastAPI found it; the field is what the caller named)
+        field = ".".join(loc) or None
+        message = f"field {field!r}: {first.get('msg', 'invalid')}"
+        return _json_error(ApiError("invalid_value", message, field=field))
 
     def post(
         path: str,
@@ -490,13 +510,15 @@ def create_app(settings: Settings | None = None, backend: Any = None) -> ASGIApp
             orjson.dumps(await service.stats(), option=orjson.OPT_SERIALIZE_NUMPY, default=str)
         )
 
-    @api.get("/healthz", summary="Liveness (no auth)")
+    @api.api_route("/healthz", methods=["GET", "HEAD"], summary="Liveness (no auth)")
     async def healthz() -> Response:
         ok = not service.closed and service.writer.is_alive
         body = {"status": "ok" if ok else "unavailable"}
         return JSONBytes(orjson.dumps(body), status_code=200 if ok else 503)
 
-    @api.get("/readyz", summary="Readiness: the store answers (no auth)")
+    @api.api_route(
+        "/readyz", methods=["GET", "HEAD"], summary="Readiness: the store answers (no auth)"
+    )
     async def readyz() -> Response:
         await service.ready()
         return JSONBytes(orjson.dumps({"status": "ready"}))

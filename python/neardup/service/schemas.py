@@ -75,7 +75,25 @@ def parse_json(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as e:
-        raise ApiError("malformed_json", f"request body is not valid JSON: {e}") from None
+        raise ApiError("malformed_json", _why_not_json(body, e)) from None
+
+
+def _why_not_json(body: bytes, error: Exception) -> str:
+    """What is wrong with a body that is not JSON, in the words of its likely cause: compressed,
+    UTF-16/32, or bytes that are not UTF-8 (where the decoder's own message would say
+    "surrogates not allowed")."""
+    if body[:2] == b"\x1f\x8b":
+        return "request body is gzip-compressed; send it uncompressed (no Content-Encoding)"
+    if body[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in body[:4]:
+        return "request body is UTF-16 or UTF-32; send JSON in UTF-8"
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return (
+            f"request body is not valid UTF-8: byte 0x{body[e.start]:02x} at offset {e.start}; "
+            "send JSON in UTF-8"
+        )
+    return f"request body is not valid JSON: {error}"
 
 
 def _type_name(value: Any) -> str:
@@ -300,7 +318,23 @@ def parse_add_batch(data: Any, limits: Limits) -> list[AddItem]:
         where = f"items[{i}]"
         obj = _object(raw, where)
         append(AddItem(_id(obj, where), _text(obj, where, limits), _timestamp(obj, where, limits)))
+    _unique_ids(out)
     return out
+
+
+def _unique_ids(items: list[AddItem]) -> None:
+    """A batch names each document once: with an id twice, the later item would replace the
+    earlier one that the answer calls added."""
+    first: dict[tuple[type, Id], int] = {}
+    for i, item in enumerate(items):
+        j = first.setdefault((type(item.id), item.id), i)
+        if j != i:
+            raise ApiError(
+                "invalid_id",
+                f"field 'items[{i}].id' repeats items[{j}].id {item.id!r}; a batch names each "
+                "document once",
+                field=f"items[{i}].id",
+            )
 
 
 def parse_id_path(raw: str, id_type: str | None = None) -> list[Id]:
