@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
 import random
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +24,7 @@ from neardup.calibrate import (
     read_pairs,
 )
 from neardup.dedup import Policy
-from neardup.verify import normalise, shingles
+from neardup.verify import cosine, levenshtein, normalise, shingles
 
 
 def sample_texts(limit: int = 400) -> list[str]:
@@ -130,3 +135,54 @@ def test_cli_bad_input(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "one of the arguments --pairs --corpus is required" in (
         proc.stderr
     )
+
+
+def test_scores_and_progress_of_the_fast_path() -> None:
+    texts = sample_texts(300)
+    made: list[int] = []
+    pairs = pairs_from_corpus(texts, copies=130, seed=2, progress=made.append)
+    assert sum(made) == len(pairs) == 260
+    scored: list[int] = []
+    cal = calibrate(pairs, progress=scored.append)
+    assert sum(scored) == len(pairs)
+    policy = Policy.default()
+    for i, p in enumerate(pairs[:80]):
+        a, b = policy.prepare(p.a), policy.prepare(p.b)
+        assert cal.scores["cosine"][i] == pytest.approx(cosine(a, b))
+        lev = levenshtein(a, b)
+        # (scores under the lowest threshold evaluated, 0.5, are 0)
+        assert cal.scores["levenshtein"][i] == pytest.approx(lev if lev >= 0.5 else 0.0)
+
+
+def test_long_texts_are_cut_to_max_chars() -> None:
+    texts = sample_texts(100)
+    texts[7] = texts[7] * 2000  # (hundreds of thousands of characters)
+    pairs = pairs_from_corpus(texts, copies=60, seed=1, max_chars=5000)
+    # (an edited copy may grow by the spans inserted into it)
+    assert max(len(p.a) for p in pairs) <= 5000 and max(len(p.b) for p in pairs) <= 5000 * 1.5
+    with pytest.raises(ValueError, match="max_chars must be >= 1"):
+        pairs_from_corpus(texts, max_chars=0)
+
+
+def test_cli_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    # stderr on a pseudo-terminal: the bars of pairs made and scored are drawn there
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neardup", "calibrate", "--corpus", str(SAMPLE), "--copies",
+         "150", "--out", str(tmp_path / "o")],
+        stdout=subprocess.PIPE, stderr=secondary, text=True,
+    )  # fmt: skip
+    os.close(secondary)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # (the terminal closed: the process is done)
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(primary)
+    assert proc.wait(timeout=300) == 0
+    assert b"making pairs" in shown and b"scoring pairs" in shown and b"pairs/s" in shown

@@ -15,6 +15,13 @@ cheaper to search), separately for short and long texts when each group has enou
 
 Like seed 003's distance figure, the plot shows how the duplicates and the other pairs spread over
 the Hamming distance, and what precision and recall each radius gives.
+
+Cost: texts are cut to ``max_chars`` (20,000) characters before pairs are made (the Levenshtein
+verifier is quadratic in a text's length: one 2 MB licence file took minutes); each distinct
+text is prepared, sketched and split into terms once; the fingerprints, sketches and Jaccard
+scores are computed in the core and the Levenshtein scores by rapidfuzz on every core, with
+scores under 0.5 (the lowest threshold evaluated) reported as 0. ``progress(n)`` callbacks are
+told of the pairs made and scored.
 """
 
 from __future__ import annotations
@@ -25,15 +32,18 @@ import json
 import os
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
 
+from neardup._core import _sketch, _sketch_jaccard
 from neardup.dedup import Policy
-from neardup.verify import VERIFIERS, cosine, jaccard_sketch, levenshtein, sketch
+from neardup.verify import VERIFIERS, cosine_of_terms, term_counts
 
 __all__ = [
     "Calibration",
@@ -47,6 +57,12 @@ __all__ = [
 ]
 
 THRESHOLDS = np.round(np.arange(0.50, 1.0001, 0.01), 2)
+#: Characters of a corpus text used to make pairs (its head).
+MAX_CHARS = 20_000
+#: Pairs scored per step (progress is reported between steps).
+_STEP = 64
+
+ProgressFn = Callable[[int], None]
 
 
 @dataclass(frozen=True)
@@ -135,9 +151,35 @@ def inject_edits(text: str, rng: random.Random, strength: float, donor: str = ""
     return text
 
 
-def _exact_jaccard(a: str, b: str, policy: Policy) -> float:
-    pa, pb = policy.prepare(a), policy.prepare(b)
-    return jaccard_sketch(sketch(pa, policy.shingle).hashes, sketch(pb, policy.shingle).hashes)
+class _Prepared:
+    """Each distinct text prepared (and sketched, split into terms) once, by the policy."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._norms: dict[str, str] = {}
+        self._sketches: dict[str, npt.NDArray[np.uint32]] = {}
+        self._terms: dict[str, Any] = {}
+
+    def norm(self, text: str) -> str:
+        norm = self._norms.get(text)
+        if norm is None:
+            norm = self._norms[text] = self.policy.prepare(text)
+        return norm
+
+    def sketch(self, text: str) -> npt.NDArray[np.uint32]:
+        sk = self._sketches.get(text)
+        if sk is None:
+            sk = self._sketches[text] = _sketch(self.norm(text), self.policy.shingle)
+        return sk
+
+    def terms(self, text: str) -> Any:
+        terms = self._terms.get(text)
+        if terms is None:
+            terms = self._terms[text] = term_counts(self.norm(text))
+        return terms
+
+    def jaccard(self, a: str, b: str) -> float:
+        return float(_sketch_jaccard(self.sketch(a), self.sketch(b)))
 
 
 def pairs_from_corpus(
@@ -147,32 +189,46 @@ def pairs_from_corpus(
     seed: int = 0,
     threshold: float = 0.8,
     policy: Policy | None = None,
+    max_chars: int = MAX_CHARS,
+    progress: ProgressFn | None = None,
 ) -> list[LabelledPair]:
     """Labelled pairs made from a corpus: ``copies`` edited copies plus hard negatives.
 
     Each pair is labelled by 5-gram Jaccard (after the policy's preparation) >= ``threshold``.
+    Texts are cut to their first ``max_chars`` characters; ``progress(n)`` is told of the pairs
+    made (``copies`` copies, then as many negatives, at most one per text).
     """
-    texts = [t for t in texts if t and t.strip()]
-    if len(texts) < 2:
-        raise ValueError(f"the corpus needs at least 2 non-empty texts, got {len(texts)}")
     if copies < 1:
         raise ValueError(f"copies must be >= 1, got {copies}")
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    texts = [t[:max_chars] for t in texts if t and t.strip()]
+    if len(texts) < 2:
+        raise ValueError(f"the corpus needs at least 2 non-empty texts, got {len(texts)}")
     policy = policy or Policy.default()
+    prepared = _Prepared(policy)
     rng = random.Random(seed)
     out: list[LabelledPair] = []
-    for _ in range(copies):
+    for i in range(copies):
         a = rng.choice(texts)
         b = inject_edits(a, rng, rng.random(), donor=rng.choice(texts))
-        out.append(LabelledPair(a, b, _exact_jaccard(a, b, policy) >= threshold))
+        out.append(LabelledPair(a, b, prepared.jaccard(a, b) >= threshold))
+        if progress is not None and (i + 1) % _STEP == 0:
+            progress(_STEP)
+    if progress is not None and copies % _STEP:
+        progress(copies % _STEP)
     # Hard negatives: each sampled text with its nearest other text by fingerprint.
     sample = rng.sample(range(len(texts)), min(len(texts), max(2, copies)))
-    fps = policy.fingerprint_many(policy.make_fingerprinter(), [texts[i] for i in sample])
+    fps = policy.make_fingerprinter().fingerprint_many([prepared.norm(texts[i]) for i in sample])
+    fps = np.asarray(fps, dtype=np.uint64)
     for x in range(len(sample)):
         d = _popcount(fps ^ fps[x])
         d[x] = 65
         y = int(np.argmin(d))
         a, b = texts[sample[x]], texts[sample[y]]
-        out.append(LabelledPair(a, b, _exact_jaccard(a, b, policy) >= threshold))
+        out.append(LabelledPair(a, b, prepared.jaccard(a, b) >= threshold))
+    if progress is not None:
+        progress(len(sample))
     return out
 
 
@@ -242,32 +298,46 @@ class Calibration:
 
 
 def _score_pairs(
-    pairs: Sequence[LabelledPair], policy: Policy
+    pairs: Sequence[LabelledPair], policy: Policy, progress: ProgressFn | None
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], dict[str, npt.NDArray[np.float64]]]:
+    prepared = _Prepared(policy)
+    prep_a = [prepared.norm(p.a) for p in pairs]
+    prep_b = [prepared.norm(p.b) for p in pairs]
     fp = policy.make_fingerprinter()
-    prep_a = [policy.prepare(p.a) for p in pairs]
-    prep_b = [policy.prepare(p.b) for p in pairs]
     fa = np.asarray(fp.fingerprint_many(prep_a), dtype=np.uint64)
     fb = np.asarray(fp.fingerprint_many(prep_b), dtype=np.uint64)
     dist = _popcount(fa ^ fb)
     lengths = np.array([min(len(a), len(b)) for a, b in zip(prep_a, prep_b)], dtype=np.int64)
-    scores = {
-        "jaccard": np.array(
-            [
-                jaccard_sketch(sketch(a, policy.shingle).hashes, sketch(b, policy.shingle).hashes)
-                for a, b in zip(prep_a, prep_b)
-            ]
-        ),
-        "levenshtein": np.array([levenshtein(a, b) for a, b in zip(prep_a, prep_b)]),
-        "cosine": np.array([cosine(a, b) for a, b in zip(prep_a, prep_b)]),
-    }
+    n = len(pairs)
+    scores = {name: np.zeros(n, dtype=np.float64) for name in ("jaccard", "levenshtein", "cosine")}
+    for start in range(0, n, _STEP):
+        step = range(start, min(n, start + _STEP))
+        for i in step:
+            a, b = pairs[i].a, pairs[i].b
+            scores["jaccard"][i] = prepared.jaccard(a, b)
+            scores["cosine"][i] = cosine_of_terms(prepared.terms(a), prepared.terms(b))
+        # the texts are prepared (normalised) already: verify.levenshtein's own normalising
+        # would change nothing
+        scores["levenshtein"][step.start : step.stop] = process.cpdist(
+            prep_a[step.start : step.stop],
+            prep_b[step.start : step.stop],
+            scorer=Levenshtein.normalized_similarity,
+            score_cutoff=float(THRESHOLDS[0]),
+            workers=-1,
+        )
+        if progress is not None:
+            progress(len(step))
     return dist, lengths, scores
 
 
 def calibrate(
-    pairs: Iterable[LabelledPair], policy: Policy | None = None, max_k: int = 32
+    pairs: Iterable[LabelledPair],
+    policy: Policy | None = None,
+    max_k: int = 32,
+    progress: ProgressFn | None = None,
 ) -> Calibration:
-    """Score every pair and recommend settings (see the module docstring)."""
+    """Score every pair and recommend settings (see the module docstring); ``progress(n)`` is
+    told of the pairs scored."""
     pairs = list(pairs)
     if not pairs:
         raise ValueError("pairs is empty")
@@ -275,7 +345,7 @@ def calibrate(
         raise ValueError(f"max_k must be in 0..64, got {max_k}")
     policy = policy or Policy.default()
     labels = np.array([p.label for p in pairs], dtype=bool)
-    dist, lengths, scores = _score_pairs(pairs, policy)
+    dist, lengths, scores = _score_pairs(pairs, policy, progress)
     cal = Calibration(policy, labels, dist, lengths, scores, max_k)
     cal.recommendation = _recommend(cal)
     return cal

@@ -46,6 +46,7 @@ __all__ = [
     "VERIFIERS",
     "Sketch",
     "cosine",
+    "cosine_of_terms",
     "jaccard",
     "jaccard_sketch",
     "levenshtein",
@@ -55,6 +56,7 @@ __all__ = [
     "sketch",
     "sketch_many",
     "shingles",
+    "term_counts",
 ]
 
 VERIFIERS = ("jaccard", "levenshtein", "cosine")
@@ -214,7 +216,9 @@ def levenshtein(a: str, b: str) -> float:
     return float(Levenshtein.normalized_similarity(normalise(a), normalise(b)))
 
 
-def _terms(norm: str) -> Counter[str]:
+def term_counts(norm: str) -> Counter[str]:
+    """The terms of a normalised text and their counts, as :func:`cosine` compares them: words,
+    and the character bigrams of Chinese/Japanese/Korean runs (a lone character alone)."""
     terms: Counter[str] = Counter()
     pos = 0
     for m in _CJK_RUN.finditer(norm):
@@ -231,7 +235,11 @@ def _terms(norm: str) -> Counter[str]:
 
 def cosine(a: str, b: str) -> float:
     """Cosine of the term-frequency vectors of two texts (normalised here), in [0, 1]."""
-    ta, tb = _terms(normalise(a)), _terms(normalise(b))
+    return cosine_of_terms(term_counts(normalise(a)), term_counts(normalise(b)))
+
+
+def cosine_of_terms(ta: Counter[str], tb: Counter[str]) -> float:
+    """Cosine of two term-frequency vectors (:func:`term_counts`), in [0, 1]."""
     if not ta or not tb:
         return 1.0 if not ta and not tb else 0.0
     dot = sum(c * tb.get(t, 0) for t, c in ta.items())

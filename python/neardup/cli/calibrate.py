@@ -5,8 +5,8 @@ page and recommended settings, from labelled pairs or from a corpus with injecte
     neardup calibrate --corpus news.jsonl --copies 1000 --out calib/
 
 Writes ``calibrate.png``, ``calibrate.html`` and ``recommendation.json`` (the recommended policy
-and its scores) under ``--out`` and prints the recommendation. Exit codes: 0 done, 1 bad input,
-2 usage error.
+and its scores) under ``--out`` and prints the recommendation. A progress bar on a terminal shows
+the pairs made and scored. Exit codes: 0 done, 1 bad input, 2 usage error.
 """
 
 from __future__ import annotations
@@ -18,8 +18,28 @@ import sys
 from typing import Any
 
 from neardup import io as nio
-from neardup.calibrate import calibrate, pairs_from_corpus, plot, read_pairs, write_html
+from neardup.calibrate import (
+    MAX_CHARS,
+    calibrate,
+    pairs_from_corpus,
+    plot,
+    read_pairs,
+    write_html,
+)
+from neardup.cli.dedup import Progress
 from neardup.dedup import Policy
+
+EXAMPLES = """examples:
+  neardup calibrate --corpus news.jsonl --out calib/
+  neardup calibrate --corpus pages/ --copies 3000 --max-docs 50000 --out calib/
+  neardup calibrate --pairs labelled.jsonl --max-k 24 --json
+
+exit codes:
+  0  done
+  1  input error: a missing or unreadable file, a bad record, fewer than 2 texts
+  2  usage error: bad flags
+  130  interrupted
+"""
 
 
 def add_parser(sub: Any) -> None:
@@ -27,7 +47,13 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "calibrate",
         help="measure precision/recall against k and threshold, plot, recommend settings",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description=(
+            "Measure precision, recall and F1 of SimHash alone and with each verifier against "
+            "the radius k and the threshold, on labelled pairs or on edited copies of a "
+            "corpus's texts; write a plot, an HTML page and the recommended policy."
+        ),
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--pairs", metavar="FILE", help='labelled pairs, JSONL {"a","b","label"}')
@@ -37,18 +63,37 @@ def add_parser(sub: Any) -> None:
         help="a corpus (jsonl/csv/tsv/txt/parquet/dir) to make edited copies from",
     )
     p.add_argument("--text-field", default="text", help="field with the text (default: text)")
-    p.add_argument("--copies", type=int, default=1000, help="edited copies to make (--corpus)")
+    p.add_argument(
+        "--copies",
+        type=int,
+        default=1000,
+        help="edited copies to make, and as many hard negatives at most (--corpus; default: 1000)",
+    )
     p.add_argument(
         "--label-threshold",
         type=float,
         default=0.8,
-        help="5-gram Jaccard at or above which a copy is a near-duplicate (--corpus; 0.8)",
+        help="5-gram Jaccard at or above which a copy is a near-duplicate (--corpus; default: 0.8)",
     )
-    p.add_argument("--max-docs", type=int, default=20000, help="read at most this many docs")
-    p.add_argument("--max-k", type=int, default=32, help="largest radius evaluated (default 32)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the edits")
-    p.add_argument("--out", default="calibrate-out", help="output directory")
+    p.add_argument(
+        "--max-docs",
+        type=int,
+        default=20000,
+        help="read at most this many documents (--corpus; default: 20000)",
+    )
+    p.add_argument(
+        "--max-chars",
+        type=int,
+        default=MAX_CHARS,
+        help=f"use the first this many characters of each text (--corpus; default: {MAX_CHARS})",
+    )
+    p.add_argument("--max-k", type=int, default=32, help="largest radius evaluated (default: 32)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the edits (default: 0)")
+    p.add_argument(
+        "--out", default="calibrate-out", help="output directory (default: calibrate-out)"
+    )
     p.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
 
@@ -72,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
     if args.copies < 1:
         print(f"neardup calibrate: --copies must be >= 1, got {args.copies}", file=sys.stderr)
         return 2
+    if args.max_chars < 1:
+        print(f"neardup calibrate: --max-chars must be >= 1, got {args.max_chars}", file=sys.stderr)
+        return 2
     if not 0.0 < args.label_threshold <= 1.0:
         print(
             f"neardup calibrate: --label-threshold {args.label_threshold} is out of range: (0, 1]",
@@ -83,15 +131,26 @@ def run(args: argparse.Namespace) -> int:
         if args.pairs:
             pairs = read_pairs(args.pairs)
         else:
+            Progress.status("neardup calibrate: reading the corpus…", args.quiet)
             texts = _read_corpus(args.corpus, args.text_field, args.max_docs)
-            pairs = pairs_from_corpus(
-                texts,
-                copies=args.copies,
-                seed=args.seed,
-                threshold=args.label_threshold,
-                policy=policy,
-            )
-        cal = calibrate(pairs, policy, max_k=args.max_k)
+            bar = Progress(2 * args.copies, "making pairs", args.quiet, unit="pairs")
+            try:
+                pairs = pairs_from_corpus(
+                    texts,
+                    copies=args.copies,
+                    seed=args.seed,
+                    threshold=args.label_threshold,
+                    policy=policy,
+                    max_chars=args.max_chars,
+                    progress=bar.advance,
+                )
+            finally:
+                bar.close()
+        bar = Progress(len(pairs), "scoring pairs", args.quiet, unit="pairs")
+        try:
+            cal = calibrate(pairs, policy, max_k=args.max_k, progress=bar.advance)
+        finally:
+            bar.close()
     except (OSError, ValueError) as e:
         print(f"neardup calibrate: {e}", file=sys.stderr)
         return 1
