@@ -22,7 +22,13 @@ use crate::errors::to_py;
 
 fn to_id(obj: &Bound<'_, PyAny>) -> PyResult<Id> {
     if let Ok(s) = obj.cast::<PyString>() {
-        Ok(Id::Str(s.to_cow()?.into_owned()))
+        let text = s.to_cow().map_err(|_| {
+            PyValueError::new_err(format!(
+                "id must be valid Unicode (no lone surrogates), got {}",
+                repr(obj)
+            ))
+        })?;
+        Ok(Id::Str(text.into_owned()))
     } else if obj.is_instance_of::<PyInt>() {
         obj.extract::<i64>().map(Id::Int).map_err(|_| {
             PyValueError::new_err(format!(
@@ -219,6 +225,28 @@ fn to_ids(obj: &Bound<'_, PyAny>) -> PyResult<BatchIds> {
         return Ok(BatchIds::Int(ints));
     }
     Ok(BatchIds::Any(ids))
+}
+
+/// A timestamp argument: None is now; a number too large for a float is a ValueError naming
+/// it (the index refuses values outside its range), anything else a TypeError.
+fn timestamp_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<f64> {
+    match obj {
+        None => Ok(now()),
+        Some(o) if o.is_none() => Ok(now()),
+        Some(o) => o.extract::<f64>().map_err(|_| {
+            if o.is_instance_of::<PyInt>() {
+                PyValueError::new_err(format!(
+                    "timestamp must be a finite number of seconds since the epoch, got {}",
+                    repr(o)
+                ))
+            } else {
+                PyTypeError::new_err(format!(
+                    "timestamp must be a float or None, not {}",
+                    type_name(o)
+                ))
+            }
+        }),
+    }
 }
 
 fn to_timestamps(obj: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<Vec<f64>> {
@@ -494,11 +522,11 @@ impl Index {
         py: Python<'_>,
         id: &Bound<'_, PyAny>,
         fingerprint: &Bound<'_, PyAny>,
-        timestamp: Option<f64>,
+        timestamp: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let id = to_id(id)?;
         let fp = to_fp(fingerprint)?;
-        let ts = timestamp.unwrap_or_else(now);
+        let ts = timestamp_arg(timestamp)?;
         self.write_fast(py, |i| i.add(id.as_ref(), fp, ts))?
             .map_err(to_py)
     }
@@ -570,13 +598,13 @@ impl Index {
         py: Python<'_>,
         id: &Bound<'_, PyAny>,
         fingerprint: &Bound<'_, PyAny>,
-        timestamp: Option<f64>,
+        timestamp: Option<&Bound<'_, PyAny>>,
         k: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyList>> {
         let id = to_id(id)?;
         let fp = to_fp(fingerprint)?;
         let k = k_arg(k)?;
-        let ts = timestamp.unwrap_or_else(now);
+        let ts = timestamp_arg(timestamp)?;
         let found = self
             .write_fast(py, |i| i.check_and_add(id.as_ref(), fp, ts, k))?
             .map_err(to_py)?;
