@@ -154,18 +154,25 @@ def test_settings_are_checked(redis_url: str) -> None:
 
 
 def test_retention_and_expire(redis_url: str) -> None:
-    with _open(redis_url, retention=3600) as d:
+    """A version past the retention window is neither a candidate nor counted nor read, and
+    is deleted by expire() or by a later write (at most once a second)."""
+    with _open(redis_url, retention=2) as d:
         now = time.time()
         with pytest.raises(ValueError, match="retention window"):
-            d.add("old", "too old a text", timestamp=now - 7200)
-        d.add_many(["a", "b"], [f"first text number {i} of the day" for i in (1, 2)],
-                   [now - 100, now - 10])  # fmt: skip
-        client = d.store.client
-        ttl = client.ttl(b"%s:d:sa" % d.store.namespace.encode())
-        assert 3400 < ttl <= 3600
-        assert d.expire(now - 50) == 1
-        assert "a" not in d and "b" in d and len(d) == 1
-        assert d.check("first text number 1 of the day") == []
+            d.add("old", "too old a text", timestamp=now - 5)
+        texts = [" ".join(_vocab(random.Random(i), 30)) for i in (1, 2, 3)]
+        d.add_many(["a", "b", "c"], texts, [now - 1.5, now - 0.5, now])
+        assert len(d) == 3 and [m.id for m in d.check(texts[0])] == ["a"]
+        time.sleep(0.7)
+        assert d.check(texts[0]) == [] and "a" not in d and len(d) == 2
+        with pytest.raises(KeyError):
+            d.get("a")
+        assert d.expire(now - 1) == 1  # a
+        assert d.store.client.exists(d.store._key(b"sb"))
+        time.sleep(1.0)
+        d.add("d", "a later text that sweeps")  # (its write drops b, past the window)
+        assert not d.store.client.exists(d.store._key(b"sb"))
+        assert d.check_and_add("e", texts[0]) == (True, [])
 
 
 def test_a_server_that_lost_the_functions(redis_url: str) -> None:
@@ -194,14 +201,14 @@ def test_a_stalled_reservation_expires(cluster_url: str) -> None:
         text = " ".join(_vocab(random.Random(5), 40))
         norm = [d.policy.prepare(text)]
         keys = d.rule.probes(norm, d.fingerprinter.fingerprint_many(norm))[0]
-        band = d.store.band_names(keys[0])[3]
+        band, field = d.store._bands[3], b"!" + int(keys[0][3]).to_bytes(4, "big")
         deadline = int(time.time() * 1000) + 800
-        d.store.client.lpush(band, f"!dead,{deadline}".encode())
+        d.store.client.hset(band, field, f"dead,{deadline}".encode())
         start = time.monotonic()
         assert d.check_and_add("a", text) == (True, [])
         assert 0.3 < time.monotonic() - start < 10
         assert d.stats()["conflicts"] >= 1
-        assert not any(e.startswith(b"!") for e in d.store.client.lrange(band, 0, -1))
+        assert not d.store.client.hexists(band, field)
 
 
 # -- races across processes -------------------------------------------------------------------

@@ -64,13 +64,14 @@ def _policy_from(
 
 
 class _Probed(NamedTuple):
-    """A batch's prepared texts, fingerprints, band keys, min-hash bytes and band lists."""
+    """A batch's prepared texts, fingerprints, band keys, min-hash bytes, and whether each
+    has anything to compare (an empty text has not: never a candidate)."""
 
     norms: list[str]
     fps: npt.NDArray[np.uint64]
     keys: npt.NDArray[np.uint32]
     minhash: npt.NDArray[np.uint8]
-    bands: list[list[bytes]]
+    listed: list[bool]
 
 
 class RedisDeduplicator(Closing):
@@ -109,9 +110,11 @@ class RedisDeduplicator(Closing):
             client,
             namespace=namespace,
             cluster=cluster,
+            bands=self.policy.band_shape[0],
             limit=self.policy.bucket_limit,
             retention=self.retention,
         )
+        self._last_expire = 0.0
         self.store.open({"policy": self.policy.to_dict(), "retention": self.retention})
         self.url = redact(url) if url else None
         self._lock = threading.Lock()
@@ -154,15 +157,13 @@ class RedisDeduplicator(Closing):
         norms = self.policy.prepare_many(texts)
         fps = self.fingerprinter.fingerprint_many(norms)
         keys, minhash, lengths = self.rule.probes(norms, fps)
-        names = self.store.band_names
-        bands = [names(keys[i]) if n else [] for i, n in enumerate(lengths.tolist())]
-        return _Probed(norms, fps, keys, minhash, bands)
+        return _Probed(norms, fps, keys, minhash, [n > 0 for n in lengths.tolist()])
 
     def _rank(
         self,
         p: _Probed,
         i: int,
-        data: Mapping[bytes, tuple[int, int, bytes]],
+        data: Mapping[bytes, tuple[int, int, bytes, bytes]],
         cands: list[bytes],
         batch: list[int],
     ) -> tuple[list[int], npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
@@ -183,9 +184,12 @@ class RedisDeduplicator(Closing):
         """Each text's matches among the stored texts and, with ``ids`` (a check-and-add),
         the texts of the batch kept before it (those without matches); and what was read."""
         store = self.store
-        found = store.query(list({b: None for bs in p.bands for b in bs}))
-        # Each text's stored candidates, once each, newest list entries first.
-        stored = [list({id: None for b in bs for id in found.lists[b]}) for bs in p.bands]
+        found = store.query(p.keys[np.asarray(p.listed, bool)])
+        lists = found.lists
+        bands = [list(enumerate(k)) if listed else [] for k, listed in
+                 zip(p.keys.tolist(), p.listed)]  # fmt: skip
+        # Each text's stored candidates, once each, newest records first.
+        stored = [list({h: None for b in bs for h in lists.get(b, ())}) for bs in bands]
         norms: dict[bytes, str] = {}
 
         def read(wanted: set[bytes]) -> None:
@@ -203,9 +207,9 @@ class RedisDeduplicator(Closing):
                 first.update(cands[j] for j in self._rank(p, i, found.data, cands, [])[0])
         read(first)
         out: list[list[Match]] = []
-        kept_in: dict[bytes, list[int]] = {}  # band list -> texts of the batch kept in it
+        kept_in: dict[tuple[int, int], list[int]] = {}  # band list -> the batch's texts kept in it
         n_cands = 0
-        for i, bs in enumerate(p.bands):
+        for i, bs in enumerate(bands):
             cands = stored[i]
             batch = sorted({j for b in bs for j in kept_in.get(b, ())})
             matches: list[Match] = []
@@ -220,13 +224,13 @@ class RedisDeduplicator(Closing):
                     p.norms[i], int(p.fps[i]), texts, fps[sel], pos[sel]
                 ):
                     j = order[k]
-                    who = dec_id(cands[j]) if j < c else ids[batch[j - c]]  # type: ignore[index]
+                    who = dec_id(found.data[cands[j]][3]) if j < c else ids[batch[j - c]]  # type: ignore[index]
                     matches.append(Match(who, int(d), float(s)))
             if not matches and ids is not None:
                 for b in bs:
                     kept_in.setdefault(b, []).append(i)
             out.append(matches)
-        self._count(len(p.bands), n_cands, sum(map(len, out)))
+        self._count(len(bands), n_cands, sum(map(len, out)))
         return out, found
 
     def _count(self, checks: int, candidates: int, matches: int) -> None:
@@ -244,10 +248,10 @@ class RedisDeduplicator(Closing):
         out = []
         for i in rows:
             ts = tss[i]
-            raw_keys = p.keys[i].astype("<u4").tobytes()
+            raw_keys = p.keys[i].astype(">u4").tobytes()
             out.append(
                 Doc(enc_id(ids[i]), int(p.fps[i]), p.minhash[i].tobytes(), raw_keys,
-                    texts[i].encode(), now if ts is None else float(ts), p.bands[i])
+                    texts[i].encode(), now if ts is None else float(ts), p.listed[i])
             )  # fmt: skip
         return out
 
@@ -263,6 +267,20 @@ class RedisDeduplicator(Closing):
                 raise
             self.store.fn.reload()
             return op()
+
+    def _after_write(self, n: int) -> None:
+        """Count ``n`` stored texts; with a retention, drop the expired ones (at most once a
+        second per process, so that it costs nothing per write)."""
+        with self._lock:
+            self._counters["adds"] += n
+            self._counters["added"] += n
+            now = time.time()
+            due = self.retention is not None and now - self._last_expire >= 1.0
+            if due:
+                self._last_expire = now
+        if due:
+            assert self.retention is not None
+            self._retrying(lambda: self.store.expire(now - self.retention))  # type: ignore[operator]
 
     # -- the API -------------------------------------------------------------------------------
 
@@ -305,9 +323,7 @@ class RedisDeduplicator(Closing):
         p = self._probe(texts)
         docs = self._docs(p, range(len(ids)), ids, texts, tss)
         self._retrying(lambda: self.store.add(docs, None))
-        with self._lock:
-            self._counters["adds"] += len(docs)
-            self._counters["added"] += len(docs)
+        self._after_write(len(docs))
         return [int(x) for x in p.fps.tolist()]
 
     def check_and_add(
@@ -346,9 +362,7 @@ class RedisDeduplicator(Closing):
                 )
             if attempt >= 2:
                 time.sleep(random.uniform(0, min(0.05, 0.001 * (1 << min(attempt, 6)))))
-        with self._lock:
-            self._counters["adds"] += len(docs)
-            self._counters["added"] += len(docs)
+        self._after_write(len(docs))
         return [(not m, m) for m in found]
 
     def remove(self, id: Id) -> None:

@@ -1,22 +1,25 @@
 """The Redis store of the one decision: its key layout and the operations a deduplicator needs
-(read band lists with their candidates' data, read texts, a conditional add, add, remove,
-expire), on one server or a Redis Cluster.
+(read band fields, read candidates' data and texts, a conditional add, add, remove, expire), on
+one server or a Redis Cluster.
 
-Keys (namespace ``ns``):
+Keys (namespace ``ns``; ``h`` is an id's 8-byte hash, ``ref`` a version's 8-byte number from
+``{ns}:seq``, both big-endian):
 
-- ``ns:b:<band>:<key hex>``: a band list, entries ``<ref>,<id>`` newest first, at most
-  ``2 * bucket_limit`` of them (a removal gives its place back to an older entry), read
-  ``bucket_limit`` at a time;
-- ``ns:d:<id>``: a hash, the id's stored version: ``r`` ref (its position: smaller is older),
-  ``f`` fingerprint, ``m`` min-hash bytes, ``k`` band keys (uint32 LE), ``x`` text, ``t``
-  timestamp. An entry whose id's data name another ref is stale and never read as a candidate;
+- ``ns:b:<band>``: one hash per band of the policy; field: a band key (4 bytes, big-endian);
+  value: records ``h + ref`` of the stored versions with that band key, newest last, at most
+  ``2 * bucket_limit`` (so a removal gives its place back to an older record); a check reads
+  the newest ``bucket_limit``;
+- ``ns:d:<h>``: the id's stored version: ``i`` id, ``r`` ref (its position: smaller is older),
+  ``f`` fingerprint, ``m`` min-hash bytes, ``k`` band keys, ``x`` text, ``t`` timestamp. A record
+  whose ref is not the data's is stale (never read as a candidate);
 - ``{ns}:seq`` (refs), ``{ns}:t`` (id -> timestamp: counts and expiry), ``{ns}:config``.
 
-Without a hash tag, band lists and data spread over the masters of a cluster.
+On a cluster the band hashes spread over the masters by their names, the data by ids.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -29,19 +32,24 @@ import numpy.typing as npt
 from neardup._core import IncompatibleIndexError
 from neardup.backends.redis_functions import Functions
 
-__all__ = ["FORMAT_VERSION", "Doc", "Found", "RedisStore"]
+__all__ = ["FORMAT_VERSION", "Doc", "Found", "RedisStore", "dec_id", "enc_id"]
 
-#: The data format of a namespace (2: the SimHash block layout of neardup <= 0.x, refused).
+#: The data format of a namespace (2: the SimHash blocks of earlier versions, refused).
 FORMAT_VERSION = 3
 
-# A reservation of a band list outlives a stalled or killed writer by this long (ms).
+# A reservation of band fields outlives a stalled or killed writer by this long (ms).
 RESERVE_TTL_MS = 5000
 _NEVER = "1e300"  # a time after every timestamp
+_EMPTY = bytes(16)  # the head of a field without records
+_REC = 16
+
+Band = tuple[int, int]  # (band, band key): one band list
 
 
 class Doc(NamedTuple):
-    """A text to store: encoded id, fingerprint, min-hash bytes, band keys, text, timestamp and
-    the names of the band lists it goes to (none for a text with nothing to compare)."""
+    """A text to store: encoded id, fingerprint, min-hash bytes, band keys (4 bytes each,
+    big-endian), text, timestamp, and whether it goes into the band lists (a text with nothing
+    to compare does not)."""
 
     id: bytes
     fp: int
@@ -49,16 +57,17 @@ class Doc(NamedTuple):
     keys: bytes
     text: bytes
     timestamp: float
-    bands: list[bytes]
+    listed: bool
 
 
 class Found(NamedTuple):
-    """What a read of band lists found: each list's first entry (``b""``: empty), its stored
-    ids newest first, and the ``(ref, fingerprint, min-hash bytes)`` of those ids."""
+    """What a read of band lists found: each list's newest record (16 zero bytes: none), its
+    stored candidates' id hashes newest first, and their data ``(ref, fingerprint, min-hash
+    bytes, encoded id)``."""
 
-    heads: dict[bytes, bytes]
-    lists: dict[bytes, list[bytes]]
-    data: dict[bytes, tuple[int, int, bytes]]
+    heads: dict[Band, bytes]
+    lists: dict[Band, list[bytes]]
+    data: dict[bytes, tuple[int, int, bytes, bytes]]
 
 
 def enc_id(id: int | str) -> bytes:
@@ -70,11 +79,16 @@ def dec_id(raw: bytes) -> int | str:
     return int(s[1:]) if s[0] == "i" else s[1:]
 
 
+def _hash(id: bytes) -> bytes:
+    return hashlib.blake2b(id, digest_size=8).digest()
+
+
 class RedisStore:
     """Band lists, versions and their texts in Redis (``cluster``: a Redis Cluster client).
 
-    ``limit`` is the policy's ``bucket_limit``; ``retention`` (seconds) makes Redis drop a
-    version that long after its timestamp, and a band list that long after its newest entry.
+    ``bands`` and ``limit`` come from the policy (``band_shape``, ``bucket_limit``);
+    ``retention`` (seconds): versions older than that are not read as candidates nor counted
+    (:meth:`expire` deletes them).
     """
 
     def __init__(
@@ -83,6 +97,7 @@ class RedisStore:
         *,
         namespace: str,
         cluster: bool,
+        bands: int,
         limit: int,
         retention: float | None,
     ) -> None:
@@ -91,14 +106,12 @@ class RedisStore:
         self.limit = limit
         self.retention = retention
         self.namespace = namespace
-        self._band = f"{namespace}:b:"
+        self._bands = [f"{namespace}:b:{j}".encode() for j in range(bands)]
         self._data = f"{namespace}:d:".encode()
         self._seq = f"{{{namespace}}}:seq"
         self._times = f"{{{namespace}}}:t"
         self._config = f"{{{namespace}}}:config"
         self.fn = Functions(client)
-
-    # -- settings ------------------------------------------------------------------------------
 
     def open(self, settings: dict[str, Any]) -> None:
         """Record ``settings`` for the namespace, or check them against those recorded:
@@ -112,9 +125,8 @@ class RedisStore:
                 f"{have.get('format')}; this version reads format {FORMAT_VERSION} only: "
                 "use a new namespace (or delete the old keys) and add the texts again"
             )
-        diffs = [
-            f"{k}: stored {have.get(k)!r}, given {v!r}" for k, v in want.items() if have.get(k) != v
-        ]
+        diffs = [f"{k}: stored {have.get(k)!r}, given {v!r}" for k, v in want.items()
+                 if have.get(k) != v]  # fmt: skip
         if diffs:
             raise IncompatibleIndexError(
                 f"namespace {self.namespace!r} was created with other settings ("
@@ -122,164 +134,182 @@ class RedisStore:
                 + "): open it with those, or use another namespace"
             )
 
-    # -- names ---------------------------------------------------------------------------------
+    def _key(self, id: bytes) -> bytes:
+        return self._data + _hash(id)
 
-    def band_names(self, keys: npt.NDArray[np.uint32]) -> list[bytes]:
-        """The band lists of one text's band keys."""
-        p = self._band
-        return [f"{p}{j}:{k:08x}".encode() for j, k in enumerate(keys.tolist())]
-
-    def _bands_of(self, raw_keys: bytes) -> list[bytes]:
-        return self.band_names(np.frombuffer(raw_keys, "<u4"))
-
-    def _expire_at(self, timestamp: float) -> str:
-        if self.retention is None:
-            return "0"
-        return str(int(timestamp + self.retention) + 1)
+    def _horizon(self) -> float:
+        return -np.inf if self.retention is None else time.time() - self.retention
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def query(self, bands: Sequence[bytes]) -> Found:
-        """The first ``limit`` stored entries of each band list, with their ids' data."""
-        if not bands:
-            return Found({}, {}, {})
+    def query(self, keys: npt.NDArray[np.uint32]) -> Found:
+        """The newest ``limit`` stored records of the band lists of ``keys`` (one row of band
+        keys per text), with their ids' data."""
+        fields = [np.unique(keys[:, j]) for j in range(keys.shape[1])] if len(keys) else []
+        packed = [f.astype(">u4").tobytes() for f in fields]
+        fn = self.fn
         if not self.cluster:
-            heads, lists, flat = self.fn.call(
-                self.client, "query", list(bands), [self.limit, self._data]
+            values = (
+                fn.call(self.client, "fields", self._bands[: len(fields)], packed) if fields else []
             )
-            data = {
-                flat[i]: (int(flat[i + 1]), int(flat[i + 2]), flat[i + 3])
-                for i in range(0, len(flat), 4)
-            }
-            return Found(dict(zip(bands, heads)), dict(zip(bands, lists)), data)
-        pipe = self.client.pipeline(transaction=False)
-        for b in bands:
-            pipe.lrange(b, 0, self.limit - 1)
-        raw = pipe.execute()
-        entries: dict[bytes, list[tuple[int, bytes]]] = {}
-        for b, got in zip(bands, raw):
-            entries[b] = [
-                (int(ref), id)
-                for ref, _, id in (e.partition(b",") for e in got if not e.startswith(b"!"))
-            ]
-        ids = list({id: None for es in entries.values() for _, id in es})
-        for id in ids:
-            pipe.hmget(self._data + id, "r", "f", "m")
-        data = {
-            id: (int(r), int(f), m) for id, (r, f, m) in zip(ids, pipe.execute()) if r is not None
-        }
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for j, p in enumerate(packed):
+                fn.call(pipe, "fields", [self._bands[j]], [p])
+            values = [v[0] for v in pipe.execute()]
+        heads: dict[Band, bytes] = {}
+        records: dict[Band, npt.NDArray[np.void]] = {}
+        for j, (fs, vs) in enumerate(zip(fields, values)):
+            for f, v in zip(fs.tolist(), vs):
+                heads[j, f] = v[-_REC:] if v else _EMPTY
+                if v:
+                    records[j, f] = np.frombuffer(v, "V16")[-self.limit :][::-1]
+        hashes = list({bytes(r)[:8] for rs in records.values() for r in rs.tolist()})
+        data = self._data_of(hashes)
         lists = {
-            b: [id for ref, id in es if id in data and data[id][0] == ref]
-            for b, es in entries.items()
-        }
-        heads = {b: (got[0] if got else b"") for b, got in zip(bands, raw)}
+            band: [h for h, ref in ((bytes(r)[:8], bytes(r)[8:]) for r in rs.tolist())
+                   if h in data and data[h][0] == int.from_bytes(ref, "big")]
+            for band, rs in records.items()
+        }  # fmt: skip
         return Found(heads, lists, data)
 
-    def texts(self, ids: Iterable[bytes]) -> dict[bytes, str]:
-        """The stored texts of ``ids`` (an id whose data are gone is left out)."""
-        ids = list(ids)
-        if not ids:
+    def _data_of(self, hashes: Sequence[bytes]) -> dict[bytes, tuple[int, int, bytes, bytes]]:
+        if not hashes:
             return {}
         pipe = self.client.pipeline(transaction=False)
-        for id in ids:
-            pipe.hget(self._data + id, "x")
-        return {id: x.decode() for id, x in zip(ids, pipe.execute()) if x is not None}
+        for h in hashes:
+            pipe.hmget(self._data + h, "r", "f", "m", "i", "t")
+        horizon = self._horizon()
+        return {
+            h: (int.from_bytes(r, "big"), int(f), m, i)
+            for h, (r, f, m, i, t) in zip(hashes, pipe.execute())
+            if r is not None and float(t) >= horizon
+        }
+
+    def texts(self, hashes: Iterable[bytes]) -> dict[bytes, str]:
+        """The stored texts of the versions of id hashes (one whose data are gone: left out)."""
+        hashes = list(hashes)
+        if not hashes:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for h in hashes:
+            pipe.hget(self._data + h, "x")
+        return {h: x.decode() for h, x in zip(hashes, pipe.execute()) if x is not None}
 
     def get(self, id: bytes) -> str | None:
-        x = self.client.hget(self._data + id, "x")
-        return None if x is None else x.decode()
+        i, x, t = self.client.hmget(self._key(id), "i", "x", "t")
+        return x.decode() if i == id and float(t) >= self._horizon() else None
 
     def contains(self, id: bytes) -> bool:
-        return bool(self.client.exists(self._data + id))
+        return self.get(id) is not None
 
     def count(self) -> int:
         """Stored versions (those past the retention window are not counted)."""
-        low = "-inf" if self.retention is None else f"({time.time() - self.retention!r}"
+        low = "-inf" if self.retention is None else f"({self._horizon()!r}"
         return int(self.client.zcount(self._times, low, "+inf"))
 
     # -- writes --------------------------------------------------------------------------------
 
-    def add(self, docs: Sequence[Doc], heads: dict[bytes, bytes] | None) -> bool:
+    def add(self, docs: Sequence[Doc], heads: dict[Band, bytes] | None) -> bool:
         """Store ``docs`` in order (a later one of the same id replaces an earlier one).
-        With ``heads`` (the first entry read from each of their band lists) only when none of
+        With ``heads`` (the newest record read from each of their band lists) only when none of
         those lists has changed since: False (nothing stored) when one has."""
         if not docs:
             return True
-        bands = list({b: None for d in docs for b in d.bands})
         if self.cluster:
-            olds = self._add_cluster(docs, bands, heads)
-            if olds is None:
-                return False
-        else:
-            where = {b: j for j, b in enumerate(bands, 1)}
-            args: list[Any] = [len(docs), len(bands), 2 * self.limit]
-            args += [b"*" if heads is None else heads[b] for b in bands]
-            for d in docs:
-                args += [d.id, d.fp, d.minhash, d.keys, d.text, repr(d.timestamp)]
-                args += [self._expire_at(d.timestamp), " ".join(str(where[b]) for b in d.bands)]
-            keys = [self._seq, self._times, *bands, *(self._data + d.id for d in docs)]
-            out = self.fn.call(self.client, "add", keys, args)
-            if out[0] == 0:
-                return False
-            olds = [(out[i], out[i + 1]) for i in range(2, len(out), 3)]
-        self._unlink([(d.id, old, keys) for d, (old, keys) in zip(docs, olds) if old is not None])
-        return True
+            return self._add_cluster(docs, heads)
+        args: list[Any] = [len(docs), 2 * self.limit]
+        for d in docs:
+            fields = np.frombuffer(d.keys, ">u4").tolist()
+            hs = b"" if heads is None or not d.listed else b"".join(
+                heads[j, f] for j, f in enumerate(fields))  # fmt: skip
+            args += [d.id, d.fp, d.minhash, d.keys, d.text, repr(d.timestamp), hs, int(d.listed)]
+        keys = [self._seq, self._times, *self._bands, *(self._key(d.id) for d in docs)]
+        return bool(self.fn.call(self.client, "add", keys, args)[0])
 
-    def _add_cluster(
-        self, docs: Sequence[Doc], bands: list[bytes], heads: dict[bytes, bytes] | None
-    ) -> list[tuple[bytes | None, bytes | None]] | None:
-        """Redis Cluster: reserve the band lists (each still starting with its head read, no
-        one else's reservation in it), write the versions' data, then push the entries and
-        drop the reservations. Entries follow their data, so a reader never meets an entry
-        whose data are missing. None (nothing written) when a list has changed or is reserved."""
+    def _add_cluster(self, docs: Sequence[Doc], heads: dict[Band, bytes] | None) -> bool:
+        """Redis Cluster: reserve the band fields (each still ending with its head read, no one
+        else's reservation on it), write the versions' data, then append the records and drop
+        the reservations. Records follow their data, so a reader never meets a record without
+        data. False (nothing written) when a field has changed or is reserved."""
         fn, pipe = self.fn, self.client.pipeline(transaction=False)
         token = os.urandom(8).hex() if heads is not None else ""
+        touched: list[dict[int, bytes]] = [{} for _ in self._bands]  # band -> field -> head
+        for d in docs:
+            if d.listed:
+                for j, f in enumerate(np.frombuffer(d.keys, ">u4").tolist()):
+                    touched[j].setdefault(f, b"" if heads is None else heads[j, f])
+        fields = [np.asarray(list(t), np.uint32).astype(">u4").tobytes() for t in touched]
         if heads is not None:
-            for b in bands:
-                fn.call(pipe, "reserve", [b], [heads[b], token, RESERVE_TTL_MS])
+            for j, t in enumerate(touched):
+                fn.call(pipe, "reserve", [self._bands[j]],
+                        [token, RESERVE_TTL_MS, fields[j], b"".join(t.values())])  # fmt: skip
         pipe.incrby(self._seq, len(docs))
         got = pipe.execute()
         if heads is not None and not all(got[:-1]):
-            for b, ok in zip(bands, got):
-                if ok:
-                    fn.call(pipe, "commit", [b], [token, 2 * self.limit, "0"])
-            pipe.execute()
-            return None
+            self._commit(token, fields, [], [])  # (releases what was reserved)
+            return False
         first = int(got[-1]) - len(docs) + 1
-        entries: dict[bytes, list[bytes]] = {b: [] for b in bands}
-        until: dict[bytes, int] = {b: 0 for b in bands}
+        appends: list[dict[int, bytes]] = [{} for _ in self._bands]
         for ref, d in enumerate(docs, first):
-            at = self._expire_at(d.timestamp)
-            fn.call(pipe, "put", [self._data + d.id], [ref, d.fp, d.minhash, d.keys, d.text,
-                                                        repr(d.timestamp), at])  # fmt: skip
+            r = ref.to_bytes(8, "big")
+            fn.call(pipe, "put", [self._key(d.id)],
+                    [d.id, r, d.fp, d.minhash, d.keys, d.text, repr(d.timestamp)])  # fmt: skip
             pipe.zadd(self._times, {d.id: d.timestamp})
-            for b in d.bands:
-                entries[b].append(b"%d,%s" % (ref, d.id))
-                until[b] = max(until[b], int(at))
+            if d.listed:
+                for j, f in enumerate(np.frombuffer(d.keys, ">u4").tolist()):
+                    appends[j][f] = appends[j].get(f, b"") + _hash(d.id) + r
         olds = pipe.execute()[0::2]
-        for b in bands:
-            fn.call(pipe, "commit", [b], [token, 2 * self.limit, str(until[b]), *entries[b]])
-        pipe.execute()
-        return [(o[0], o[1]) for o in olds]
+        cuts = [{} for _ in self._bands]  # type: list[dict[int, bytes]]
+        for d, (old_ref, old_keys) in zip(docs, olds):
+            if old_ref is not None:
+                for j, f in enumerate(np.frombuffer(old_keys, ">u4").tolist()):
+                    cuts[j][f] = cuts[j].get(f, b"") + _hash(d.id) + old_ref
+        self._commit(token, fields, appends, cuts)
+        return True
 
-    def _unlink(self, versions: Sequence[tuple[bytes, bytes, bytes | None]]) -> None:
-        """Take the entries of dropped or replaced versions ``(id, ref, band keys)`` out of
-        their band lists (an entry left behind is stale: never read as a candidate, but it
-        holds a place among a list's newest)."""
-        if not versions:
-            return
+    def _commit(
+        self,
+        token: str,
+        reserved: list[bytes],
+        appends: list[dict[int, bytes]],
+        cuts: list[dict[int, bytes]],
+    ) -> None:
+        """Per band hash: drop ``token``'s reservations of the ``reserved`` fields, cut and
+        append records."""
         pipe = self.client.pipeline(transaction=False)
-        for id, ref, keys in versions:
-            for b in self._bands_of(keys or b""):
-                pipe.lrem(b, 0, ref + b"," + id)
+        for j, key in enumerate(self._bands):
+            a = appends[j] if j < len(appends) else {}
+            c = cuts[j] if j < len(cuts) else {}
+            fs = list(np.frombuffer(reserved[j], ">u4").tolist()) if j < len(reserved) else []
+            fs += [f for f in {**a, **c}.keys() - set(fs)]
+            if not fs:
+                continue
+            packed = np.asarray(fs, np.uint32).astype(">u4").tobytes()
+            self.fn.call(pipe, "commit", [key], [token, 2 * self.limit, packed,
+                         *(a.get(f, b"") for f in fs), *(c.get(f, b"") for f in fs)])  # fmt: skip
         pipe.execute()
+
+    def _drop(self, ids: Sequence[bytes], before: str) -> list[bytes]:
+        """Delete the data of the versions of ``ids`` older than ``before``, cut their
+        records; the ids dropped."""
+        pipe = self.client.pipeline(transaction=False)
+        for id in ids:
+            self.fn.call(pipe, "drop", [self._key(id)], [id, before])
+        cuts: list[dict[int, bytes]] = [{} for _ in self._bands]
+        dropped = []
+        for id, old in zip(ids, pipe.execute()):
+            if old is not None:
+                dropped.append(id)
+                for j, f in enumerate(np.frombuffer(old[1], ">u4").tolist()):
+                    cuts[j][f] = cuts[j].get(f, b"") + _hash(id) + old[0]
+        self._commit("", [], [], cuts)
+        return dropped
 
     def remove(self, id: bytes) -> bool:
         """Drop the stored version of ``id``; False when there is none."""
-        old = self.fn.call(self.client, "drop", [self._data + id], [_NEVER])
-        if old is None:
+        if not self._drop([id], _NEVER):
             return False
-        self._unlink([(id, old[0], old[1])])
         self.fn.call(self.client, "unlist", [self._times], [_NEVER, id])
         return True
 
@@ -290,9 +320,5 @@ class RedisStore:
             ids = self.client.zrangebyscore(self._times, "-inf", f"({before!r}", 0, 1000)
             if not ids:
                 return done
-            pipe = self.client.pipeline(transaction=False)
-            for id in ids:
-                self.fn.call(pipe, "drop", [self._data + id], [repr(before)])
-            dropped = pipe.execute()
-            self._unlink([(id, d[0], d[1]) for id, d in zip(ids, dropped) if d is not None])
+            self._drop(ids, repr(before))
             done += int(self.fn.call(self.client, "unlist", [self._times], [repr(before), *ids]))

@@ -1,0 +1,195 @@
+"""The service on one local redis-server (``neardup serve --store redis://...``) against
+datasketch's Redis-backed MinHashLSH, in the same run.
+
+A throwaway redis-server (no persistence) on a free port; ``--items`` texts stored first; then
+through one ``neardup serve`` process:
+
+1. single ``POST /v1/check-and-add``: requests/s, p50/p99 (wrk 2 threads, ``--connections``);
+2. ``POST /v1/check-and-add/batch`` (``--batch-size`` texts a request, 2 connections): docs/s;
+
+and the peer: datasketch ``MinHashLSH(threshold=0.8, num_perm=128)`` with its Redis storage on
+the same server, the same stored texts (inserted in one insertion session) and query-then-insert
+of the same stream, one document at a time, in-process (no HTTP: its best case).
+
+The streams are those of benches/service.py (``distinct``: 80 % new short texts, 20 %
+near-copies; ``templated``: one notice with a new number each).
+
+Run: ``python benches/redis_backend.py --quick`` (5,000 stored, 3 s a run) or
+``python benches/redis_backend.py`` (20,000 stored, 10 s a run); ``--stream templated``.
+(Named ``redis_backend`` so that it does not shadow the ``redis`` package in this folder.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from service import (  # noqa: E402
+    Server,
+    python_load,
+    request_bodies,
+    single_load,
+    stored_text,
+    vocabulary,
+)
+
+TARGET_BATCH_DPS = 20_000
+TARGET_SINGLE_RPS = 2_000
+TARGET_P99_MS = 20.0
+
+
+def start_redis(work: Path) -> tuple[subprocess.Popen[bytes], int]:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    binary = shutil.which("redis-server")
+    if binary is None:
+        sys.exit("redis-server is not installed (scripts/setup-test.sh)")
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(work)],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, port
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError("redis-server did not start") from None
+            time.sleep(0.05)
+
+
+def peer(port: int, stored: list[str], stream: list[str]) -> dict[str, float]:
+    """datasketch MinHashLSH on Redis: insert ``stored`` (one session), then query-then-insert
+    ``stream`` one text at a time; docs/s of the latter, on the same 5-gram shingles."""
+    from datasketch import MinHash, MinHashLSH
+    from neardup.dedup import Policy
+    from neardup.verify import shingles
+
+    prepare = Policy.default().prepare
+
+    def minhash(text: str) -> Any:
+        m = MinHash(num_perm=128)
+        m.update_batch([s.encode() for s in shingles(prepare(text))])
+        return m
+
+    lsh = MinHashLSH(
+        threshold=0.8,
+        num_perm=128,
+        storage_config={
+            "type": "redis",
+            "basename": b"peer",
+            "redis": {"host": "127.0.0.1", "port": port},
+        },
+    )
+    with lsh.insertion_session() as session:
+        for i, text in enumerate(stored):
+            session.insert(f"p{i}", minhash(text))
+    t0 = time.perf_counter()
+    added = 0
+    for j, text in enumerate(stream):
+        m = minhash(text)
+        if not lsh.query(m):
+            lsh.insert(f"q{j}", m)
+            added += 1
+    took = time.perf_counter() - t0
+    return {"dps": len(stream) / took, "added": added}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="5,000 stored, 3 s a run")
+    parser.add_argument("--items", type=int, help="texts stored first (20,000; quick 5,000)")
+    parser.add_argument("--duration", type=float, help="seconds a load run (10; quick 3)")
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--peer-docs", type=int, default=2000, help="datasketch's stream")
+    parser.add_argument("--stream", choices=("distinct", "templated"), default="distinct")
+    parser.add_argument("--load", choices=["auto", "wrk", "python"], default="auto")
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args()
+    items = args.items if args.items is not None else (5_000 if args.quick else 20_000)
+    args.duration = args.duration or (3.0 if args.quick else 10.0)
+    vocab = vocabulary()
+    stored = [stored_text(i, vocab, args.stream) for i in range(items)]
+    work = Path(tempfile.mkdtemp(prefix="neardup-bench-redis-"))
+    print(
+        f"neardup on Redis through the service vs datasketch MinHashLSH on Redis: {items:,} "
+        f"stored ({args.stream}), {os.cpu_count()} CPUs, load avg {os.getloadavg()[0]:.2f}"
+    )
+    results: dict[str, Any] = {"items": items, "stream": args.stream}
+    proc, port = start_redis(work)
+    try:
+        from neardup.backends.redis import RedisDeduplicator
+
+        store = f"redis://127.0.0.1:{port}/0?namespace=bench"
+        t0 = time.perf_counter()
+        with RedisDeduplicator.from_url(store) as d:
+            for s in range(0, items, 5000):
+                d.add_many(list(range(s, min(items, s + 5000))), stored[s : s + 5000])
+        print(f"  stored {items:,} texts in {time.perf_counter() - t0:.1f} s (add_many)")
+        cmd = [sys.executable, "-m", "neardup", "serve", "--store", store, "--port", "0",
+               "--retention", "none", "--max-batch", str(max(10_000, args.batch_size))]  # fmt: skip
+        srv = Server(cmd).start()
+        try:
+            single_file = work / "single.jsonl"
+            n_single = max(50_000, int(args.duration * 10_000))
+            bodies = request_bodies(n_single, items, vocab, "s", 2, args.stream)
+            single_file.write_bytes(b"\n".join(bodies))
+            results["single"] = single_load(args, srv.host, srv.port, single_file)
+            batch_file = work / "batch.jsonl"
+            n_batch = max(100_000, int(args.duration * 40_000))
+            batch_file.write_bytes(
+                b"\n".join(request_bodies(n_batch, items, vocab, "b", 99, args.stream))
+            )
+            batch = python_load(srv.host, srv.port, batch_file, "/v1/check-and-add/batch",
+                                connections=2, duration=args.duration,
+                                batch_size=args.batch_size)  # fmt: skip
+            batch["dps"] = batch["rps"] * args.batch_size
+            results["batch"] = batch
+        finally:
+            srv.stop()
+        stream = [orjson.loads(b)["text"] for b in bodies[: args.peer_docs]]
+        results["peer"] = peer(port, stored, stream)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+
+    s, b, p = results["single"], results["batch"], results["peer"]
+    met_single = s["rps"] >= TARGET_SINGLE_RPS and s["p99_ms"] <= TARGET_P99_MS
+    print(
+        f"  single check-and-add ({s['tool']}, {args.connections} connections): "
+        f"{s['rps']:,.0f} req/s, p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms; target >= "
+        f"{TARGET_SINGLE_RPS:,} req/s, p99 <= {TARGET_P99_MS:g} ms: "
+        f"{'MET' if met_single else 'MISSED'}; {s['rps'] / p['dps']:.1f}x the peer"
+    )
+    print(
+        f"  batch route ({args.batch_size} a request, 2 connections): {b['dps']:,.0f} docs/s; "
+        f"target >= {TARGET_BATCH_DPS:,}: {'MET' if b['dps'] >= TARGET_BATCH_DPS else 'MISSED'}; "
+        f"{b['dps'] / p['dps']:.1f}x the peer"
+    )
+    print(
+        f"  datasketch MinHashLSH on Redis, query-then-insert in-process: {p['dps']:,.0f} "
+        f"docs/s ({args.peer_docs:,} texts)"
+    )
+    if args.json:
+        args.json.write_text(orjson.dumps(results, option=orjson.OPT_INDENT_2).decode())
+
+
+if __name__ == "__main__":
+    main()
