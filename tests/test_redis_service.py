@@ -68,3 +68,38 @@ def test_two_services_share_one_redis(any_url: str, tmp_path: Path) -> None:
         # a removal through b is seen by a
         assert httpx.delete(b.url + "/v1/documents/doc-1", timeout=30).status_code in (200, 204)
         assert httpx.get(a.url + "/v1/documents/doc-1", timeout=30).status_code == 404
+
+
+def test_no_refusal_for_a_text_never_stored(any_url: str, tmp_path: Path) -> None:
+    """Issue 26's race through two services: A stored; 20 near-copies B of A (each also near
+    C) and C (near the Bs, not near A) sent at once through both. Every B names A; C, near only
+    texts that are never stored, is added; every refusal names stored texts."""
+    from test_redis import _issue_texts, _vocab
+
+    store = f"{any_url}{'&' if '?' in any_url else '?'}namespace={fresh_ns()}"
+    rng = random.Random(26)
+    vocab = _vocab(rng)
+    args = ("--store", store, "--retention", "none")
+    with ServerProcess(tmp_path / "a", *args) as a, ServerProcess(tmp_path / "b", *args) as b:
+        for trial in range(10):
+            text_a, bs, c = _issue_texts(rng, vocab)
+            r = post(a.url + "/v1/check-and-add", {"id": f"A{trial}", "text": text_a})
+            assert r.json()["added"], r.text
+            jobs = [(f"B{trial}-{i}", t) for i, t in enumerate(bs)] + [(f"C{trial}", c)]
+            rng.shuffle(jobs)
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                replies = list(pool.map(
+                    lambda j: post((a, b)[hash(j[0]) % 2].url + "/v1/check-and-add",
+                                   {"id": j[0], "text": j[1]}),
+                    jobs,
+                ))  # fmt: skip
+            for r in replies:
+                assert r.status_code == 200, r.text
+                got = r.json()
+                names = [d["id"] for d in got["duplicates"]]
+                if got["id"].startswith("B"):
+                    assert not got["added"] and f"A{trial}" in names
+                else:
+                    assert got["added"], got
+                for name in names:
+                    assert httpx.get(f"{b.url}/v1/documents/{name}", timeout=30).status_code == 200
