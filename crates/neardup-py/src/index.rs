@@ -516,6 +516,10 @@ impl Index {
         self.path.clone()
     }
 
+    /// Stores ``fingerprint`` (an unsigned 64-bit int) under ``id`` (an int in the signed
+    /// 64-bit range, or a str) with ``timestamp`` (float seconds since the epoch; None: now).
+    /// An ``id`` already stored is replaced: its old fingerprint is never found again. Raises
+    /// TypeError / ValueError naming a bad argument, ValueError once the index is closed.
     #[pyo3(signature = (id, fingerprint, timestamp = None))]
     fn add(
         &self,
@@ -531,6 +535,10 @@ impl Index {
             .map_err(to_py)
     }
 
+    /// :meth:`add` of many items in one call: ``ids`` (a sequence, or a numpy int64/uint64
+    /// array), ``fingerprints`` (the same length, numpy uint64 is read without a copy) and
+    /// ``timestamps`` (None: now; one float for all; or one per item). Checked whole before any
+    /// item is stored; a later duplicate id in the call wins.
     #[pyo3(signature = (ids, fingerprints, timestamps = None))]
     fn add_many(
         &self,
@@ -546,6 +554,10 @@ impl Index {
             .map_err(to_py)
     }
 
+    /// Every stored item whose Hamming distance to ``fingerprint`` is <= ``k`` (inclusive),
+    /// never one farther, as ``[(id, distance), ...]``, nearest first (ties: the older timestamp,
+    /// then insertion order). ``k`` is 0..64; None: the index's own k. Exact: no false negatives,
+    /// no false positives, whatever k (pigeonhole blocks and multi-index hashing).
     #[pyo3(signature = (fingerprint, k = None))]
     fn query(
         &self,
@@ -559,6 +571,8 @@ impl Index {
         found_to_py(py, found)
     }
 
+    /// :meth:`query` of each fingerprint (a sequence or numpy uint64 array), one list per
+    /// fingerprint in order; the lookups run on every core with the GIL released.
     #[pyo3(signature = (fingerprints, k = None))]
     fn query_many(
         &self,
@@ -592,6 +606,10 @@ impl Index {
         Ok(PyList::new(py, lists?)?.unbind())
     }
 
+    /// Atomically: the stored items within ``k`` of ``fingerprint`` (as :meth:`query`), and
+    /// when there are none, :meth:`add` of ``id``. Returns what was found: an empty list means
+    /// the item was added. Of near fingerprints sent at once from many threads, exactly one is
+    /// added.
     #[pyo3(signature = (id, fingerprint, timestamp = None, k = None))]
     fn check_and_add(
         &self,
@@ -611,6 +629,7 @@ impl Index {
         found_to_py(py, found)
     }
 
+    /// Removes ``id``; KeyError when it is not stored.
     fn remove(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<()> {
         let id = to_id(id)?;
         self.write_fast(py, |i| i.remove(id.as_ref()))?
@@ -624,11 +643,13 @@ impl Index {
             .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(id.clone().unbind()))
     }
 
+    /// Whether ``id`` is stored (False for a value that cannot be an id).
     fn __contains__(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<bool> {
         let Ok(id) = to_id(id) else { return Ok(false) };
         self.read(py, |i| i.contains(id.as_ref()))
     }
 
+    /// Number of items stored.
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
         self.read(py, |i| i.len())
     }
