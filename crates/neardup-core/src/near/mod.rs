@@ -28,6 +28,7 @@
 //! file); what stays in memory per document is its fingerprint, length and band keys, plus,
 //! for a kept document, one entry per band.
 
+mod decision;
 pub mod minhash;
 pub mod rule;
 pub mod spill;
@@ -37,11 +38,11 @@ mod tests;
 use std::path::PathBuf;
 
 use crate::batch_dedup::{check_shingle, sketch};
-use crate::index::{Id, IdRef, Index, Options};
 use crate::parallel as pool;
 use crate::verify::signature;
 use crate::{Error, Result};
 
+use decision::Decision;
 pub use minhash::Bands;
 pub use rule::Rule;
 pub use spill::SketchStore;
@@ -300,11 +301,16 @@ impl Engine {
 
     /// [`Engine::check`] of probes made by [`Engine::shape`].
     pub fn check_probes(&mut self, probes: Probes) -> Result<Vec<Vec<Found>>> {
-        let probes = probes.0;
+        let mut probes = probes.0;
         self.with_online(|run, engine| {
-            probes
+            let found = run.search_all(engine, &mut probes);
+            found
                 .into_iter()
-                .map(|mut p| run.matches(engine, &mut p))
+                .map(|f| {
+                    let (matches, counts) = f?;
+                    run.count(counts);
+                    Ok(matches)
+                })
                 .collect()
         })
     }
@@ -313,11 +319,7 @@ impl Engine {
     /// first); a row with none is kept (so later rows of the call see it).
     pub fn check_and_add(&mut self, rows: &[i64]) -> Result<Vec<Vec<Found>>> {
         self.check_rows(rows)?;
-        self.with_online(|run, engine| {
-            rows.iter()
-                .map(|&r| run.visit(engine, r as usize))
-                .collect()
-        })
+        self.with_online(|run, engine| run.visit_many(engine, rows))
     }
 
     /// Check-and-add of texts, in order: each text's matches among the kept rows (best first);
@@ -335,29 +337,9 @@ impl Engine {
 
     /// [`Engine::check_and_keep`] of probes made by [`Engine::shape`].
     pub fn check_and_keep_probes(&mut self, probes: Probes) -> Result<Vec<(Vec<Found>, i64)>> {
-        let probes = probes.0;
         self.with_online(|run, engine| {
             let mut kept: Vec<usize> = Vec::new();
-            let result: Result<Vec<(Vec<Found>, i64)>> = probes
-                .into_iter()
-                .map(|mut p| {
-                    let m = run.matches(engine, &mut p)?;
-                    if !m.is_empty() {
-                        return Ok((m, -1));
-                    }
-                    let empty = p.length == 0 || (engine.cfg.verify && p.count == 0);
-                    let row = engine.push(p)?;
-                    run.grow(engine.len());
-                    run.place(row)?;
-                    kept.push(row);
-                    if empty {
-                        run.outcome.empty[row] = true;
-                    } else {
-                        run.insert(engine, row)?;
-                    }
-                    Ok((m, row as i64))
-                })
-                .collect();
+            let result = run.keep_new(engine, probes.0, &mut kept);
             if result.is_err() {
                 // a call that fails keeps nothing: its rows are forgotten
                 for r in kept {
@@ -402,9 +384,7 @@ impl Engine {
             ));
         }
         run.grow(self.len());
-        let result = rows
-            .iter()
-            .try_for_each(|&r| run.visit(self, r as usize).map(|_| ()));
+        let result = run.visit_many(self, rows).map(|_| ());
         self.run = Some(run);
         result
     }
@@ -426,31 +406,6 @@ impl Engine {
     pub fn decision_bytes(&self) -> usize {
         self.run.as_ref().map_or(0, Decision::memory_bytes)
     }
-}
-
-/// One decision run: the band tables of the kept rows and the outcome so far.
-struct Decision {
-    all_pairs: bool,
-    /// Per band: key -> its bucket: the newest node of a short list, or (with [`HOT`] set) a
-    /// ring of the bucket's newest rows, for the few keys that many kept rows share.
-    heads: Vec<foldhash::HashMap<u32, u32>>,
-    /// Nodes of the short lists: (row, older node).
-    nodes: Vec<(u32, u32)>,
-    rings: Vec<Ring>,
-    /// Per row: the stamp of the last candidate search that met it.
-    tally: Vec<u32>,
-    stamp: u32,
-    /// Kept fingerprints, for the verifier-off decision.
-    simhash: Option<Index>,
-    /// Per row: its place in the order (NONE: not visited).
-    position: Vec<u32>,
-    /// Per row: forgotten (never a candidate again).
-    dead: Vec<bool>,
-    visited: u32,
-    outcome: Outcome,
-    found: Vec<u32>,
-    buf_a: Vec<u32>,
-    buf_b: Vec<u32>,
 }
 
 /// The part of an engine's settings that turns texts into probes: held apart so that a caller
@@ -517,6 +472,7 @@ impl Shape {
 }
 
 /// What the decision reads of one text: a stored row's data, or a text only checked.
+#[derive(Default)]
 struct Probe {
     fp: u64,
     length: u32,
@@ -528,430 +484,4 @@ struct Probe {
     keys: Vec<u32>,
     bytes: Vec<u8>,
     signature: u64,
-}
-
-/// Bucket values with this bit set index [`Decision::rings`].
-const HOT: u32 = 1 << 31;
-/// A short list becomes a ring when it reaches this many rows (or `bucket_limit`).
-const HOT_AFTER: usize = 8;
-
-/// The newest `capacity` rows of a busy bucket, contiguous (reading one costs a few cache
-/// lines, where a list of that length costs a cache miss per row), and the older rows they
-/// pushed out, which take their place again when rows are forgotten.
-struct Ring {
-    rows: Vec<u32>,
-    /// Where the next row goes once the ring is full (the oldest row).
-    next: usize,
-    /// Rows ever added (more than the capacity: the bucket was cut).
-    added: u64,
-    /// Rows pushed out of `rows`, oldest first (4 bytes each; read only to refill `rows`).
-    older: Vec<u32>,
-}
-
-impl Ring {
-    fn new(rows: impl IntoIterator<Item = u32>, capacity: usize) -> Ring {
-        let mut ring = Ring {
-            rows: Vec::new(),
-            next: 0,
-            added: 0,
-            older: Vec::new(),
-        };
-        for r in rows {
-            ring.push(r, capacity);
-        }
-        ring
-    }
-
-    fn push(&mut self, row: u32, capacity: usize) {
-        if self.rows.len() < capacity {
-            self.rows.push(row);
-        } else {
-            let out = std::mem::replace(&mut self.rows[self.next], row);
-            self.older.push(out);
-            self.next = (self.next + 1) % capacity;
-        }
-        self.added += 1;
-    }
-
-    /// Drops forgotten rows and refills from the rows pushed out, newest first: the ring holds
-    /// the newest `capacity` live rows again.
-    fn drop_dead(&mut self, capacity: usize, dead: &[bool]) {
-        let (newer, oldest) = self.rows.split_at(self.next);
-        let live: Vec<u32> = oldest
-            .iter()
-            .chain(newer)
-            .copied()
-            .filter(|&r| !dead[r as usize])
-            .collect();
-        let mut rows = Vec::with_capacity(capacity);
-        while live.len() + rows.len() < capacity {
-            match self.older.pop() {
-                Some(r) if !dead[r as usize] => rows.push(r),
-                Some(_) => {}
-                None => break,
-            }
-        }
-        rows.reverse();
-        rows.extend(live);
-        self.rows = rows;
-        self.next = 0;
-    }
-}
-
-impl Decision {
-    fn empty_outcome(n: usize) -> Outcome {
-        Outcome {
-            representative: (0..n as i64).collect(),
-            distance: vec![0; n],
-            similarity: vec![1.0; n],
-            empty: vec![false; n],
-            pairs: Vec::new(),
-            stats: Stats {
-                distance_passed: vec![0; 65],
-                distance_failed: vec![0; 65],
-                similarity: vec![0; 100],
-                ..Stats::default()
-            },
-        }
-    }
-
-    fn new(engine: &Engine, all_pairs: bool) -> Result<Decision> {
-        let n = engine.len();
-        let simhash = if engine.cfg.verify {
-            None
-        } else {
-            Some(Index::new(Options {
-                k: engine.cfg.k_short.max(engine.cfg.k_long),
-                capacity: Some(n),
-                ..Options::default()
-            })?)
-        };
-        Ok(Decision {
-            all_pairs,
-            heads: (0..engine.cfg.bands)
-                .map(|_| foldhash::HashMap::default())
-                .collect(),
-            nodes: Vec::new(),
-            rings: Vec::new(),
-            tally: vec![NONE; n],
-            stamp: 0,
-            simhash,
-            position: vec![NONE; n],
-            dead: vec![false; n],
-            visited: 0,
-            outcome: Decision::empty_outcome(n),
-            found: Vec::new(),
-            buf_a: Vec::new(),
-            buf_b: Vec::new(),
-        })
-    }
-
-    fn memory_bytes(&self) -> usize {
-        let maps: usize = self.heads.iter().map(|h| h.capacity() * 9).sum();
-        let rings: usize = self
-            .rings
-            .iter()
-            .map(|r| (r.rows.capacity() + r.older.capacity()) * 4 + 64)
-            .sum();
-        maps + self.nodes.capacity() * 8
-            + rings
-            + self.tally.capacity() * 4
-            + self.position.capacity() * 4
-            + self.outcome.representative.capacity() * 20
-            + self.outcome.pairs.capacity() * 24
-            + self.simhash.as_ref().map_or(0, Index::memory_bytes)
-    }
-
-    /// Grows the per-row arrays to `n` rows (rows fed after the decision began).
-    fn grow(&mut self, n: usize) {
-        let have = self.position.len();
-        if n <= have {
-            return;
-        }
-        self.position.resize(n, NONE);
-        self.dead.resize(n, false);
-        self.tally.resize(n, NONE);
-        let o = &mut self.outcome;
-        o.representative.extend(have as i64..n as i64);
-        o.distance.resize(n, 0);
-        o.similarity.resize(n, 1.0);
-        o.empty.resize(n, false);
-    }
-
-    /// Distinct live rows in the buckets of `keys`, unordered.
-    fn band_candidates(&mut self, keys: &[u32]) -> Vec<u32> {
-        // a fresh stamp per call marks the rows this call has met
-        self.stamp = self.stamp.wrapping_add(1);
-        if self.stamp == NONE {
-            self.tally.fill(NONE);
-            self.stamp = 0;
-        }
-        let stamp = self.stamp;
-        self.found.clear();
-        let dead = &self.dead;
-        let mut count = |r: u32, found: &mut Vec<u32>| {
-            let t = &mut self.tally[r as usize];
-            if *t != stamp && !dead[r as usize] {
-                *t = stamp;
-                found.push(r);
-            }
-        };
-        for (band, key) in keys.iter().enumerate() {
-            let head = self.heads[band].get(key).copied().unwrap_or(NONE);
-            if head != NONE && head & HOT != 0 {
-                let ring = &self.rings[(head & !HOT) as usize];
-                for &r in &ring.rows {
-                    count(r, &mut self.found);
-                }
-                if ring.added > ring.rows.len() as u64 {
-                    self.outcome.stats.buckets_cut += 1;
-                }
-                continue;
-            }
-            let mut node = head;
-            while node != NONE {
-                let (r, older) = self.nodes[node as usize];
-                count(r, &mut self.found);
-                node = older;
-            }
-        }
-        std::mem::take(&mut self.found)
-    }
-
-    /// The rows in the short list starting at `node`, counted up to [`HOT_AFTER`].
-    fn list_length(&self, mut node: u32) -> usize {
-        let mut length = 0;
-        while node != NONE && length < HOT_AFTER {
-            node = self.nodes[node as usize].1;
-            length += 1;
-        }
-        length
-    }
-
-    /// Puts `row` in the tables.
-    fn insert(&mut self, engine: &Engine, row: usize) -> Result<()> {
-        if let Some(index) = self.simhash.as_mut() {
-            return index.add(IdRef::Int(row as i64), engine.fps[row], 0.0);
-        }
-        let b = engine.cfg.bands;
-        let limit = engine.cfg.bucket_limit;
-        let hot_after = HOT_AFTER.min(limit);
-        for (band, &key) in engine.keys[row * b..(row + 1) * b].iter().enumerate() {
-            let head = self.heads[band].get(&key).copied().unwrap_or(NONE);
-            if head != NONE && head & HOT != 0 {
-                self.rings[(head & !HOT) as usize].push(row as u32, limit);
-            } else if self.list_length(head) >= hot_after {
-                // the list becomes a ring, oldest first (its nodes stay, unused)
-                let mut rows = Vec::with_capacity(limit.min(64));
-                let mut node = head;
-                while node != NONE {
-                    let (r, older) = self.nodes[node as usize];
-                    rows.push(r);
-                    node = older;
-                }
-                rows.reverse();
-                rows.retain(|&r| !self.dead[r as usize]);
-                rows.push(row as u32);
-                let ring = Ring::new(rows, limit);
-                self.heads[band].insert(key, HOT | self.rings.len() as u32);
-                self.rings.push(ring);
-            } else {
-                let node = self.nodes.len() as u32;
-                self.heads[band].insert(key, node);
-                self.nodes.push((row as u32, head));
-            }
-        }
-        Ok(())
-    }
-
-    /// Forgets `row`: never a candidate again; in a busy bucket its place goes to the newest
-    /// row that was pushed out.
-    fn forget(&mut self, engine: &Engine, row: usize) -> Result<()> {
-        if self.dead[row] {
-            return Ok(());
-        }
-        self.dead[row] = true;
-        let inserted = self.position[row] != NONE
-            && self.outcome.representative[row] == row as i64
-            && !self.outcome.empty[row];
-        if !inserted {
-            return Ok(());
-        }
-        if let Some(index) = self.simhash.as_mut() {
-            return match index.remove(IdRef::Int(row as i64)) {
-                Err(Error::NotFound(_)) => Ok(()),
-                other => other,
-            };
-        }
-        let b = engine.cfg.bands;
-        for (band, key) in engine.keys[row * b..(row + 1) * b].iter().enumerate() {
-            let head = self.heads[band].get(key).copied().unwrap_or(NONE);
-            if head != NONE && head & HOT != 0 {
-                let ring = &mut self.rings[(head & !HOT) as usize];
-                ring.drop_dead(engine.cfg.bucket_limit, &self.dead);
-            }
-        }
-        Ok(())
-    }
-
-    /// Takes `row`'s place in the order (refused for a row already placed).
-    fn place(&mut self, row: usize) -> Result<()> {
-        if self.position[row] != NONE {
-            return Err(Error::InvalidArgument(format!(
-                "row {row} is visited twice (the order must be a permutation)"
-            )));
-        }
-        self.position[row] = self.visited;
-        self.visited += 1;
-        Ok(())
-    }
-
-    /// Keeps `row` unchecked (an add): it becomes a candidate of later texts.
-    fn keep(&mut self, engine: &Engine, row: usize) -> Result<()> {
-        self.place(row)?;
-        if engine.lengths[row] == 0 || (engine.cfg.verify && engine.sketches.count(row) == 0) {
-            self.outcome.empty[row] = true;
-            return Ok(());
-        }
-        self.insert(engine, row)
-    }
-
-    /// Visits `row` in order: its matches among the kept rows (best first), recorded as its
-    /// outcome; a row without any is kept (in all-pairs mode every row is, and each match is
-    /// recorded as a pair).
-    fn visit(&mut self, engine: &Engine, row: usize) -> Result<Vec<Found>> {
-        self.place(row)?;
-        self.outcome.stats.documents += 1;
-        let mut probe = engine.probe_of(row);
-        let matches = self.matches(engine, &mut probe)?;
-        if probe.count == 0 && engine.cfg.verify || probe.length == 0 {
-            self.outcome.empty[row] = true;
-            return Ok(matches);
-        }
-        if self.all_pairs {
-            for &(cand, d, similarity) in &matches {
-                self.outcome.pairs.push((cand, row as u32, d, similarity));
-            }
-            self.insert(engine, row)?;
-            return Ok(matches);
-        }
-        match matches.first() {
-            Some(&(cand, d, similarity)) => {
-                self.outcome.representative[row] = i64::from(cand);
-                self.outcome.distance[row] = d;
-                self.outcome.similarity[row] = similarity;
-            }
-            None => self.insert(engine, row)?,
-        }
-        Ok(matches)
-    }
-
-    /// The kept rows that pass against `probe`, best first (highest similarity, then
-    /// smallest distance, then earliest kept): `(row, distance, similarity)`.
-    fn matches(&mut self, engine: &Engine, probe: &mut Probe) -> Result<Vec<Found>> {
-        let cfg = &engine.cfg;
-        if probe.length == 0 || (cfg.verify && probe.count == 0) {
-            // An empty text is nobody's copy and has no copies.
-            self.outcome.stats.empty += 1;
-            return Ok(Vec::new());
-        }
-        let fp = probe.fp;
-        let position = &self.position;
-        // (candidate row, distance), best first
-        let ranked: Vec<(u32, u32)> = if let Some(index) = &self.simhash {
-            let radius = cfg.radius(probe.length as usize);
-            let dead = &self.dead;
-            let mut c: Vec<(u32, u32)> = index
-                .query(fp, Some(radius))?
-                .into_iter()
-                .filter_map(|(id, d)| match id {
-                    Id::Int(r) if !dead[r as usize] => Some((r as u32, d)),
-                    _ => None,
-                })
-                .collect();
-            c.sort_unstable_by_key(|&(r, d)| (d, position[r as usize]));
-            let stats = &mut self.outcome.stats;
-            stats.candidates += c.len() as u64;
-            if c.len() > cfg.verify_limit {
-                stats.capped += 1;
-                c.truncate(cfg.verify_limit);
-            }
-            c
-        } else {
-            let m = cfg.bands * cfg.rows;
-            let found = self.band_candidates(&probe.keys);
-            // (ask for every candidate's bytes first: their cache misses overlap)
-            let touched: u32 = found
-                .iter()
-                .map(|&r| {
-                    let at = r as usize * m;
-                    u32::from(engine.minhash_bytes[at])
-                        ^ u32::from(engine.minhash_bytes[at + m - 1])
-                })
-                .fold(0, |a, b| a ^ b);
-            std::hint::black_box(touched);
-            let position = &self.position;
-            let ranked = rule::rank(
-                &probe.bytes,
-                fp,
-                cfg.threshold,
-                cfg.verify_limit,
-                found.iter().map(|&r| {
-                    let at = r as usize * m;
-                    (
-                        r,
-                        engine.fps[r as usize],
-                        &engine.minhash_bytes[at..at + m],
-                        u64::from(position[r as usize]),
-                    )
-                }),
-            );
-            self.found = found;
-            let stats = &mut self.outcome.stats;
-            stats.candidates += ranked.out_of_reach + ranked.in_reach as u64;
-            stats.estimated_out += ranked.out_of_reach;
-            if ranked.in_reach > cfg.verify_limit {
-                stats.capped += 1;
-            }
-            ranked.top
-        };
-        self.outcome.stats.compared += ranked.len() as u64;
-        // (similarity, distance, position, row)
-        let mut passed: Vec<(f64, u32, u64, u32)> = Vec::new();
-        for &(cand, d) in &ranked {
-            let similarity = if cfg.verify {
-                let c = cand as usize;
-                if let Some(row) = probe.stored.take() {
-                    probe.sketch = engine.sketches.get(row, &mut self.buf_a)?.to_vec();
-                }
-                let ours = rule::Verifiable {
-                    sketch: &probe.sketch,
-                    count: probe.count,
-                    signature: probe.signature,
-                };
-                let buf = &mut self.buf_b;
-                let found = rule::verify(
-                    cfg.threshold,
-                    &ours,
-                    engine.sketches.count(c),
-                    engine.signatures[c],
-                    || engine.sketches.get(c, buf),
-                )?;
-                match found {
-                    Some(s) => s,
-                    None => {
-                        self.outcome.stats.distance_failed[d as usize] += 1;
-                        continue;
-                    }
-                }
-            } else {
-                1.0
-            };
-            let stats = &mut self.outcome.stats;
-            stats.similarity[((similarity * 100.0) as usize).min(99)] += 1;
-            stats.distance_passed[d as usize] += 1;
-            passed.push((similarity, d, u64::from(self.position[cand as usize]), cand));
-        }
-        Ok(rule::best_first(passed))
-    }
 }

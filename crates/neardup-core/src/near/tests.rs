@@ -634,3 +634,64 @@ fn a_failed_spill_leaves_the_rows_as_they_were() {
     assert!(e.check(&[x], &[1]).unwrap()[0].is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The counters that must not depend on how rows are chunked.
+fn counters(s: &Stats) -> Vec<u64> {
+    let mut v = vec![
+        s.documents,
+        s.candidates,
+        s.compared,
+        s.estimated_out,
+        s.capped,
+        s.buckets_cut,
+        s.empty,
+    ];
+    v.extend(&s.distance_passed);
+    v.extend(&s.distance_failed);
+    v.extend(&s.similarity);
+    v
+}
+
+#[test]
+fn many_rows_at_once_give_the_decision_of_one_row_at_a_time() {
+    // Long calls search chunks of rows on the pool against the tables before the chunk (and
+    // search again the rows whose buckets changed within it); calls of one row never do.
+    let mut texts = templated(1500, 7);
+    texts.extend(corpus(900, 8));
+    let order: Vec<i64> = (0..texts.len() as i64).rev().collect();
+    for (bucket_limit, verify_limit, all_pairs) in [(64, 32, false), (3, 2, false), (8, 4, true)] {
+        let cfg = Config {
+            bucket_limit,
+            verify_limit,
+            ..config(true)
+        };
+        let mut e = engine_over(&texts, cfg.clone());
+        e.reset();
+        for &r in &order {
+            e.decide(&[r], all_pairs).unwrap();
+        }
+        let one = e.outcome();
+        e.reset();
+        e.decide(&order, all_pairs).unwrap();
+        let many = e.outcome();
+        assert_eq!(many.representative, one.representative);
+        assert_eq!(many.distance, one.distance);
+        assert_eq!(many.similarity, one.similarity);
+        assert_eq!(many.pairs, one.pairs);
+        assert_eq!(counters(&many.stats), counters(&one.stats));
+        assert!(one.stats.documents as usize == texts.len());
+
+        // check-and-keep of many texts at once is the same as one at a time
+        let fps: Vec<u64> = texts.iter().map(|t| fingerprint(t)).collect();
+        let mut a = Engine::new(cfg.clone()).unwrap();
+        let one: Vec<(Vec<Found>, i64)> = texts
+            .iter()
+            .zip(&fps)
+            .flat_map(|(t, &f)| a.check_and_keep(&[t], &[f]).unwrap())
+            .collect();
+        let mut b = Engine::new(cfg).unwrap();
+        let many = b.check_and_keep(&texts, &fps).unwrap();
+        assert_eq!(many, one);
+        assert_eq!(counters(&b.outcome().stats), counters(&a.outcome().stats));
+    }
+}

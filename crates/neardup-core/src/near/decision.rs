@@ -1,0 +1,659 @@
+//! A decision run of [`Engine`]: the band tables of the kept rows, the candidate search and
+//! the outcome so far.
+
+use std::sync::{Mutex, PoisonError};
+
+use rayon::prelude::*;
+
+use super::{rule, Engine, Found, Outcome, Probe, Stats, NONE};
+use crate::index::{Id, IdRef, Index, Options};
+use crate::parallel as pool;
+use crate::{Error, Result};
+
+/// Bucket values with this bit set index [`Decision::rings`].
+const HOT: u32 = 1 << 31;
+/// A short list becomes a ring when it reaches this many rows (or `bucket_limit`).
+const HOT_AFTER: usize = 8;
+
+/// The newest `capacity` rows of a busy bucket, contiguous (reading one costs a few cache
+/// lines, where a list of that length costs a cache miss per row), and the older rows they
+/// pushed out, which take their place again when rows are forgotten.
+struct Ring {
+    rows: Vec<u32>,
+    /// Where the next row goes once the ring is full (the oldest row).
+    next: usize,
+    /// Rows ever added (more than the capacity: the bucket was cut).
+    added: u64,
+    /// Rows pushed out of `rows`, oldest first (4 bytes each; read only to refill `rows`).
+    older: Vec<u32>,
+}
+
+impl Ring {
+    fn new(rows: impl IntoIterator<Item = u32>, capacity: usize) -> Ring {
+        let mut ring = Ring {
+            rows: Vec::new(),
+            next: 0,
+            added: 0,
+            older: Vec::new(),
+        };
+        for r in rows {
+            ring.push(r, capacity);
+        }
+        ring
+    }
+
+    fn push(&mut self, row: u32, capacity: usize) {
+        if self.rows.len() < capacity {
+            self.rows.push(row);
+        } else {
+            let out = std::mem::replace(&mut self.rows[self.next], row);
+            self.older.push(out);
+            self.next = (self.next + 1) % capacity;
+        }
+        self.added += 1;
+    }
+
+    /// Drops forgotten rows and refills from the rows pushed out, newest first: the ring holds
+    /// the newest `capacity` live rows again.
+    fn drop_dead(&mut self, capacity: usize, dead: &[bool]) {
+        let (newer, oldest) = self.rows.split_at(self.next);
+        let live: Vec<u32> = oldest
+            .iter()
+            .chain(newer)
+            .copied()
+            .filter(|&r| !dead[r as usize])
+            .collect();
+        let mut rows = Vec::with_capacity(capacity);
+        while live.len() + rows.len() < capacity {
+            match self.older.pop() {
+                Some(r) if !dead[r as usize] => rows.push(r),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        rows.reverse();
+        rows.extend(live);
+        self.rows = rows;
+        self.next = 0;
+    }
+}
+
+/// Rows visited together by [`Decision::visit_many`]: their candidate searches run on the pool
+/// against the tables as they were before the first of them.
+const CHUNK: usize = 128;
+/// Visits of fewer rows run on this thread.
+const PARALLEL_MIN_ROWS: usize = 256;
+
+/// Working memory of candidate searches (one per thread).
+#[derive(Default)]
+struct Scratch {
+    /// Per row: the stamp of the last search that met it.
+    tally: Vec<u32>,
+    stamp: u32,
+    found: Vec<u32>,
+    buf_a: Vec<u32>,
+    buf_b: Vec<u32>,
+}
+
+/// What one search adds to the outcome's counters (added when its result is used).
+#[derive(Default)]
+pub(super) struct Counts {
+    candidates: u64,
+    estimated_out: u64,
+    capped: u64,
+    compared: u64,
+    buckets_cut: u64,
+    empty: u64,
+    /// `(distance, similarity)` of each passing candidate.
+    passed: Vec<(u32, f64)>,
+    /// Distance of each failing candidate.
+    failed: Vec<u32>,
+}
+
+/// A search's matches and counters.
+type Searched = (Vec<Found>, Counts);
+
+/// One decision run: the band tables of the kept rows and the outcome so far.
+pub(super) struct Decision {
+    pub(super) all_pairs: bool,
+    /// Per band: key -> its bucket: the newest node of a short list, or (with [`HOT`] set) a
+    /// ring of the bucket's newest rows, for the few keys that many kept rows share.
+    heads: Vec<foldhash::HashMap<u32, u32>>,
+    /// Nodes of the short lists: (row, older node).
+    nodes: Vec<(u32, u32)>,
+    rings: Vec<Ring>,
+    /// Kept fingerprints, for the verifier-off decision.
+    simhash: Option<Index>,
+    /// Per row: its place in the order (NONE: not visited).
+    position: Vec<u32>,
+    /// Per row: forgotten (never a candidate again).
+    dead: Vec<bool>,
+    visited: u32,
+    pub(super) outcome: Outcome,
+    /// Per thread of the pool (and one for this thread, the first).
+    scratch: Vec<Mutex<Scratch>>,
+}
+
+/// Whether a text of band `keys` meets a bucket that has changed (`touched`) since its search.
+fn is_stale(touched: &foldhash::HashSet<(usize, u32)>, keys: &[u32]) -> bool {
+    !touched.is_empty()
+        && keys
+            .iter()
+            .enumerate()
+            .any(|(band, &k)| touched.contains(&(band, k)))
+}
+
+impl Decision {
+    pub(super) fn empty_outcome(n: usize) -> Outcome {
+        Outcome {
+            representative: (0..n as i64).collect(),
+            distance: vec![0; n],
+            similarity: vec![1.0; n],
+            empty: vec![false; n],
+            pairs: Vec::new(),
+            stats: Stats {
+                distance_passed: vec![0; 65],
+                distance_failed: vec![0; 65],
+                similarity: vec![0; 100],
+                ..Stats::default()
+            },
+        }
+    }
+
+    pub(super) fn new(engine: &Engine, all_pairs: bool) -> Result<Decision> {
+        let n = engine.len();
+        let simhash = if engine.cfg.verify {
+            None
+        } else {
+            Some(Index::new(Options {
+                k: engine.cfg.k_short.max(engine.cfg.k_long),
+                capacity: Some(n),
+                ..Options::default()
+            })?)
+        };
+        Ok(Decision {
+            all_pairs,
+            heads: (0..engine.cfg.bands)
+                .map(|_| foldhash::HashMap::default())
+                .collect(),
+            nodes: Vec::new(),
+            rings: Vec::new(),
+            simhash,
+            position: vec![NONE; n],
+            dead: vec![false; n],
+            visited: 0,
+            outcome: Decision::empty_outcome(n),
+            scratch: (0..=pool::num_threads())
+                .map(|_| Mutex::new(Scratch::default()))
+                .collect(),
+        })
+    }
+
+    pub(super) fn memory_bytes(&self) -> usize {
+        let maps: usize = self.heads.iter().map(|h| h.capacity() * 9).sum();
+        let rings: usize = self
+            .rings
+            .iter()
+            .map(|r| (r.rows.capacity() + r.older.capacity()) * 4 + 64)
+            .sum();
+        let scratch: usize = self
+            .scratch
+            .iter()
+            .map(|s| s.lock().map_or(0, |s| s.tally.capacity() * 4))
+            .sum();
+        maps + self.nodes.capacity() * 8
+            + rings
+            + scratch
+            + self.position.capacity() * 4
+            + self.outcome.representative.capacity() * 20
+            + self.outcome.pairs.capacity() * 24
+            + self.simhash.as_ref().map_or(0, Index::memory_bytes)
+    }
+
+    /// Grows the per-row arrays to `n` rows (rows fed after the decision began).
+    pub(super) fn grow(&mut self, n: usize) {
+        let have = self.position.len();
+        if n <= have {
+            return;
+        }
+        self.position.resize(n, NONE);
+        self.dead.resize(n, false);
+        let o = &mut self.outcome;
+        o.representative.extend(have as i64..n as i64);
+        o.distance.resize(n, 0);
+        o.similarity.resize(n, 1.0);
+        o.empty.resize(n, false);
+    }
+
+    /// Distinct live rows in the buckets of `keys`, unordered.
+    fn band_candidates(&self, keys: &[u32], sc: &mut Scratch, counts: &mut Counts) -> Vec<u32> {
+        if sc.tally.len() < self.position.len() {
+            sc.tally.resize(self.position.len(), NONE);
+        }
+        // a fresh stamp per call marks the rows this call has met
+        sc.stamp = sc.stamp.wrapping_add(1);
+        if sc.stamp == NONE {
+            sc.tally.fill(NONE);
+            sc.stamp = 0;
+        }
+        let stamp = sc.stamp;
+        let mut found = std::mem::take(&mut sc.found);
+        found.clear();
+        let (dead, tally) = (&self.dead, &mut sc.tally);
+        let mut count = |r: u32| {
+            let t = &mut tally[r as usize];
+            if *t != stamp && !dead[r as usize] {
+                *t = stamp;
+                found.push(r);
+            }
+        };
+        for (band, key) in keys.iter().enumerate() {
+            let head = self.heads[band].get(key).copied().unwrap_or(NONE);
+            if head != NONE && head & HOT != 0 {
+                let ring = &self.rings[(head & !HOT) as usize];
+                for &r in &ring.rows {
+                    count(r);
+                }
+                if ring.added > ring.rows.len() as u64 {
+                    counts.buckets_cut += 1;
+                }
+                continue;
+            }
+            let mut node = head;
+            while node != NONE {
+                let (r, older) = self.nodes[node as usize];
+                count(r);
+                node = older;
+            }
+        }
+        found
+    }
+    /// The rows in the short list starting at `node`, counted up to [`HOT_AFTER`].
+    fn list_length(&self, mut node: u32) -> usize {
+        let mut length = 0;
+        while node != NONE && length < HOT_AFTER {
+            node = self.nodes[node as usize].1;
+            length += 1;
+        }
+        length
+    }
+
+    /// Puts `row` in the tables.
+    pub(super) fn insert(&mut self, engine: &Engine, row: usize) -> Result<()> {
+        if let Some(index) = self.simhash.as_mut() {
+            return index.add(IdRef::Int(row as i64), engine.fps[row], 0.0);
+        }
+        let b = engine.cfg.bands;
+        let limit = engine.cfg.bucket_limit;
+        let hot_after = HOT_AFTER.min(limit);
+        for (band, &key) in engine.keys[row * b..(row + 1) * b].iter().enumerate() {
+            let head = self.heads[band].get(&key).copied().unwrap_or(NONE);
+            if head != NONE && head & HOT != 0 {
+                self.rings[(head & !HOT) as usize].push(row as u32, limit);
+            } else if self.list_length(head) >= hot_after {
+                // the list becomes a ring, oldest first (its nodes stay, unused)
+                let mut rows = Vec::with_capacity(limit.min(64));
+                let mut node = head;
+                while node != NONE {
+                    let (r, older) = self.nodes[node as usize];
+                    rows.push(r);
+                    node = older;
+                }
+                rows.reverse();
+                rows.retain(|&r| !self.dead[r as usize]);
+                rows.push(row as u32);
+                let ring = Ring::new(rows, limit);
+                self.heads[band].insert(key, HOT | self.rings.len() as u32);
+                self.rings.push(ring);
+            } else {
+                let node = self.nodes.len() as u32;
+                self.heads[band].insert(key, node);
+                self.nodes.push((row as u32, head));
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets `row`: never a candidate again; in a busy bucket its place goes to the newest
+    /// row that was pushed out.
+    pub(super) fn forget(&mut self, engine: &Engine, row: usize) -> Result<()> {
+        if self.dead[row] {
+            return Ok(());
+        }
+        self.dead[row] = true;
+        let inserted = self.position[row] != NONE
+            && self.outcome.representative[row] == row as i64
+            && !self.outcome.empty[row];
+        if !inserted {
+            return Ok(());
+        }
+        if let Some(index) = self.simhash.as_mut() {
+            return match index.remove(IdRef::Int(row as i64)) {
+                Err(Error::NotFound(_)) => Ok(()),
+                other => other,
+            };
+        }
+        let b = engine.cfg.bands;
+        for (band, key) in engine.keys[row * b..(row + 1) * b].iter().enumerate() {
+            let head = self.heads[band].get(key).copied().unwrap_or(NONE);
+            if head != NONE && head & HOT != 0 {
+                let ring = &mut self.rings[(head & !HOT) as usize];
+                ring.drop_dead(engine.cfg.bucket_limit, &self.dead);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes `row`'s place in the order (refused for a row already placed).
+    pub(super) fn place(&mut self, row: usize) -> Result<()> {
+        if self.position[row] != NONE {
+            return Err(Error::InvalidArgument(format!(
+                "row {row} is visited twice (the order must be a permutation)"
+            )));
+        }
+        self.position[row] = self.visited;
+        self.visited += 1;
+        Ok(())
+    }
+
+    /// Keeps `row` unchecked (an add): it becomes a candidate of later texts.
+    pub(super) fn keep(&mut self, engine: &Engine, row: usize) -> Result<()> {
+        self.place(row)?;
+        if engine.lengths[row] == 0 || (engine.cfg.verify && engine.sketches.count(row) == 0) {
+            self.outcome.empty[row] = true;
+            return Ok(());
+        }
+        self.insert(engine, row)
+    }
+
+    /// Whether `row` has nothing to compare (an empty text): never a copy, never a candidate.
+    fn is_empty_row(engine: &Engine, row: usize) -> bool {
+        engine.lengths[row] == 0 || (engine.cfg.verify && engine.sketches.count(row) == 0)
+    }
+
+    /// Records the outcome of visiting `row` (placed) whose search found `found`.
+    fn settle(&mut self, engine: &Engine, row: usize, found: Searched) -> Result<Vec<Found>> {
+        let (matches, counts) = found;
+        self.outcome.stats.documents += 1;
+        self.count(counts);
+        if Decision::is_empty_row(engine, row) {
+            self.outcome.empty[row] = true;
+            return Ok(matches);
+        }
+        if self.all_pairs {
+            for &(cand, d, similarity) in &matches {
+                self.outcome.pairs.push((cand, row as u32, d, similarity));
+            }
+            self.insert(engine, row)?;
+            return Ok(matches);
+        }
+        match matches.first() {
+            Some(&(cand, d, similarity)) => {
+                self.outcome.representative[row] = i64::from(cand);
+                self.outcome.distance[row] = d;
+                self.outcome.similarity[row] = similarity;
+            }
+            None => self.insert(engine, row)?,
+        }
+        Ok(matches)
+    }
+
+    /// Rows searched together (their searches on the pool against the tables as they were
+    /// before the first of them): [`CHUNK`] for many rows, else one by one.
+    fn step(&self, n: usize) -> usize {
+        if self.simhash.is_none() && n >= PARALLEL_MIN_ROWS && pool::num_threads() >= 2 {
+            CHUNK
+        } else {
+            1
+        }
+    }
+
+    /// Visits `rows` in order: each row's matches among the kept rows (best first), recorded
+    /// as its outcome; a row without any is kept (in all-pairs mode every row is, and each
+    /// match is recorded as a pair). The searches of a chunk
+    /// of rows run on the pool against the tables before the chunk, then the rows are settled
+    /// in order, and a row that shares a band key with a row kept earlier in its chunk (its
+    /// bucket has changed since) is searched again.
+    pub(super) fn visit_many(&mut self, engine: &Engine, rows: &[i64]) -> Result<Vec<Vec<Found>>> {
+        let b = engine.cfg.bands;
+        let mut out = Vec::with_capacity(rows.len());
+        let mut touched: foldhash::HashSet<(usize, u32)> = foldhash::HashSet::default();
+        for chunk in rows.chunks(self.step(rows.len())) {
+            let mut probes: Vec<Probe> =
+                chunk.iter().map(|&r| engine.probe_of(r as usize)).collect();
+            let early = self.search_all(engine, &mut probes);
+            touched.clear();
+            for ((&r, early), mut probe) in chunk.iter().zip(early).zip(probes) {
+                let row = r as usize;
+                self.place(row)?;
+                let keys = &engine.keys[row * b..(row + 1) * b];
+                let found = if is_stale(&touched, keys) {
+                    self.search_here(engine, &mut probe)?
+                } else {
+                    early?
+                };
+                out.push(self.settle(engine, row, found)?);
+                if self.is_in_tables(row) {
+                    touched.extend(keys.iter().enumerate().map(|(band, &k)| (band, k)));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Check-and-keep of texts in order: each text's matches among the kept rows (best first);
+    /// a text with none is stored as the next row of `engine` and kept (pushed to `kept`), and
+    /// its row is returned with the matches (-1: not kept). Searched in chunks as
+    /// [`Decision::visit_many`] does.
+    pub(super) fn keep_new(
+        &mut self,
+        engine: &mut Engine,
+        mut probes: Vec<Probe>,
+        kept: &mut Vec<usize>,
+    ) -> Result<Vec<(Vec<Found>, i64)>> {
+        let mut out = Vec::with_capacity(probes.len());
+        let mut touched: foldhash::HashSet<(usize, u32)> = foldhash::HashSet::default();
+        let step = self.step(probes.len());
+        let mut start = 0;
+        while start < probes.len() {
+            let end = (start + step).min(probes.len());
+            let early = self.search_all(engine, &mut probes[start..end]);
+            touched.clear();
+            for (probe, early) in probes[start..end].iter_mut().zip(early) {
+                let (matches, counts) = if is_stale(&touched, &probe.keys) {
+                    self.search_here(engine, probe)?
+                } else {
+                    early?
+                };
+                self.count(counts);
+                if !matches.is_empty() {
+                    out.push((matches, -1));
+                    continue;
+                }
+                let probe = std::mem::take(probe);
+                let empty = probe.length == 0 || (engine.cfg.verify && probe.count == 0);
+                let keys = probe.keys.clone();
+                let row = engine.push(probe)?;
+                self.grow(engine.len());
+                self.place(row)?;
+                kept.push(row);
+                if empty {
+                    self.outcome.empty[row] = true;
+                } else {
+                    self.insert(engine, row)?;
+                    touched.extend(keys.into_iter().enumerate());
+                }
+                out.push((matches, row as i64));
+            }
+            start = end;
+        }
+        Ok(out)
+    }
+
+    /// Whether `row` (visited) was put in the tables.
+    fn is_in_tables(&self, row: usize) -> bool {
+        !self.outcome.empty[row]
+            && (self.all_pairs || self.outcome.representative[row] == row as i64)
+    }
+
+    /// The searches of `probes` against the tables as they are (on the pool for many).
+    pub(super) fn search_all(
+        &self,
+        engine: &Engine,
+        probes: &mut [Probe],
+    ) -> Vec<Result<Searched>> {
+        let one = |i: usize, p: &mut Probe| {
+            let slot = &self.scratch[i % self.scratch.len()];
+            let mut sc = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            self.search(engine, p, &mut sc)
+        };
+        pool::install(probes.len() >= 2 * PARALLEL_MIN_ROWS / CHUNK, |par| {
+            if par {
+                probes
+                    .par_iter_mut()
+                    .with_min_len(8)
+                    .map(|p| one(rayon::current_thread_index().map_or(0, |i| i + 1), p))
+                    .collect()
+            } else {
+                probes.iter_mut().map(|p| one(0, p)).collect()
+            }
+        })
+    }
+
+    /// [`Decision::search`] with this thread's scratch.
+    fn search_here(&mut self, engine: &Engine, probe: &mut Probe) -> Result<Searched> {
+        let slot = self.scratch[0]
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut sc = std::mem::take(slot);
+        let found = self.search(engine, probe, &mut sc);
+        *self.scratch[0]
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner) = sc;
+        found
+    }
+
+    /// Adds a search's counters to the outcome's.
+    pub(super) fn count(&mut self, c: Counts) {
+        let s = &mut self.outcome.stats;
+        s.candidates += c.candidates;
+        s.estimated_out += c.estimated_out;
+        s.capped += c.capped;
+        s.compared += c.compared;
+        s.buckets_cut += c.buckets_cut;
+        s.empty += c.empty;
+        for (d, similarity) in c.passed {
+            s.similarity[((similarity * 100.0) as usize).min(99)] += 1;
+            s.distance_passed[d as usize] += 1;
+        }
+        for d in c.failed {
+            s.distance_failed[d as usize] += 1;
+        }
+    }
+
+    /// The kept rows that pass against `probe`, best first (highest similarity, then
+    /// smallest distance, then earliest kept): `(row, distance, similarity)`, and the counters
+    /// of the search. Reads the tables only.
+    fn search(&self, engine: &Engine, probe: &mut Probe, sc: &mut Scratch) -> Result<Searched> {
+        let cfg = &engine.cfg;
+        let mut counts = Counts::default();
+        if probe.length == 0 || (cfg.verify && probe.count == 0) {
+            // An empty text is nobody's copy and has no copies.
+            counts.empty = 1;
+            return Ok((Vec::new(), counts));
+        }
+        let fp = probe.fp;
+        let position = &self.position;
+        // (candidate row, distance), best first
+        let ranked: Vec<(u32, u32)> = if let Some(index) = &self.simhash {
+            let radius = cfg.radius(probe.length as usize);
+            let dead = &self.dead;
+            let mut c: Vec<(u32, u32)> = index
+                .query(fp, Some(radius))?
+                .into_iter()
+                .filter_map(|(id, d)| match id {
+                    Id::Int(r) if !dead[r as usize] => Some((r as u32, d)),
+                    _ => None,
+                })
+                .collect();
+            c.sort_unstable_by_key(|&(r, d)| (d, position[r as usize]));
+            counts.candidates += c.len() as u64;
+            if c.len() > cfg.verify_limit {
+                counts.capped += 1;
+                c.truncate(cfg.verify_limit);
+            }
+            c
+        } else {
+            let m = cfg.bands * cfg.rows;
+            let found = self.band_candidates(&probe.keys, sc, &mut counts);
+            // (ask for every candidate's bytes first: their cache misses overlap)
+            let touched: u32 = found
+                .iter()
+                .map(|&r| {
+                    let at = r as usize * m;
+                    u32::from(engine.minhash_bytes[at])
+                        ^ u32::from(engine.minhash_bytes[at + m - 1])
+                })
+                .fold(0, |a, b| a ^ b);
+            std::hint::black_box(touched);
+            let ranked = rule::rank(
+                &probe.bytes,
+                fp,
+                cfg.threshold,
+                cfg.verify_limit,
+                found.iter().map(|&r| {
+                    let at = r as usize * m;
+                    (
+                        r,
+                        engine.fps[r as usize],
+                        &engine.minhash_bytes[at..at + m],
+                        u64::from(position[r as usize]),
+                    )
+                }),
+            );
+            sc.found = found;
+            counts.candidates += ranked.out_of_reach + ranked.in_reach as u64;
+            counts.estimated_out += ranked.out_of_reach;
+            if ranked.in_reach > cfg.verify_limit {
+                counts.capped += 1;
+            }
+            ranked.top
+        };
+        counts.compared += ranked.len() as u64;
+        // (similarity, distance, position, row)
+        let mut passed: Vec<(f64, u32, u64, u32)> = Vec::new();
+        for &(cand, d) in &ranked {
+            let similarity = if cfg.verify {
+                let c = cand as usize;
+                if let Some(row) = probe.stored.take() {
+                    probe.sketch = engine.sketches.get(row, &mut sc.buf_a)?.to_vec();
+                }
+                let ours = rule::Verifiable {
+                    sketch: &probe.sketch,
+                    count: probe.count,
+                    signature: probe.signature,
+                };
+                let buf = &mut sc.buf_b;
+                let found = rule::verify(
+                    cfg.threshold,
+                    &ours,
+                    engine.sketches.count(c),
+                    engine.signatures[c],
+                    || engine.sketches.get(c, buf),
+                )?;
+                match found {
+                    Some(s) => s,
+                    None => {
+                        counts.failed.push(d);
+                        continue;
+                    }
+                }
+            } else {
+                1.0
+            };
+            counts.passed.push((d, similarity));
+            passed.push((similarity, d, u64::from(position[cand as usize]), cand));
+        }
+        Ok((rule::best_first(passed), counts))
+    }
+}
