@@ -51,3 +51,24 @@ def test_docs_lists_every_operation_offline(
             "return performance.getEntriesByType('resource').map(e => e.name)"
         )
         assert sources and all(s.startswith(srv.url) for s in sources), sources
+
+
+@pytest.mark.parametrize(
+    ("flags", "shown"),
+    [
+        ((), "MinHash bands of 5-character shingles, then jaccard ≥ 0.80 (k unused)"),
+        (("--k", "7"), "within k = 7 bits, then jaccard ≥ 0.80"),
+    ],
+)
+def test_the_page_shows_the_effective_candidate_rule(
+    browser: webdriver.Chrome,  # noqa: F811
+    tmp_path: Path,
+    flags: tuple[str, ...],
+    shown: str,
+) -> None:
+    with ServerProcess(tmp_path / "store", *flags) as srv:
+        browser.get(srv.url + "/")
+        WebDriverWait(browser, 20).until(
+            lambda d: d.find_element(By.ID, "stat-k").text not in ("", "…")
+        )
+        assert browser.find_element(By.ID, "stat-k").text == shown

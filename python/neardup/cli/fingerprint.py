@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from neardup import io as nio
+from neardup._core import PRESETS
 from neardup.cli.dedup import (
     EXIT_CODES,
     EXIT_INPUT,
@@ -43,26 +44,48 @@ from neardup.dedup import Policy
 
 _CHUNK = 8192
 
+DESCRIPTION = """\
+Add the SimHash fingerprint of each record's text as one more field (--field): a JSONL key, a
+last CSV/TSV column, a Parquet column (uint64 with --encoding int, string with hex). Text inputs
+(one document per line) become FINGERPRINT<TAB>TEXT lines; a directory becomes JSONL
+{"id": relative path, "fingerprint": ...}. Fingerprints are unsigned 64-bit integers, of the
+text as the deduplicators see it (HTML pages by their main text, normalised), so they match
+Deduplicator, the service and neardup index; --raw takes the text as it is."""
+
+EXAMPLES = """examples:
+  neardup fingerprint docs.jsonl -o docs-fp.jsonl
+  neardup fingerprint docs.parquet -o docs-fp.parquet --encoding int --field simhash
+  neardup fingerprint notices.csv --text-field body -o notices-fp.csv --preset seed000
+
+"""
+
 
 def add_parser(subparsers: Any) -> None:
     """Register ``neardup fingerprint``."""
     p = subparsers.add_parser(
         "fingerprint",
         help="add a SimHash fingerprint column to a corpus",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
-        epilog=EXIT_CODES,
+        description=DESCRIPTION,
+        epilog=EXAMPLES + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_arguments(p, time_field=False)
     p.add_argument("-o", "--output", required=True, help="output file (the inputs' format)")
-    p.add_argument("--field", default="fingerprint", help="name of the new field")
+    p.add_argument(
+        "--field", default="fingerprint", help="name of the new field (default: fingerprint)"
+    )
     p.add_argument(
         "--encoding",
         choices=("hex", "int"),
         default="hex",
         help="16 hex digits (default) or the unsigned decimal integer",
     )
-    p.add_argument("--preset", default=None, help="fingerprint preset (default: the policy's)")
+    p.add_argument(
+        "--preset",
+        default=None,
+        choices=PRESETS,
+        help="fingerprint preset (default: default, the policy's)",
+    )
     p.add_argument(
         "--raw",
         action="store_true",

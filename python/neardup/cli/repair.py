@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -14,6 +15,16 @@ index are moved to DIR/damaged-<time>/, every row that can still be read is writ
 store, and the index is rebuilt from it on the next open. Prints what was recovered and what is
 lost. Stop the service on DIR first."""
 
+EPILOG = """\
+examples:
+  neardup repair /var/lib/neardup
+  neardup repair data/ > repair-report.json
+
+exit codes:
+  0  repaired (the report says what was recovered and what is lost)
+  1  DIR is not a data directory (no text store, or missing)
+"""
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``neardup repair``."""
@@ -21,6 +32,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "repair",
         help="rebuild a damaged data directory from what can be read",
         description=HELP,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("dir", metavar="DIR", help="the data directory")
@@ -30,18 +42,29 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Repair ``args.dir``; the report as JSON on stdout, a summary on stderr."""
-    from neardup.durable import repair
+    from neardup.durable import TEXTS, repair
 
+    if not os.path.isfile(os.path.join(args.dir, TEXTS)):
+        print(
+            f"neardup repair: {args.dir} is not a data directory (no {TEXTS}); nothing was changed",
+            file=sys.stderr,
+        )
+        return 1
     report = repair(args.dir)
     print(json.dumps(report, indent=2))
     print(
-        f"recovered {report['recovered']} text(s); the index held {report['indexed_before']} "
-        f"item(s): at least {report['lost_at_least']} document(s) lost"
+        f"recovered {_counted(report['recovered'], 'text')}; the index held "
+        f"{_counted(report['indexed_before'], 'item')}: at least "
+        f"{_counted(report['lost_at_least'], 'document')} lost"
         + (f" (reading stopped at: {report['read_error']})" if report["read_error"] else "")
         + f"; the old files are in {report['moved_aside']}",
         file=sys.stderr,
     )
     return 0
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 if __name__ == "__main__":  # until the subcommand is registered: python -m neardup.cli.repair

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from neardup._core import PRESETS
+
 HELP = """\
 Start the HTTP JSON dedup service (POST /v1/check, /v1/add, /v1/check-and-add and their /batch
 forms, GET/DELETE /v1/documents/{id}, /v1/stats, /healthz, /metrics, a web page at /, API docs at
@@ -15,6 +17,17 @@ NEARDUP_RETENTION, NEARDUP_PRESET, NEARDUP_POLICY, NEARDUP_TOKEN, NEARDUP_MAX_BO
 NEARDUP_MAX_TEXT_BYTES, NEARDUP_MAX_BATCH, NEARDUP_EXPIRE_INTERVAL, NEARDUP_STORE_TIMEOUT; flags
 win."""
 
+EPILOG = """examples:
+  neardup serve --data data/ --retention 2d
+  NEARDUP_TOKEN=s3cret neardup serve --data data/ --host 0.0.0.0 --port 8080
+  neardup serve --store redis://localhost:6379/0
+
+exit codes:
+  0  stopped (Ctrl-C or SIGTERM)
+  1  the store cannot be opened, or the address cannot be bound
+  2  usage error: bad flags or settings, the service extra missing
+"""
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``neardup serve``."""
@@ -22,6 +35,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "serve",
         help="run the HTTP dedup service",
         description=HELP,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--data", metavar="DIR", help="directory of the durable store (created if new)")
@@ -36,37 +50,55 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="full (default): an acknowledged write is fsynced (survives a power cut); normal: "
         "written to the OS (survives kill -9 of the server, not a power cut), much faster",
     )
-    p.add_argument("--host", help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, help="TCP port (default 8000; 0 picks a free one)")
-    p.add_argument("--k", type=int, help="candidate radius in bits (default: the policy's)")
+    p.add_argument("--host", help="address to bind (default: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=int, help="TCP port (default: 8000; 0 picks a free one)")
+    p.add_argument(
+        "--k",
+        type=int,
+        help="candidate radius in bits: the stored texts within k bits are verified (default: "
+        "the policy's own candidates, MinHash bands of the verifier's shingles; with another "
+        "verifier 13 bits for texts of up to 200 characters, 11 for longer ones)",
+    )
     p.add_argument(
         "--retention",
         metavar="DURATION",
-        help="keep items this long: 90s, 30m, 12h, 2d, 1w or 'none' (default 2d)",
+        help="keep items this long: 90s, 30m, 12h, 2d, 1w or 'none' (default: 2d)",
     )
-    p.add_argument("--preset", help="fingerprinter preset (default: the policy's)")
-    p.add_argument("--policy", help="deduplicator policy (default: the recommended one)")
+    p.add_argument(
+        "--preset",
+        choices=PRESETS,
+        help="fingerprinter preset (default: default, the policy's)",
+    )
+    p.add_argument(
+        "--policy",
+        metavar="JSON|FILE",
+        help="deduplicator policy: a JSON object as Policy.to_dict() writes it, or a file holding "
+        "one, e.g. '{\"threshold\": 0.85}' (default: the default policy, or the one saved in "
+        "--data)",
+    )
     p.add_argument(
         "--token",
         help="require 'Authorization: Bearer TOKEN' (prefer NEARDUP_TOKEN "
         "or --token-file: flags show in ps)",
     )
     p.add_argument("--token-file", metavar="PATH", help="read the token from this file")
-    p.add_argument("--max-body", metavar="SIZE", help="request body limit (default 16MiB)")
+    p.add_argument("--max-body", metavar="SIZE", help="request body limit (default: 16MiB)")
     p.add_argument(
-        "--max-text", metavar="SIZE", help="per-text limit in UTF-8 bytes (default 1MiB)"
+        "--max-text", metavar="SIZE", help="per-text limit in UTF-8 bytes (default: 1MiB)"
     )
-    p.add_argument("--max-batch", type=int, metavar="N", help="items per batch request (10000)")
-    p.add_argument("--read-threads", type=int, metavar="N", help="checker threads (default 4)")
+    p.add_argument(
+        "--max-batch", type=int, metavar="N", help="items per batch request (default: 10000)"
+    )
+    p.add_argument("--read-threads", type=int, metavar="N", help="checker threads (default: 4)")
     p.add_argument(
         "--expire-interval",
         metavar="DURATION",
-        help="time between retention sweeps (default retention/100, 1s..60s)",
+        help="time between retention sweeps (default: retention/100, between 1s and 60s)",
     )
     p.add_argument(
         "--store-timeout",
         metavar="DURATION",
-        help="how long a request waits for the Redis store before a 503 (default 5s; 'none')",
+        help="how long a request waits for the Redis store before a 503 (default: 5s; 'none')",
     )
     p.add_argument(
         "--writer",
@@ -79,7 +111,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="serve every route through FastAPI (slower; for comparison)",
     )
-    p.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument(
+        "--log-level",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="log messages of this level and above (default: warning)",
+    )
     p.set_defaults(run=run)
     return p
 
