@@ -45,7 +45,6 @@ EXIT_USAGE = 2
 
 EXAMPLES = """examples:
   neardup dedup crawl.jsonl.zst -o kept.jsonl.zst --report report.html
-  neardup dedup pages/ -o kept-pages/ --keep longest --pairs pairs.parquet
   neardup dedup notices.csv --text-field body -o kept.csv --keep newest --time-field sent_at
   neardup dedup train.jsonl -o clean.jsonl --against eval.jsonl --clusters dropped.jsonl
 
@@ -185,7 +184,7 @@ def add_parser(subparsers: Any) -> None:
         "--engine",
         choices=("local", "spark"),
         default="local",
-        help="local (this machine) or spark (neardup.spark, needs neardup[spark])",
+        help="local (this machine, default) or spark (neardup.spark, needs neardup[spark])",
     )
     p.set_defaults(run=run)
 
