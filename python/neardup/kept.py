@@ -83,13 +83,17 @@ class KeptTexts:
     def __len__(self) -> int:
         return len(self._row_of)
 
-    def _matches(self, found: Iterable[tuple[int, int, float]]) -> list[Match]:
+    def _matches(
+        self, found: Iterable[tuple[int, int, float]], pending: dict[int, Id] | None = None
+    ) -> list[Match]:
         id_of = self._id_of
         n = len(id_of)
         out = []
         for r, d, s in found:
             i = id_of[r] if r < n else None
-            if i is not None:  # (a row still being written, or of a call that failed)
+            if i is None and pending:
+                i = pending.get(r)  # (a row of the same call)
+            if i is not None:  # (else a row still being written, or of a call that failed)
                 out.append(Match(i, d, s))
         return out
 
@@ -110,23 +114,26 @@ class KeptTexts:
     ) -> tuple[list[list[Match]], list[int]]:
         """Check-and-add in order: each text's matches (among the stored texts and the texts of
         this call kept before it), and the rows of the texts kept (empty matches), in order.
-        Until :meth:`commit` names them, a kept text is matched under its id here but is not
-        "stored" (``forget`` of the rows takes the call back)."""
+        Until :meth:`commit` names them, the kept rows are nobody's match in other calls
+        (``check`` beside this write does not see a text that may yet be rolled back)."""
         try:
             found = self._engine.check_and_keep(list(norms), np.asarray(fps, np.uint64))
         except BaseException:
             self._resync()  # (a failed call keeps nothing)
             raise
         rows = []
+        pending: dict[int, Id] = {}
         for i, (_, row) in zip(ids, found):
             if row >= 0:
                 assert row == len(self._id_of)
-                self._id_of.append(i)
+                self._id_of.append(None)
+                pending[row] = i
                 rows.append(row)
-        return [self._matches(m) for m, _ in found], rows
+        return [self._matches(m, pending) for m, _ in found], rows
 
     def add(self, ids: Sequence[Id], norms: Sequence[str], fps: Sequence[int]) -> list[int]:
-        """Store texts without checking them; returns their rows (see :meth:`commit`)."""
+        """Store texts without checking them; returns their rows, nobody's match until
+        :meth:`commit` names them."""
         first = len(self._id_of)
         try:
             self._engine.feed(list(norms), np.asarray(fps, np.uint64))
@@ -136,7 +143,7 @@ class KeptTexts:
             self._forget_rows(list(range(first, len(self._engine))))
             self._resync()
             raise
-        self._id_of.extend(ids)
+        self._id_of.extend([None] * len(rows))  # (named by commit)
         return rows
 
     def commit(self, ids: Sequence[Id], rows: Sequence[int]) -> None:
@@ -148,6 +155,7 @@ class KeptTexts:
             if before is not None and before != r:
                 old.append(before)
             self._row_of[i] = r
+            self._id_of[r] = i
         self._forget_rows(old)
 
     def rollback(self, rows: Sequence[int]) -> None:
