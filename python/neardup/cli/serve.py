@@ -50,6 +50,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="full (default): an acknowledged write is fsynced (survives a power cut); normal: "
         "written to the OS (survives kill -9 of the server, not a power cut), much faster",
     )
+    p.add_argument(
+        "--against",
+        metavar="DIR",
+        help="a reference directory made by `neardup index build`, loaded read-only: a text "
+        "that is a near-copy of one of its documents is a duplicate of it and is not added",
+    )
     p.add_argument("--host", help="address to bind (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, help="TCP port (default: 8000; 0 picks a free one)")
     p.add_argument(
@@ -182,6 +188,17 @@ def run(args: argparse.Namespace) -> int:
     except (StoreError, RuntimeError) as e:  # (RuntimeError: the Redis extra is missing)
         print(f"neardup serve: {e}", file=sys.stderr)
         return 1
+    if args.against:
+        from neardup.dedup import Policy
+        from neardup.service.references import WithReferences, load_references
+
+        try:
+            policy = getattr(backend, "policy", None) or Policy.default()
+            backend = WithReferences(backend, load_references(args.against, policy))
+        except (ValueError, OSError) as e:
+            backend.close()
+            print(f"neardup serve: {e}", file=sys.stderr)
+            return 2
     try:
         serve(settings, create_app(settings, backend=backend))
     except OSError as e:
