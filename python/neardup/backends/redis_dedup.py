@@ -184,7 +184,8 @@ class RedisDeduplicator(Closing):
         """Each text's matches among the stored texts and, with ``ids`` (a check-and-add),
         the texts of the batch kept before it (those without matches); and what was read."""
         store = self.store
-        found = store.query(p.keys[np.asarray(p.listed, bool)])
+        refs = len(p.norms) if ids is not None else 0
+        found = store.query(p.keys[np.asarray(p.listed, bool)], refs)
         lists = found.lists
         bands = [list(enumerate(k)) if listed else [] for k, listed in
                  zip(p.keys.tolist(), p.listed)]  # fmt: skip
@@ -242,15 +243,16 @@ class RedisDeduplicator(Closing):
 
     def _docs(
         self, p: _Probed, rows: Sequence[int], ids: Sequence[Id], texts: Sequence[str],
-        tss: Sequence[float | None],
+        tss: Sequence[float | None], first: int,
     ) -> list[Doc]:  # fmt: skip
+        """The versions of texts ``rows`` to store; text i's ref is ``first + i``."""
         now = time.time()
         out = []
         for i in rows:
             ts = tss[i]
             raw_keys = p.keys[i].astype(">u4").tobytes()
             out.append(
-                Doc(enc_id(ids[i]), int(p.fps[i]), p.minhash[i].tobytes(), raw_keys,
+                Doc(enc_id(ids[i]), first + i, int(p.fps[i]), p.minhash[i].tobytes(), raw_keys,
                     texts[i].encode(), now if ts is None else float(ts), p.listed[i])
             )  # fmt: skip
         return out
@@ -321,7 +323,8 @@ class RedisDeduplicator(Closing):
         """:meth:`add` for each text, in order; one bad item refuses the whole batch."""
         tss = check_writes(ids, texts, timestamps, self.retention)
         p = self._probe(texts)
-        docs = self._docs(p, range(len(ids)), ids, texts, tss)
+        first = self._retrying(lambda: self.store.refs(max(1, len(ids))))
+        docs = self._docs(p, range(len(ids)), ids, texts, tss, first)
         self._retrying(lambda: self.store.add(docs, None))
         self._after_write(len(docs))
         return [int(x) for x in p.fps.tolist()]
@@ -347,8 +350,8 @@ class RedisDeduplicator(Closing):
         for attempt in range(1 << 30):
             found, read = self._retrying(lambda: self._decide(p, ids))
             rows = [i for i, m in enumerate(found) if not m]
-            docs = self._docs(p, rows, ids, texts, tss)
-            if self._retrying(lambda: self.store.add(docs, read.heads)):  # noqa: B023
+            docs = self._docs(p, rows, ids, texts, tss, read.first)
+            if self._retrying(lambda: self.store.add(docs, read)):  # noqa: B023
                 break
             # A band list changed (another writer stored a text in it) or, on a cluster, is
             # reserved: read again and decide again, after a short random wait once the

@@ -25,12 +25,14 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- HMGET of many fields (unpack has a limit), false for a missing one.
-local function hmget(key, fields)
+-- Calls of cmd on key with the items of list (unpack has a limit).
+local function chunked(cmd, key, list)
   local out = {}
-  for s = 1, #fields, 4000 do
-    local part = redis.call('HMGET', key, unpack(fields, s, math.min(s + 3999, #fields)))
-    for _, v in ipairs(part) do out[#out + 1] = v end
+  for s = 1, #list, 4000 do
+    local part = redis.call(cmd, key, unpack(list, s, math.min(s + 3999, #list)))
+    if type(part) == 'table' then
+      for _, v in ipairs(part) do out[#out + 1] = v end
+    end
   end
   return out
 end
@@ -41,186 +43,151 @@ local function split(packed, width)
   return out
 end
 
-local function ref8(n)
-  local s = ''
-  for _ = 1, 8 do
-    s = string.char(n % 256) .. s
-    n = math.floor(n / 256)
-  end
-  return s
-end
-
--- v without the record rec (at a record boundary).
-local function without(v, rec)
-  local p = 1
-  while true do
-    local s = string.find(v, rec, p, true)
-    if not s then return v end
-    if (s - 1) % REC == 0 then return string.sub(v, 1, s - 1) .. string.sub(v, s + REC) end
-    p = s + 1
-  end
-end
-
--- Whether each field of a band hash still ends with its head (16 zero bytes: empty) and, with
--- a token, no one else holds a live reservation of it.
-local function unchanged(key, fields, heads, token)
-  local vals = hmget(key, fields)
-  for i, v in ipairs(vals) do
-    if (v and string.sub(v, -REC) or EMPTY) ~= heads[i] then return false end
-  end
-  if token then
-    local marks, now = {}, now_ms()
-    for i, f in ipairs(fields) do marks[i] = '!' .. f end
-    for _, m in ipairs(hmget(key, marks)) do
-      if m then
-        local tok, deadline = string.match(m, '^([^,]*),(%d+)$')
-        if tok ~= token and tonumber(deadline) >= now then return false end
-      end
-    end
+-- Whether the values of fields still end with their heads (packed, 16 bytes each).
+local function same(vals, heads)
+  for x, v in ipairs(vals) do
+    local h = string.sub(heads, REC * x - REC + 1, REC * x)
+    if (v and string.sub(v, -REC) or EMPTY) ~= h then return false end
   end
   return true
 end
 
--- Cut records and append records (newest last) in fields of a band hash, keeping the newest
--- cap records of each; cuts and appends: field -> records.
-local function apply(key, cuts, appends, cap)
-  local fields, seen = {}, {}
-  for f in pairs(cuts) do if not seen[f] then seen[f] = true; fields[#fields + 1] = f end end
-  for f in pairs(appends) do if not seen[f] then seen[f] = true; fields[#fields + 1] = f end end
-  if #fields == 0 then return end
-  local vals, set, gone = hmget(key, fields), {}, {}
-  for i, f in ipairs(fields) do
-    local v = vals[i] or ''
-    for _, rec in ipairs(split(cuts[f] or '', REC)) do v = without(v, rec) end
-    v = v .. (appends[f] or '')
+-- Append records to fields whose values are vals: blob holds them in field order, counts (2
+-- bytes each, big-endian) says how many go to each; a value keeps its newest cap records.
+local function append(key, fields, vals, blob, counts, cap)
+  local set, p = {}, 1
+  for x, f in ipairs(fields) do
+    local c = string.byte(counts, 2 * x - 1) * 256 + string.byte(counts, 2 * x)
+    local v = (vals[x] or '') .. string.sub(blob, p, p + REC * c - 1)
+    p = p + REC * c
     if #v > cap * REC then v = string.sub(v, -cap * REC) end
-    if #v == 0 then gone[#gone + 1] = f else set[#set + 1] = f; set[#set + 1] = v end
+    set[#set + 1] = f
+    set[#set + 1] = v
   end
-  for s = 1, #set, 4000 do redis.call('HSET', key, unpack(set, s, math.min(s + 3999, #set))) end
-  for s = 1, #gone, 4000 do redis.call('HDEL', key, unpack(gone, s, math.min(s + 3999, #gone))) end
+  chunked('HSET', key, set)
 end
 
--- One version's data; the ref and band keys of the version it replaces.
-local function put(key, id, ref, fp, m, k, x, t)
+-- Cut records from fields (packed pairs: fields 4 bytes each, records 16 bytes each), each at
+-- a record boundary.
+local function cut(key, fields, recs)
+  for x, f in ipairs(split(fields, 4)) do
+    local v, rec, p = redis.call('HGET', key, f), string.sub(recs, REC * x - REC + 1, REC * x), 1
+    while v do
+      local s = string.find(v, rec, p, true)
+      if not s then break end
+      if (s - 1) % REC == 0 then
+        v = string.sub(v, 1, s - 1) .. string.sub(v, s + REC)
+        if #v == 0 then redis.call('HDEL', key, f) else redis.call('HSET', key, f, v) end
+        break
+      end
+      p = s + 1
+    end
+  end
+end
+
+-- One version's data (args from a: id, ref, fp, m, band keys, text, timestamp); the ref and
+-- band keys of the version it replaces.
+local function put(key, times, args, a)
   local old = redis.call('HMGET', key, 'r', 'k')
-  redis.call('HSET', key, 'i', id, 'r', ref, 'f', fp, 'm', m, 'k', k, 'x', x, 't', t)
+  redis.call('HSET', key, 'i', args[a], 'r', args[a + 1], 'f', args[a + 2], 'm', args[a + 3],
+             'k', args[a + 4], 'x', args[a + 5], 't', args[a + 6])
+  if times then redis.call('ZADD', times, args[a + 6], args[a]) end
   return old
 end
 
 -- The values of fields (args[j]: packed 4-byte fields of band hash keys[j]).
 F.fields = function(keys, args)
   local out = {}
-  for j, key in ipairs(keys) do out[j] = hmget(key, split(args[j], 4)) end
+  for j, key in ipairs(keys) do out[j] = chunked('HMGET', key, split(args[j], 4)) end
   return out
 end
 
--- One server: store n texts when each of their band fields still ends with the head read.
--- keys: seq, times, the band hashes, n data keys. args: n, cap, then per text: id, fp,
--- min-hash bytes, band keys (4 bytes each, one per band hash), text, timestamp, heads (16
--- bytes per band; '' without a check), whether it goes into the band hashes ('1' / '0').
--- {0} when a field changed (nothing written), else {1}.
+-- One server: the fields args of each data key.
+F.data = function(keys, args)
+  local out = {}
+  for i, key in ipairs(keys) do out[i] = redis.call('HMGET', key, unpack(args)) end
+  return out
+end
+
+-- One server: store n versions when every band field they go to still ends with the head
+-- read. keys: times, the band hashes, the n data keys. args: n, cap, then per band hash:
+-- fields, heads ('': no check), records, counts (see append); then per version: id, ref, fp,
+-- min-hash bytes, band keys, text, timestamp. {0} when a field changed (nothing written).
 F.add = function(keys, args)
   local n, cap = tonumber(args[1]), tonumber(args[2])
-  local nb = #keys - 2 - n
-  local first = redis.call('INCRBY', keys[1], n) - n
-  -- per band hash: its fields (distinct, in order), the heads to check, the records to append
-  local fields, at, heads, adds = {}, {}, {}, {}
-  for j = 1, nb do fields[j] = {}; at[j] = {}; heads[j] = {}; adds[j] = {} end
-  for i = 1, n do
-    local a = 2 + 8 * (i - 1)
-    if args[a + 8] == '1' then
-      local k, h = args[a + 4], args[a + 7]
-      local rec = string.sub(keys[2 + nb + i], -8) .. ref8(first + i)
-      for j = 1, nb do
-        local f = string.sub(k, 4 * j - 3, 4 * j)
-        local x = at[j][f]
-        if x then
-          adds[j][x] = adds[j][x] .. rec
-        else
-          x = #fields[j] + 1
-          at[j][f], fields[j][x], adds[j][x] = x, f, rec
-          heads[j][x] = h ~= '' and string.sub(h, REC * j - REC + 1, REC * j)
-        end
-      end
-    end
-  end
-  local values = {}
+  local nb = #keys - 1 - n
+  local fields, vals = {}, {}
   for j = 1, nb do
-    if #fields[j] > 0 then
-      values[j] = hmget(keys[2 + j], fields[j])
-      for x, v in ipairs(values[j]) do
-        local want = heads[j][x]
-        if want and (v and string.sub(v, -REC) or EMPTY) ~= want then return {0} end
-      end
-    end
+    local a = 3 + 4 * (j - 1)
+    fields[j] = split(args[a], 4)
+    vals[j] = chunked('HMGET', keys[1 + j], fields[j])
+    if args[a + 1] ~= '' and not same(vals[j], args[a + 1]) then return {0} end
   end
-  local cuts, replaced = {}, false
-  for j = 1, nb do cuts[j] = {} end
+  local cf, cr = {}, {}
+  for j = 1, nb do cf[j] = {}; cr[j] = {} end
   for i = 1, n do
-    local a, dkey = 2 + 8 * (i - 1), keys[2 + nb + i]
-    local old = put(dkey, args[a + 1], ref8(first + i), args[a + 2], args[a + 3], args[a + 4],
-                    args[a + 5], args[a + 6])
-    redis.call('ZADD', keys[2], args[a + 6], args[a + 1])
+    local key = keys[1 + nb + i]
+    local old = put(key, keys[1], args, 3 + 4 * nb + 7 * (i - 1))
     if old[1] then
-      replaced = true
-      local rec = string.sub(dkey, -8) .. old[1]
-      for j, f in ipairs(split(old[2], 4)) do cuts[j][f] = (cuts[j][f] or '') .. rec end
+      for j, f in ipairs(split(old[2], 4)) do
+        cf[j][#cf[j] + 1] = f
+        cr[j][#cr[j] + 1] = string.sub(key, -8) .. old[1]
+      end
     end
   end
   for j = 1, nb do
-    local set = {}
-    for x, f in ipairs(fields[j]) do
-      local v = (values[j][x] or '') .. adds[j][x]
-      if #v > cap * REC then v = string.sub(v, -cap * REC) end
-      set[#set + 1] = f
-      set[#set + 1] = v
-    end
-    for s = 1, #set, 4000 do
-      redis.call('HSET', keys[2 + j], unpack(set, s, math.min(s + 3999, #set)))
-    end
-    if replaced then apply(keys[2 + j], cuts[j], {}, cap) end
+    local a = 3 + 4 * (j - 1)
+    append(keys[1 + j], fields[j], vals[j], args[a + 2], args[a + 3], cap)
+    if #cf[j] > 0 then cut(keys[1 + j], table.concat(cf[j]), table.concat(cr[j])) end
   end
   return {1}
 end
 
--- Redis Cluster, one band hash: reserve fields (args: token, ttl ms, packed fields, packed
--- heads) when each still ends with its head and no one else holds it. 1 or 0.
+-- Redis Cluster, one band hash: reserve fields (args: token, ttl ms, fields, heads) when
+-- each still ends with its head and no one else holds it. 1 or 0.
 F.reserve = function(keys, args)
   local fields = split(args[3], 4)
-  if not unchanged(keys[1], fields, split(args[4], REC), args[1]) then return 0 end
-  local mark, set = args[1] .. ',' .. (now_ms() + tonumber(args[2])), {}
-  for _, f in ipairs(fields) do set[#set + 1] = '!' .. f; set[#set + 1] = mark end
-  for s = 1, #set, 4000 do redis.call('HSET', keys[1], unpack(set, s, math.min(s + 3999, #set))) end
+  if not same(chunked('HMGET', keys[1], fields), args[4]) then return 0 end
+  local marks, now = {}, now_ms()
+  for x, f in ipairs(fields) do marks[x] = '!' .. f end
+  for _, m in ipairs(chunked('HMGET', keys[1], marks)) do
+    if m then
+      local tok, deadline = string.match(m, '^([^,]*),(%d+)$')
+      if tok ~= args[1] and tonumber(deadline) >= now then return 0 end
+    end
+  end
+  local set, mark = {}, args[1] .. ',' .. (now + tonumber(args[2]))
+  for _, m in ipairs(marks) do set[#set + 1] = m; set[#set + 1] = mark end
+  chunked('HSET', keys[1], set)
   return 1
 end
 
--- One band hash: drop token's reservations (args: token, cap, packed fields, then per field
--- the records to append, then per field the records to cut).
+-- Redis Cluster, one band hash: drop token's reservations of fields and append records
+-- (args: token, cap, fields, records, counts; see append).
 F.commit = function(keys, args)
-  local fields, cap = split(args[3], 4), tonumber(args[2])
-  local cuts, appends, marks = {}, {}, {}
-  for i, f in ipairs(fields) do
-    appends[f] = (appends[f] or '') .. args[3 + i]
-    cuts[f] = (cuts[f] or '') .. args[3 + #fields + i]
-    marks[#marks + 1] = '!' .. f
+  local fields = split(args[3], 4)
+  local marks, mine = {}, {}
+  for x, f in ipairs(fields) do marks[x] = '!' .. f end
+  for x, m in ipairs(chunked('HMGET', keys[1], marks)) do
+    if m and string.sub(m, 1, #args[1] + 1) == args[1] .. ',' then mine[#mine + 1] = marks[x] end
   end
-  if args[1] ~= '' and #marks > 0 then
-    local held = hmget(keys[1], marks)
-    local mine = {}
-    for i, m in ipairs(held) do
-      if m and string.sub(m, 1, #args[1] + 1) == args[1] .. ',' then mine[#mine + 1] = marks[i] end
-    end
-    for s = 1, #mine, 4000 do
-      redis.call('HDEL', keys[1], unpack(mine, s, math.min(s + 3999, #mine)))
-    end
+  chunked('HDEL', keys[1], mine)
+  if args[4] ~= '' then
+    append(keys[1], fields, chunked('HMGET', keys[1], fields), args[4], args[5],
+           tonumber(args[2]))
   end
-  apply(keys[1], cuts, appends, cap)
   return 1
 end
 
--- Redis Cluster: one version's data (args: id, ref, fp, m, k, x, t); the old ref, band keys.
+-- One band hash: cut records (args: fields, records; see cut).
+F.cut = function(keys, args)
+  cut(keys[1], args[1], args[2])
+  return 1
+end
+
+-- Redis Cluster: one version's data (args: see put); the old ref and band keys.
 F.put = function(keys, args)
-  return put(keys[1], args[1], args[2], args[3], args[4], args[5], args[6], args[7])
+  return put(keys[1], nil, args, 1)
 end
 
 -- Delete a version's data when it is of id args[1] with a timestamp < args[2]: its ref and
@@ -244,9 +211,11 @@ end
 
 if redis.register_function then
   redis.register_function('neardup3_fields', F.fields)
+  redis.register_function('neardup3_data', F.data)
   redis.register_function('neardup3_add', F.add)
   redis.register_function('neardup3_reserve', F.reserve)
   redis.register_function('neardup3_commit', F.commit)
+  redis.register_function('neardup3_cut', F.cut)
   redis.register_function('neardup3_put', F.put)
   redis.register_function('neardup3_drop', F.drop)
   redis.register_function('neardup3_unlist', F.unlist)

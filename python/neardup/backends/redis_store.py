@@ -40,18 +40,18 @@ FORMAT_VERSION = 3
 # A reservation of band fields outlives a stalled or killed writer by this long (ms).
 RESERVE_TTL_MS = 5000
 _NEVER = "1e300"  # a time after every timestamp
-_EMPTY = bytes(16)  # the head of a field without records
 _REC = 16
 
 Band = tuple[int, int]  # (band, band key): one band list
 
 
 class Doc(NamedTuple):
-    """A text to store: encoded id, fingerprint, min-hash bytes, band keys (4 bytes each,
-    big-endian), text, timestamp, and whether it goes into the band lists (a text with nothing
-    to compare does not)."""
+    """A version to store: encoded id, ref (its number from :meth:`RedisStore.refs` or a
+    read), fingerprint, min-hash bytes, band keys (4 bytes each, big-endian), text, timestamp,
+    and whether it goes into the band lists (a text with nothing to compare does not)."""
 
     id: bytes
+    ref: int
     fp: int
     minhash: bytes
     keys: bytes
@@ -61,13 +61,16 @@ class Doc(NamedTuple):
 
 
 class Found(NamedTuple):
-    """What a read of band lists found: each list's newest record (16 zero bytes: none), its
-    stored candidates' id hashes newest first, and their data ``(ref, fingerprint, min-hash
-    bytes, encoded id)``."""
+    """What a read of band lists found: per band hash the band keys read (sorted) and the
+    newest record of each (16 zero bytes: none); the stored candidates' id hashes of each
+    non-empty list, newest first; their data ``(ref, fingerprint, min-hash bytes, encoded
+    id)``; and the first of the refs reserved with the read."""
 
-    heads: dict[Band, bytes]
+    fields: list[npt.NDArray[np.uint32]]
+    heads: list[npt.NDArray[np.uint8]]
     lists: dict[Band, list[bytes]]
     data: dict[bytes, tuple[int, int, bytes, bytes]]
+    first: int
 
 
 def enc_id(id: int | str) -> bytes:
@@ -142,28 +145,33 @@ class RedisStore:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def query(self, keys: npt.NDArray[np.uint32]) -> Found:
+    def query(self, keys: npt.NDArray[np.uint32], refs: int = 0) -> Found:
         """The newest ``limit`` stored records of the band lists of ``keys`` (one row of band
-        keys per text), with their ids' data."""
-        fields = [np.unique(keys[:, j]) for j in range(keys.shape[1])] if len(keys) else []
+        keys per text), with their ids' data; ``refs`` refs are reserved in the same round trip
+        (for the versions a check-and-add may store)."""
+        nb = len(self._bands)
+        fields = [np.unique(keys[:, j]) for j in range(nb)]
         packed = [f.astype(">u4").tobytes() for f in fields]
-        fn = self.fn
+        fn, pipe = self.fn, self.client.pipeline(transaction=False)
         if not self.cluster:
-            values = (
-                fn.call(self.client, "fields", self._bands[: len(fields)], packed) if fields else []
-            )
+            fn.call(pipe, "fields", self._bands, packed)
         else:
-            pipe = self.client.pipeline(transaction=False)
             for j, p in enumerate(packed):
                 fn.call(pipe, "fields", [self._bands[j]], [p])
-            values = [v[0] for v in pipe.execute()]
-        heads: dict[Band, bytes] = {}
+        if refs:
+            pipe.incrby(self._seq, refs)
+        got = pipe.execute()
+        first = int(got.pop()) - refs + 1 if refs else 0
+        values = got[0] if not self.cluster else [v[0] for v in got]
+        heads = []
         records: dict[Band, npt.NDArray[np.void]] = {}
         for j, (fs, vs) in enumerate(zip(fields, values)):
-            for f, v in zip(fs.tolist(), vs):
-                heads[j, f] = v[-_REC:] if v else _EMPTY
+            h = np.zeros((len(fs), _REC), np.uint8)
+            for x, (f, v) in enumerate(zip(fs.tolist(), vs)):
                 if v:
+                    h[x] = np.frombuffer(v[-_REC:], np.uint8)
                     records[j, f] = np.frombuffer(v, "V16")[-self.limit :][::-1]
+            heads.append(h)
         hashes = list({bytes(r)[:8] for rs in records.values() for r in rs.tolist()})
         data = self._data_of(hashes)
         lists = {
@@ -171,18 +179,30 @@ class RedisStore:
                    if h in data and data[h][0] == int.from_bytes(ref, "big")]
             for band, rs in records.items()
         }  # fmt: skip
-        return Found(heads, lists, data)
+        return Found(fields, heads, lists, data, first)
+
+    def refs(self, n: int) -> int:
+        """Reserve ``n`` refs; the first."""
+        return int(self.client.incrby(self._seq, n)) - n + 1
+
+    def _hmget(self, hashes: Sequence[bytes], *fields: str) -> list[list[Any]]:
+        """``fields`` of the data of each id hash: one call on a server, a pipeline on a
+        cluster."""
+        keys = [self._data + h for h in hashes]
+        if not self.cluster:
+            return list(self.fn.call(self.client, "data", keys, list(fields)))
+        pipe = self.client.pipeline(transaction=False)
+        for k in keys:
+            pipe.hmget(k, *fields)
+        return list(pipe.execute())
 
     def _data_of(self, hashes: Sequence[bytes]) -> dict[bytes, tuple[int, int, bytes, bytes]]:
         if not hashes:
             return {}
-        pipe = self.client.pipeline(transaction=False)
-        for h in hashes:
-            pipe.hmget(self._data + h, "r", "f", "m", "i", "t")
         horizon = self._horizon()
         return {
             h: (int.from_bytes(r, "big"), int(f), m, i)
-            for h, (r, f, m, i, t) in zip(hashes, pipe.execute())
+            for h, (r, f, m, i, t) in zip(hashes, self._hmget(hashes, "r", "f", "m", "i", "t"))
             if r is not None and float(t) >= horizon
         }
 
@@ -191,10 +211,8 @@ class RedisStore:
         hashes = list(hashes)
         if not hashes:
             return {}
-        pipe = self.client.pipeline(transaction=False)
-        for h in hashes:
-            pipe.hget(self._data + h, "x")
-        return {h: x.decode() for h, x in zip(hashes, pipe.execute()) if x is not None}
+        got = self._hmget(hashes, "x")
+        return {h: x[0].decode() for h, x in zip(hashes, got) if x[0] is not None}
 
     def get(self, id: bytes) -> str | None:
         i, x, t = self.client.hmget(self._key(id), "i", "x", "t")
@@ -210,84 +228,88 @@ class RedisStore:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def add(self, docs: Sequence[Doc], heads: dict[Band, bytes] | None) -> bool:
+    def _grouped(
+        self, docs: Sequence[Doc], found: Found | None
+    ) -> list[tuple[bytes, bytes, bytes, bytes]]:
+        """Per band hash: the band keys the listed ``docs`` go to (packed, sorted), their
+        heads as read (packed; ``b""`` without ``found``), the docs' records in field order and
+        how many go to each field (2 bytes each)."""
+        listed = [d for d in docs if d.listed]
+        nb = len(self._bands)
+        if not listed:
+            return [(b"", b"", b"", b"")] * nb
+        keys = np.frombuffer(b"".join(d.keys for d in listed), ">u4").reshape(-1, nb)
+        recs = np.frombuffer(
+            b"".join(_hash(d.id) + d.ref.to_bytes(8, "big") for d in listed), np.uint8
+        ).reshape(-1, _REC)
+        out = []
+        for j in range(nb):
+            fields, inv = np.unique(keys[:, j], return_inverse=True)
+            order = np.argsort(inv, kind="stable")
+            counts = np.bincount(inv, minlength=len(fields)).astype(">u2").tobytes()
+            heads = b""
+            if found is not None:
+                heads = found.heads[j][np.searchsorted(found.fields[j], fields)].tobytes()
+            out.append((fields.astype(">u4").tobytes(), heads, recs[order].tobytes(), counts))
+        return out
+
+    def add(self, docs: Sequence[Doc], found: Found | None) -> bool:
         """Store ``docs`` in order (a later one of the same id replaces an earlier one).
-        With ``heads`` (the newest record read from each of their band lists) only when none of
-        those lists has changed since: False (nothing stored) when one has."""
+        With ``found`` (the read their decision was made on) only when none of their band
+        lists has changed since: False (nothing stored) when one has."""
         if not docs:
             return True
+        groups = self._grouped(docs, found)
         if self.cluster:
-            return self._add_cluster(docs, heads)
+            return self._add_cluster(docs, groups, found is not None)
         args: list[Any] = [len(docs), 2 * self.limit]
+        for g in groups:
+            args += g
         for d in docs:
-            fields = np.frombuffer(d.keys, ">u4").tolist()
-            hs = b"" if heads is None or not d.listed else b"".join(
-                heads[j, f] for j, f in enumerate(fields))  # fmt: skip
-            args += [d.id, d.fp, d.minhash, d.keys, d.text, repr(d.timestamp), hs, int(d.listed)]
-        keys = [self._seq, self._times, *self._bands, *(self._key(d.id) for d in docs)]
+            args += [d.id, d.ref.to_bytes(8, "big"), d.fp, d.minhash, d.keys, d.text,
+                     repr(d.timestamp)]  # fmt: skip
+        keys = [self._times, *self._bands, *(self._key(d.id) for d in docs)]
         return bool(self.fn.call(self.client, "add", keys, args)[0])
 
-    def _add_cluster(self, docs: Sequence[Doc], heads: dict[Band, bytes] | None) -> bool:
+    def _add_cluster(
+        self, docs: Sequence[Doc], groups: list[tuple[bytes, bytes, bytes, bytes]], check: bool
+    ) -> bool:
         """Redis Cluster: reserve the band fields (each still ending with its head read, no one
         else's reservation on it), write the versions' data, then append the records and drop
         the reservations. Records follow their data, so a reader never meets a record without
         data. False (nothing written) when a field has changed or is reserved."""
         fn, pipe = self.fn, self.client.pipeline(transaction=False)
-        token = os.urandom(8).hex() if heads is not None else ""
-        touched: list[dict[int, bytes]] = [{} for _ in self._bands]  # band -> field -> head
+        token = os.urandom(8).hex()
+        if check:
+            for key, (fields, heads, _, _) in zip(self._bands, groups):
+                fn.call(pipe, "reserve", [key], [token, RESERVE_TTL_MS, fields, heads])
+            if not all(pipe.execute()):
+                for key, (fields, _, _, _) in zip(self._bands, groups):
+                    fn.call(pipe, "commit", [key], [token, 0, fields, b"", b""])
+                pipe.execute()
+                return False
         for d in docs:
-            if d.listed:
-                for j, f in enumerate(np.frombuffer(d.keys, ">u4").tolist()):
-                    touched[j].setdefault(f, b"" if heads is None else heads[j, f])
-        fields = [np.asarray(list(t), np.uint32).astype(">u4").tobytes() for t in touched]
-        if heads is not None:
-            for j, t in enumerate(touched):
-                fn.call(pipe, "reserve", [self._bands[j]],
-                        [token, RESERVE_TTL_MS, fields[j], b"".join(t.values())])  # fmt: skip
-        pipe.incrby(self._seq, len(docs))
-        got = pipe.execute()
-        if heads is not None and not all(got[:-1]):
-            self._commit(token, fields, [], [])  # (releases what was reserved)
-            return False
-        first = int(got[-1]) - len(docs) + 1
-        appends: list[dict[int, bytes]] = [{} for _ in self._bands]
-        for ref, d in enumerate(docs, first):
-            r = ref.to_bytes(8, "big")
-            fn.call(pipe, "put", [self._key(d.id)],
-                    [d.id, r, d.fp, d.minhash, d.keys, d.text, repr(d.timestamp)])  # fmt: skip
+            fn.call(pipe, "put", [self._key(d.id)], [d.id, d.ref.to_bytes(8, "big"), d.fp,
+                    d.minhash, d.keys, d.text, repr(d.timestamp)])  # fmt: skip
             pipe.zadd(self._times, {d.id: d.timestamp})
-            if d.listed:
-                for j, f in enumerate(np.frombuffer(d.keys, ">u4").tolist()):
-                    appends[j][f] = appends[j].get(f, b"") + _hash(d.id) + r
         olds = pipe.execute()[0::2]
-        cuts = [{} for _ in self._bands]  # type: list[dict[int, bytes]]
-        for d, (old_ref, old_keys) in zip(docs, olds):
-            if old_ref is not None:
-                for j, f in enumerate(np.frombuffer(old_keys, ">u4").tolist()):
-                    cuts[j][f] = cuts[j].get(f, b"") + _hash(d.id) + old_ref
-        self._commit(token, fields, appends, cuts)
+        for key, (fields, _, recs, counts) in zip(self._bands, groups):
+            fn.call(pipe, "commit", [key], [token, 2 * self.limit, fields, recs, counts])
+        pipe.execute()
+        self._cut([(d.id, old[0], old[1]) for d, old in zip(docs, olds) if old[0] is not None])
         return True
 
-    def _commit(
-        self,
-        token: str,
-        reserved: list[bytes],
-        appends: list[dict[int, bytes]],
-        cuts: list[dict[int, bytes]],
-    ) -> None:
-        """Per band hash: drop ``token``'s reservations of the ``reserved`` fields, cut and
-        append records."""
+    def _cut(self, versions: Sequence[tuple[bytes, bytes, bytes]]) -> None:
+        """Take the records of versions ``(id, ref, band keys)`` out of their band lists."""
+        if not versions:
+            return
+        nb = len(self._bands)
+        keys = np.frombuffer(b"".join(k for _, _, k in versions), ">u4").reshape(-1, nb)
+        recs = [_hash(id) + ref for id, ref, _ in versions]
         pipe = self.client.pipeline(transaction=False)
         for j, key in enumerate(self._bands):
-            a = appends[j] if j < len(appends) else {}
-            c = cuts[j] if j < len(cuts) else {}
-            fs = list(np.frombuffer(reserved[j], ">u4").tolist()) if j < len(reserved) else []
-            fs += [f for f in {**a, **c}.keys() - set(fs)]
-            if not fs:
-                continue
-            packed = np.asarray(fs, np.uint32).astype(">u4").tobytes()
-            self.fn.call(pipe, "commit", [key], [token, 2 * self.limit, packed,
-                         *(a.get(f, b"") for f in fs), *(c.get(f, b"") for f in fs)])  # fmt: skip
+            fields = keys[:, j].astype(">u4").tobytes()
+            self.fn.call(pipe, "cut", [key], [fields, b"".join(recs)])
         pipe.execute()
 
     def _drop(self, ids: Sequence[bytes], before: str) -> list[bytes]:
@@ -296,15 +318,9 @@ class RedisStore:
         pipe = self.client.pipeline(transaction=False)
         for id in ids:
             self.fn.call(pipe, "drop", [self._key(id)], [id, before])
-        cuts: list[dict[int, bytes]] = [{} for _ in self._bands]
-        dropped = []
-        for id, old in zip(ids, pipe.execute()):
-            if old is not None:
-                dropped.append(id)
-                for j, f in enumerate(np.frombuffer(old[1], ">u4").tolist()):
-                    cuts[j][f] = cuts[j].get(f, b"") + _hash(id) + old[0]
-        self._commit("", [], [], cuts)
-        return dropped
+        gone = [(id, old[0], old[1]) for id, old in zip(ids, pipe.execute()) if old is not None]
+        self._cut(gone)
+        return [id for id, _, _ in gone]
 
     def remove(self, id: bytes) -> bool:
         """Drop the stored version of ``id``; False when there is none."""
