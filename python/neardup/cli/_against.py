@@ -20,11 +20,27 @@ from typing import Any
 
 from neardup import io as nio
 from neardup.corpus import CorpusDeduper
+from neardup.io import counted
 from neardup.textstore import SqliteTextStore
 
 #: The stored texts of an index directory (``neardup index build``), what ``--against`` reads.
 REFERENCE_TEXTS = "texts.sqlite"
 _CHUNK = 16384
+
+
+def removed_summary(
+    removed: int, clusters: int, by_reference: int, matched: int, references: int | None
+) -> str:
+    """How the removed documents of a dedup run split: ``removed N in C clusters``, or with
+    references (``references`` read, ``by_reference`` documents dropped as copies of ``matched``
+    of them) ``removed N (A in C clusters, B as near-copies of M of the R references)``."""
+    if references is None:
+        return f"removed {removed:,} in {counted(clusters, 'cluster')}"
+    return (
+        f"removed {removed:,} ({removed - by_reference:,} in {counted(clusters, 'cluster')}, "
+        f"{by_reference:,} as near-copies of {matched:,} of the "
+        f"{counted(references, 'reference')})"
+    )
 
 
 class ReferenceInputError(ValueError):

@@ -22,9 +22,10 @@ from neardup.cli._against import (
     add_references,
     is_saved_dataset,
     open_references,
+    removed_summary,
 )
 from neardup.corpus import CorpusDeduper
-from neardup.io import eprint
+from neardup.io import counted, eprint
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
 
@@ -57,12 +58,7 @@ def _refused(args: argparse.Namespace) -> str | None:
 
 def run_saved_dataset(args: argparse.Namespace) -> int:
     """Run ``neardup dedup`` over a saved dataset; returns the exit code."""
-    from neardup.cli.dedup import (
-        _counted,
-        _write_clusters,
-        _write_reference_clusters,
-        make_policy,
-    )
+    from neardup.cli.dedup import _write_clusters, _write_reference_clusters, make_policy
 
     started = time.perf_counter()
     problem = _refused(args)
@@ -122,15 +118,15 @@ def run_saved_dataset(args: argparse.Namespace) -> int:
     if not args.quiet:
         n_kept = int(result.kept.sum())
         clusters = len(np.unique(rep[member]))
+        removed = removed_summary(
+            n - n_kept,
+            clusters,
+            int(of_reference.sum()),
+            len(np.unique(result.reference[of_reference])),
+            len(reference_ids) if references else None,
+        )
         eprint(
-            f"neardup dedup: read {_counted(n, 'row')}, kept {n_kept:,}, removed {n - n_kept:,} "
-            + (
-                f"({n - n_kept - int(of_reference.sum()):,} in {_counted(clusters, 'cluster')}, "
-                f"{int(of_reference.sum()):,} as near-copies of the "
-                f"{_counted(len(reference_ids), 'reference')})"
-                if references
-                else f"in {_counted(clusters, 'cluster')}"
-            )
-            + f", {time.perf_counter() - started:.1f} s -> {args.output}"
+            f"neardup dedup: read {counted(n, 'row')}, kept {n_kept:,}, {removed}, "
+            f"{time.perf_counter() - started:.1f} s -> {args.output}"
         )
     return EXIT_OK

@@ -43,6 +43,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Repair ``args.dir``; the report as JSON on stdout, a summary on stderr."""
     from neardup.durable import TEXTS, repair
+    from neardup.io import counted
 
     if not os.path.isfile(os.path.join(args.dir, TEXTS)):
         print(
@@ -53,18 +54,14 @@ def run(args: argparse.Namespace) -> int:
     report = repair(args.dir)
     print(json.dumps(report, indent=2))
     print(
-        f"recovered {_counted(report['recovered'], 'text')}; the index held "
-        f"{_counted(report['indexed_before'], 'item')}: at least "
-        f"{_counted(report['lost_at_least'], 'document')} lost"
+        f"recovered {counted(report['recovered'], 'text')}; the index held "
+        f"{counted(report['indexed_before'], 'item')}: at least "
+        f"{counted(report['lost_at_least'], 'document')} lost"
         + (f" (reading stopped at: {report['read_error']})" if report["read_error"] else "")
         + f"; the old files are in {report['moved_aside']}",
         file=sys.stderr,
     )
     return 0
-
-
-def _counted(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 if __name__ == "__main__":  # until the subcommand is registered: python -m neardup.cli.repair

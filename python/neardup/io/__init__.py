@@ -88,3 +88,8 @@ del _cls
 def eprint(*parts: object) -> None:
     """Print to stderr (messages, warnings, summaries)."""
     print(*parts, file=sys.stderr, flush=True)
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless n is 1: "1 cluster", "2,000 documents"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
