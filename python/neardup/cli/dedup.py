@@ -32,12 +32,17 @@ import numpy.typing as npt
 from neardup import io as nio
 from neardup import report
 from neardup._core import PRESETS
-from neardup.cli._against import ReferenceInputError, add_references, open_references
+from neardup.cli._against import (
+    ReferenceInputError,
+    add_references,
+    open_references,
+    removed_summary,
+)
 from neardup.cli._datasets import holds_saved_dataset, run_saved_dataset
 from neardup.cli._pipes import PipeError, run_piped, uses_pipes
 from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
 from neardup.dedup import Policy
-from neardup.io import eprint
+from neardup.io import counted, eprint
 
 EXIT_OK = 0
 EXIT_INPUT = 1
@@ -683,22 +688,21 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_INPUT
     if n_empty and not args.quiet:
         eprint(
-            f"neardup dedup: {_counted(n_empty, 'document')} with no text to "
+            f"neardup dedup: {counted(n_empty, 'document')} with no text to "
             f"compare (blank, or pages with no visible text): "
             + ("kept (--empty drop leaves them out)" if args.empty == "keep" else "dropped")
         )
     if not args.quiet:
         eprint(
-            f"neardup dedup: read {_counted(n, 'document')}"
-            + (f" ({_counted(skipped, 'bad record')} skipped)" if skipped else "")
-            + f", kept {n_kept:,}, removed {n - n_kept:,}"
-            + (
-                f" ({n - n_kept - int(of_reference.sum()):,} in "
-                f"{_counted(len(cluster_reps), 'cluster')}, {int(of_reference.sum()):,} as "
-                f"near-copies of {len(np.unique(result.reference[of_reference])):,} of the "
-                f"{_counted(len(reference_ids), 'reference')})"
-                if references
-                else f" in {_counted(len(cluster_reps), 'cluster')}"
+            f"neardup dedup: read {counted(n, 'document')}"
+            + (f" ({counted(skipped, 'bad record')} skipped)" if skipped else "")
+            + f", kept {n_kept:,}, "
+            + removed_summary(
+                n - n_kept,
+                len(cluster_reps),
+                int(of_reference.sum()),
+                len(np.unique(result.reference[of_reference])),
+                len(reference_ids) if references else None,
             )
             + f", {elapsed:.1f} s ({summary['docs_per_second'] or 0:,} docs/s) -> "
             + (getattr(args, "output_label", None) or args.output)
@@ -758,11 +762,6 @@ def _write_reference_clusters(
                 "reference": True,
             }
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-
-def _counted(n: int, noun: str) -> str:
-    """``n`` and ``noun``, plural unless n is 1: "1 cluster", "2,000 documents"."""
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _has_pages(sources: list[nio.Source], spec: nio.FieldSpec, policy: Policy) -> bool:
