@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -159,79 +159,92 @@ class RedisDeduplicator(Closing):
         keys, minhash, lengths = self.rule.probes(norms, fps)
         return _Probed(norms, fps, keys, minhash, [n > 0 for n in lengths.tolist()])
 
-    def _rank(
-        self,
-        p: _Probed,
-        i: int,
-        data: Mapping[bytes, tuple[int, int, bytes, bytes]],
-        cands: list[bytes],
-        batch: list[int],
-    ) -> tuple[list[int], npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
-        """Text ``i``'s candidates to verify, best first (indices: stored ``cands``, then the
-        batch's texts ``batch``), and the candidates' fingerprints and positions."""  # fmt: skip
-        width = self.rule.width
-        cb = np.empty((len(cands) + len(batch), width), np.uint8)
-        if cands:
-            joined = b"".join([data[c][2] for c in cands])
-            cb[: len(cands)] = np.frombuffer(joined, np.uint8).reshape(-1, width)
-        cb[len(cands) :] = p.minhash[batch]
-        fps = np.array([data[c][1] for c in cands] + p.fps[batch].tolist(), np.uint64)
-        pos = np.array([data[c][0] for c in cands] + [_BATCH_POSITION + j for j in batch], np.int64)
-        order = self.rule.rank(p.minhash[i], int(p.fps[i]), cb, fps, pos)
-        return list(order), fps, pos
-
     def _decide(self, p: _Probed, ids: Sequence[Id] | None) -> tuple[list[list[Match]], Found]:
         """Each text's matches among the stored texts and, with ``ids`` (a check-and-add),
-        the texts of the batch kept before it (those without matches); and what was read."""
-        store = self.store
-        refs = len(p.norms) if ids is not None else 0
-        found = store.query(p.keys[np.asarray(p.listed, bool)], refs)
-        lists = found.lists
-        bands = [list(enumerate(k)) if listed else [] for k, listed in
-                 zip(p.keys.tolist(), p.listed)]  # fmt: skip
-        # Each text's stored candidates, once each, newest records first.
-        stored = [list({h: None for b in bs for h in lists.get(b, ())}) for bs in bands]
-        norms: dict[bytes, str] = {}
+        the texts of the batch kept before it (those without matches); and what was read.
 
-        def read(wanted: set[bytes]) -> None:
-            wanted -= norms.keys()
-            texts = store.texts(wanted)
-            norms.update(zip(texts, self.policy.prepare_many(list(texts.values()))))
-            for id in wanted - texts.keys():
-                norms[id] = ""  # removed meanwhile: an empty text passes against nothing
+        Candidates are rows of one table: the stored versions read, then the batch's texts."""
+        store, rule, n = self.store, self.rule, len(p.norms)
+        listed = np.asarray(p.listed, bool)
+        found = store.query(p.keys[listed], n if ids is not None else 0)
+        data = found.data
+        hashes = list(data)
+        row_of = {h: r for r, h in enumerate(hashes)}
+        m = len(hashes)
+        table_m = np.concatenate([
+            np.frombuffer(b"".join([data[h][2] for h in hashes]), np.uint8).reshape(m, rule.width),
+            p.minhash,
+        ])  # fmt: skip
+        table_fp = np.concatenate([np.array([data[h][1] for h in hashes], np.uint64), p.fps])
+        table_pos = np.array([data[h][0] for h in hashes] + list(range(_BATCH_POSITION,
+                             _BATCH_POSITION + n)), np.int64)  # fmt: skip
+        nb = p.keys.shape[1]
+        # A band list as one number: band << 32 | band key.
+        codes = (np.arange(nb, dtype=np.int64) << 32) | p.keys.astype(np.int64)
+        rows = {(b << 32) | k: np.fromiter((row_of[h] for h in hs), np.int64, len(hs))
+                for (b, k), hs in found.lists.items() if hs}  # fmt: skip
+        stored = np.isin(codes, np.fromiter(rows, np.int64, len(rows))) & listed[:, None]
+        shared = np.zeros_like(stored)
+        if ids is not None:
+            uniq, counts = np.unique(codes[listed], return_counts=True)
+            shared = np.isin(codes, uniq[counts > 1]) & listed[:, None]
+        norms: dict[int, str] = {}
 
-        # The texts of every text's first candidates in one read (a batch's own texts can
-        # change the ranking of a later one: those it adds are read then).
-        first: set[bytes] = set()
-        for i, cands in enumerate(stored):
-            if cands:
-                first.update(cands[j] for j in self._rank(p, i, found.data, cands, [])[0])
-        read(first)
+        def read(wanted: Iterable[int]) -> None:
+            missing = [r for r in wanted if r < m and r not in norms]
+            if missing:
+                texts = store.texts([hashes[r] for r in missing])
+                got = self.policy.prepare_many([texts.get(hashes[r], "") for r in missing])
+                norms.update(zip(missing, got))  # (a text removed meanwhile: "", no match)
+
+        def ranked(i: int, batch: list[int]) -> npt.NDArray[np.int64]:
+            parts = [rows[c] for c in codes[i][stored[i]].tolist()]
+            if batch:
+                parts.append(np.asarray(batch, np.int64) + m)
+            if not parts:
+                return np.zeros(0, np.int64)
+            idx = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+            order = rule.rank(p.minhash[i], int(p.fps[i]), table_m[idx], table_fp[idx],
+                              table_pos[idx])  # fmt: skip
+            return idx[np.asarray(order, np.int64)]
+
+        # Rank every text first against the stored versions and the earlier texts of the batch
+        # that share a band list with it (all of them kept, as most are), to read the texts
+        # of every first candidate in one call; a text whose earlier ones were not all kept is
+        # ranked again.
+        sharing: dict[int, list[int]] = {}
+        earlier: list[list[int]] = [[] for _ in range(n)]
+        for i in np.flatnonzero(shared.any(axis=1)).tolist():
+            before = set()
+            for c in codes[i][shared[i]].tolist():
+                texts_c = sharing.setdefault(c, [])
+                before.update(texts_c)
+                texts_c.append(i)
+            earlier[i] = sorted(before)
+        first = {
+            i: ranked(i, earlier[i])
+            for i in np.flatnonzero(stored.any(axis=1) | shared.any(axis=1)).tolist()
+        }
+        read(r for top in first.values() for r in top.tolist())
         out: list[list[Match]] = []
-        kept_in: dict[tuple[int, int], list[int]] = {}  # band list -> the batch's texts kept in it
+        kept = np.zeros(n, bool)
         n_cands = 0
-        for i, bs in enumerate(bands):
-            cands = stored[i]
-            batch = sorted({j for b in bs for j in kept_in.get(b, ())})
+        for i in range(n):
+            batch = [j for j in earlier[i] if kept[j]]
             matches: list[Match] = []
-            if cands or batch:
-                order, fps, pos = self._rank(p, i, found.data, cands, batch)
-                n_cands += len(order)
-                c = len(cands)
-                read({cands[j] for j in order if j < c})
-                texts = [norms[cands[j]] if j < c else p.norms[batch[j - c]] for j in order]
-                sel = np.asarray(order, np.int64)
-                for k, d, s in self.rule.verify(
-                    p.norms[i], int(p.fps[i]), texts, fps[sel], pos[sel]
-                ):
-                    j = order[k]
-                    who = dec_id(found.data[cands[j]][3]) if j < c else ids[batch[j - c]]  # type: ignore[index]
+            if (i in first and len(first[i])) or batch:
+                top = first[i] if len(batch) == len(earlier[i]) else ranked(i, batch)
+                n_cands += len(top)
+                read(top.tolist())
+                texts = [norms[r] if r < m else p.norms[r - m] for r in top.tolist()]
+                for k, d, s in rule.verify(p.norms[i], int(p.fps[i]), texts, table_fp[top],
+                                           table_pos[top]):  # fmt: skip
+                    r = int(top[k])
+                    who = dec_id(data[hashes[r]][3]) if r < m else ids[r - m]  # type: ignore[index]
                     matches.append(Match(who, int(d), float(s)))
-            if not matches and ids is not None:
-                for b in bs:
-                    kept_in.setdefault(b, []).append(i)
+            kept[i] = not matches and ids is not None
             out.append(matches)
-        self._count(len(bands), n_cands, sum(map(len, out)))
+        self._count(n, n_cands, sum(map(len, out)))
         return out, found
 
     def _count(self, checks: int, candidates: int, matches: int) -> None:
