@@ -223,3 +223,26 @@ def test_index_query_verifies_and_names_ids_without_echoing_the_text(
     (result,) = [json.loads(line) for line in r.stdout.splitlines()]
     assert [m["id"] for m in result["matches"]] == [m.id for m in d.check(text, k=20)]
     assert all(m["similarity"] >= 0.8 and m["distance"] <= 20 for m in result["matches"])
+
+
+def test_a_directory_of_an_earlier_version_still_answers_unverified(
+    tmp_path: Path, files: tuple[Path, Path, list[str], list[str]]
+) -> None:
+    ref_path, train, refs, _ = files
+    idx = tmp_path / "old"
+    r = neardup("index", "build", str(idx), str(ref_path), "--text-field", "question",
+                "--id-field", "qid")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    # what `index build` wrote before texts were stored: the fingerprints and the settings
+    (idx / "texts.sqlite").unlink()
+    settings = json.loads((idx / "neardup-cli.json").read_text("utf-8"))
+    del settings["texts"]
+    (idx / "neardup-cli.json").write_text(json.dumps(settings), "utf-8")
+    r = neardup("index", "query", str(idx), "--text", refs[0])
+    assert r.returncode == 0 and "holds fingerprints only" in r.stderr
+    (result,) = [json.loads(line) for line in r.stdout.splitlines()]
+    assert {"id": "q0", "distance": 0, "similarity": None} in result["matches"]
+    r = neardup("index", "build", str(idx), str(ref_path), "--text-field", "question")
+    assert r.returncode == 0 and "was built without its texts" in r.stderr
+    r = neardup("dedup", str(train), "-o", str(tmp_path / "o.jsonl"), "--against", str(idx))
+    assert r.returncode == 1 and "holds fingerprints only" in r.stderr

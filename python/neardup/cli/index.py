@@ -207,7 +207,8 @@ def _open_index(path: str, k: int | None, settings: dict[str, Any]) -> Any:
             "this build of neardup has no persistent Index (Index.open); "
             "rebuild with the index core"
         )
-    config = json.dumps(settings, sort_keys=True)
+    # (how the fingerprints are made; "texts" says what else the directory holds)
+    config = json.dumps({k: v for k, v in settings.items() if k != "texts"}, sort_keys=True)
     if k is not None:
         return opener(path, k=k, fingerprint_config=config)
     return opener(path, fingerprint_config=config)
