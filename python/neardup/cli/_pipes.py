@@ -52,10 +52,10 @@ def _spool_stdin(directory: str, format: str | None) -> str:
         format = "jsonl"
     if format not in _SUFFIX or (format == "parquet" and compression):
         raise PipeError(f"-: standard input cannot be read as {format}")
-    fd, path = tempfile.mkstemp(
-        prefix="neardup-stdin-", suffix=_SUFFIX[format] + compression, dir=directory
-    )
-    with os.fdopen(fd, "wb") as f:
+    # (named stdin.*, so that a message about a record says where it came from)
+    path = os.path.join(tempfile.mkdtemp(prefix="neardup-", dir=directory), "stdin")
+    path += _SUFFIX[format] + compression
+    with open(path, "wb") as f:
         f.write(head)
         shutil.copyfileobj(stream, f, 1 << 20)
     return path
@@ -95,3 +95,5 @@ def run_piped(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]
         for path in made:
             if os.path.exists(path):
                 os.remove(path)
+            if os.path.basename(path).startswith("stdin."):
+                os.rmdir(os.path.dirname(path))
