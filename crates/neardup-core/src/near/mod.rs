@@ -8,9 +8,9 @@
 //!    unrelated texts of one domain rarely meet). Each band bucket is read up to its
 //!    `bucket_limit` newest entries.
 //! 2. **ranking**: by the similarity estimated from the low bytes of the `bands * rows`
-//!    min-hashes (b-bit min-wise hashing; those estimated more than 0.2 below the threshold
-//!    go), then the smallest SimHash distance, then the earliest kept; the first
-//!    `verify_limit` go on.
+//!    min-hashes (b-bit min-wise hashing; those estimated more than 5 standard deviations
+//!    below the threshold go: 0.2 at 0.8 with 100 min-hashes), then the smallest SimHash
+//!    distance, then the earliest kept; the first `verify_limit` go on.
 //! 3. **verify**: exact Jaccard of the shingle sketches (`batch_dedup::sketch`), after the
 //!    exact size bound; the best passing candidate (highest similarity, then nearest, then
 //!    earliest) is the document's representative.

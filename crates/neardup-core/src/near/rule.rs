@@ -4,7 +4,7 @@
 //! the very same rule through [`Rule`].
 //!
 //! 1. **rank** ([`rank`]): by the similarity estimated from the min-hashes' low bytes (those
-//!    estimated more than [`ESTIMATE_MARGIN`] below the threshold go), then the smallest
+//!    estimated more than [`estimate_margin`] below the threshold go), then the smallest
 //!    SimHash distance, then the earliest position; the first `verify_limit` go on.
 //! 2. **verify** ([`verify`]): the exact size bound, then exact Jaccard of the shingle sketches.
 //! 3. **order** ([`best_first`]): the passing candidates by highest similarity, then smallest
@@ -16,10 +16,14 @@ use crate::batch_dedup::sketch;
 use crate::verify::{jaccard_bound, jaccard_sorted_at_least, signature};
 use crate::{Error, Result};
 
-/// Candidates whose estimated similarity is this far below the threshold are not verified:
-/// five standard deviations of the estimate at J = 0.8 with 100 min-hashes (a near-copy is
-/// lost this way with probability below 1e-6).
-pub const ESTIMATE_MARGIN: f64 = 0.2;
+/// How far below `threshold` a candidate's similarity estimated from `width` min-hashes may
+/// be and still be verified: five standard deviations of the estimate of a pair at the
+/// threshold or above (sd = sqrt(J (1 - J) / width), largest at J = max(t, 0.5)), so that a
+/// near-copy is lost this way with probability below 1e-6: 0.2 at t = 0.8 with 100 min-hashes.
+pub fn estimate_margin(threshold: f64, width: usize) -> f64 {
+    let j = threshold.max(0.5);
+    5.0 * (j * (1.0 - j) / width.max(1) as f64).sqrt()
+}
 
 /// A candidate as the ranking sees it: `(id, fingerprint, min-hash bytes, position)`.
 pub type Candidate<'a> = (u32, u64, &'a [u8], u64);
@@ -43,7 +47,7 @@ pub fn rank<'a>(
     limit: usize,
     candidates: impl Iterator<Item = Candidate<'a>>,
 ) -> Ranked {
-    let floor = threshold - ESTIMATE_MARGIN;
+    let floor = threshold - estimate_margin(threshold, bytes.len());
     let mut out_of_reach = 0u64;
     // (id, score, distance, position)
     let mut c: Vec<(u32, u32, u32, u64)> = candidates

@@ -380,7 +380,8 @@ fn templated(n: usize, seed: u64) -> Vec<String> {
 }
 
 /// The decision with limits, written plainly: per band the newest `bucket_limit` kept rows
-/// with the row's key, those estimated within 0.2 of the threshold ranked by the estimate,
+/// with the row's key, those estimated within 5 deviations (at J = max(t, 0.5)) of the
+/// threshold ranked by the estimate,
 /// distance and age, the first `verify_limit` verified.
 fn brute_force_limited(texts: &[String], cfg: &Config) -> Vec<i64> {
     let bands = Bands::new(cfg.bands, cfg.rows).unwrap();
@@ -421,7 +422,9 @@ fn brute_force_limited(texts: &[String], cfg: &Config) -> Vec<i64> {
             .filter_map(|&k| {
                 let est = minhash::estimate(&bytes[r], &bytes[k]);
                 let score = std::cmp::Reverse((est * 1000.0) as u32);
-                (est >= cfg.threshold - 0.2)
+                let j = cfg.threshold.max(0.5);
+                let deviation = (j * (1.0 - j) / (cfg.bands * cfg.rows) as f64).sqrt();
+                (est >= cfg.threshold - 5.0 * deviation)
                     .then(|| (score, (fps[r] ^ fps[k]).count_ones(), pos(k), k))
             })
             .collect();
@@ -694,4 +697,13 @@ fn many_rows_at_once_give_the_decision_of_one_row_at_a_time() {
         assert_eq!(many, one);
         assert_eq!(counters(&b.outcome().stats), counters(&a.outcome().stats));
     }
+}
+
+#[test]
+fn the_estimate_margin_is_five_deviations_of_a_pair_at_the_threshold() {
+    assert!((rule::estimate_margin(0.8, 100) - 0.2).abs() < 1e-12);
+    // fewer min-hashes or a lower threshold: a wider margin; below 0.5, that of J = 0.5
+    assert!(rule::estimate_margin(0.8, 25) > 0.39);
+    assert!(rule::estimate_margin(0.3, 100) == rule::estimate_margin(0.5, 100));
+    assert_eq!(rule::estimate_margin(1.0, 100), 0.0);
 }
