@@ -29,7 +29,7 @@ BLANKS = ["", "   ", "\n"]
 
 def corpus() -> list[dict[str, Any]]:
     """Originals and their planted copies: 70 clusters of exact copies only, 70 of near copies
-    only, 70 with one of each, one of 7 near copies (the largest), 3 blank texts."""
+    only, 70 with one of each, one of 7 near copies (the largest), 3 blank texts, 2 pages."""
     originals = [f"café {words(1000 + i, n=60)}" for i in range(300)]
     docs = [{"id": f"o{i:03d}", "text": t} for i, t in enumerate(originals)]
     for i in range(N_EXACT_ONLY + N_NEAR_ONLY + N_BOTH):
@@ -42,6 +42,11 @@ def corpus() -> list[dict[str, Any]]:
     big = originals[250]
     docs += [{"id": f"big{j}", "text": near_copy(near_copy(big, j), j + 50)} for j in range(7)]
     docs += [{"id": f"blank{j}", "text": t} for j, t in enumerate(BLANKS)]
+    # two pages: one of link lists only (its main text falls back to the visible text)
+    links = "".join(f"<li><a href=p{i}>qemu-img {w}</a></li>" for i, w in enumerate("abc"))
+    docs.append({"id": "page-links", "text": f"<html><body><ul>{links}</ul></body></html>"})
+    article = f"<html><body><nav><a href=h>Home</a></nav><p>{words(999, n=50)}</p></body></html>"
+    docs.append({"id": "page-article", "text": article})
     return docs
 
 
@@ -92,6 +97,7 @@ def test_report_of_a_real_run_in_chromium(
     assert shown["near copies removed"] == str(len(removed) - n_exact)
     assert shown["empty documents (no text to compare; never a copy)"] == "3"
     assert shown["empty documents dropped (--empty drop)"] == "0"
+    assert shown["pages whose main text fell back to all their visible text"] == "1"
     chars = sum(len(d["text"]) for d in removed)
     nbytes = sum(len(d["text"].encode()) for d in removed)
     assert nbytes > chars  # (the é)
@@ -157,7 +163,7 @@ def plan_for(texts: list[str], **limits: int) -> report.ReportPlan:
     deduper = CorpusDeduper(Policy.default())
     deduper.feed(texts)
     result = deduper.result()
-    nbytes, digests = report.measure(texts)
+    nbytes, digests, _ = report.measure(texts, Policy.default())
     return report.ReportPlan(
         result,
         result.kept,

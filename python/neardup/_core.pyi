@@ -25,6 +25,7 @@ __all__ = [
     "visible_text",
     "main_text_many",
     "visible_text_many",
+    "main_text_fell_back_many",
     "sketch_jaccard_pairs",
     "_normalise",
     "_normalise_many",
@@ -166,6 +167,9 @@ def main_text(markup: str, max_link_density: float = 0.5) -> str: ...
 def visible_text(markup: str) -> str: ...
 def main_text_many(markups: Iterable[str], max_link_density: float = 0.5) -> list[str]: ...
 def visible_text_many(markups: Iterable[str]) -> list[str]: ...
+def main_text_fell_back_many(
+    markups: Iterable[str], max_link_density: float = 0.5
+) -> list[bool]: ...
 def sketch_jaccard_pairs(
     hashes: npt.NDArray[np.uint32],
     offsets: npt.NDArray[np.int64],

@@ -28,7 +28,13 @@ from collections.abc import Iterable
 
 from neardup import _core
 
-__all__ = ["looks_like_html", "main_text", "main_text_many", "visible_text"]
+__all__ = [
+    "looks_like_html",
+    "main_text",
+    "main_text_fell_back_many",
+    "main_text_many",
+    "visible_text",
+]
 
 _HTML_START = re.compile(
     r"\A\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)\b", re.I | re.S
@@ -48,6 +54,14 @@ def visible_text(markup: str) -> str:
 def main_text(markup: str, max_link_density: float = 0.5) -> str:
     """The main visible text of an HTML page, without navigation, footers and link lists."""
     return _core.main_text(markup, max_link_density)
+
+
+def main_text_fell_back_many(
+    markups: Iterable[str], max_link_density: float = 0.5
+) -> list[bool]:
+    """Of every page, whether :func:`main_text` is its whole visible text because the extraction
+    left nothing (a reference page of link lists, a body the markup calls navigation)."""
+    return _core.main_text_fell_back_many(markups, max_link_density)
 
 
 def main_text_many(markups: Iterable[str], max_link_density: float = 0.5) -> list[str]:

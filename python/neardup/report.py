@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup.htmltext import main_text
+from neardup.htmltext import main_text, main_text_fell_back_many
 from neardup.policy import Policy
 
 if TYPE_CHECKING:
@@ -385,8 +385,9 @@ class ReportPlan:
 
     ``kept``: the rows written out (``--empty drop`` leaves empty ones out); ``lengths``,
     ``nbytes``, ``digests``: per row, the text's characters, UTF-8 bytes and digest
-    (:func:`measure`). A removed document is an *exact* copy when its text is the kept one's,
-    character for character (same digest and length); a *near* copy otherwise.
+    (:func:`measure`); ``fell_back``: pages whose main text is their whole visible text. A
+    removed document is an *exact* copy when its text is the kept one's, character for
+    character (same digest and length); a *near* copy otherwise.
     """
 
     def __init__(
@@ -398,10 +399,12 @@ class ReportPlan:
         digests: npt.NDArray[np.int64],
         policy: Policy,
         *,
+        fell_back: int = 0,
         page_clusters: int = PAGE_CLUSTERS,
         listed_clusters: int = LISTED_CLUSTERS,
     ) -> None:
         self.page_clusters = page_clusters
+        self.fell_back = fell_back
         self.result = result
         self.policy = policy
         self.kept = kept
@@ -489,13 +492,16 @@ class ReportPlan:
 
     def removed_counts(self) -> dict[str, int]:
         """Removed documents, characters and UTF-8 bytes: ``exact`` and ``near`` copies,
-        ``empty`` (dropped with ``--empty drop``), ``chars``, ``bytes`` and their totals."""
+        ``empty`` (dropped with ``--empty drop``), ``reference`` (copies of reference documents,
+        in no cluster), ``chars``, ``bytes`` and their totals."""
         removed = ~self.kept
         exact = int(self._m_exact.sum())
+        empty = int((removed & self.result.empty).sum())
         return {
             "exact": exact,
             "near": int(self._m_rows.size) - exact,
-            "empty": int((removed & self.result.empty).sum()),
+            "empty": empty,
+            "reference": int(removed.sum()) - int(self._m_rows.size) - empty,
             "chars": int(self.lengths[removed].sum()),
             "chars_total": int(self.lengths.sum()),
             "bytes": int(self.nbytes[removed].sum()),
@@ -547,8 +553,14 @@ class ReportPlan:
             ("removed", _of(n - int(self.kept.sum()), n)),
             ("exact copies removed (same text as the kept one)", counts["exact"]),
             ("near copies removed", counts["near"]),
+            *(
+                [("copies of reference documents removed (--against)", counts["reference"])]
+                if counts["reference"]
+                else []
+            ),
             ("empty documents (no text to compare; never a copy)", n_empty),
             ("empty documents dropped (--empty drop)", counts["empty"]),
+            ("pages whose main text fell back to all their visible text", self.fell_back),
             ("characters removed", _of(counts["chars"], counts["chars_total"])),
             ("bytes of text removed (UTF-8)", _of(counts["bytes"], counts["bytes_total"])),
             ("clusters", int(self.c_rep.size)),
@@ -648,7 +660,11 @@ class ReportPlan:
         return _page("neardup dedup report", out)
 
 
-def measure(texts: Sequence[str]) -> tuple[list[int], list[int]]:
+def measure(texts: Sequence[str], policy: Policy) -> tuple[list[int], list[int], int]:
     """Per text, its UTF-8 bytes and a 64-bit digest that tells exact copies apart (Python's
-    string hash: equal within a run, which is all the report compares)."""
-    return [len(t.encode("utf-8", "surrogatepass")) for t in texts], [hash(t) for t in texts]
+    string hash: equal within a run, which is all the report compares); and how many of the
+    texts are pages (by ``policy``) whose main text fell back to their whole visible text."""
+    pages = [t for t in texts if policy.is_html(t)]
+    fell_back = sum(main_text_fell_back_many(pages)) if pages else 0
+    nbytes = [len(t.encode("utf-8", "surrogatepass")) for t in texts]
+    return nbytes, [hash(t) for t in texts], fell_back

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use neardup_core::batch_dedup::sketch;
 use neardup_core::fingerprint::Fingerprinter;
 use neardup_core::hamming::{hamming, hamming_many};
-use neardup_core::html::{main_text, visible_text};
+use neardup_core::html::{fell_back_many, main_text, main_text_and_fallback, visible_text};
 use neardup_core::index::{Id, IdRef, Index, Options};
 use neardup_core::near::{Config, Engine};
 use neardup_core::plain::normalise;
@@ -55,6 +55,12 @@ proptest! {
             let shown = visible_text(t);
             let main = main_text(t, 0.5);
             prop_assert_eq!(&main, &main_text(t, 0.5));
+            let (same, fell_back) = main_text_and_fallback(t, 0.5);
+            prop_assert_eq!(&same, &main);
+            prop_assert_eq!(fell_back_many(&[t], 0.5), vec![fell_back]);
+            if fell_back {
+                prop_assert_eq!(&main, &shown);
+            }
             // the fallback: a page with visible text never comes out empty
             if !shown.trim().is_empty() {
                 prop_assert!(!main.trim().is_empty(), "{:?} -> {:?}", t, shown);

@@ -102,6 +102,20 @@ fn main_text_many(
     Ok(py.detach(|| core::main_text_many(&pages, d)))
 }
 
+/// Of every page of an iterable, in order, whether `main_text` fell back to the whole visible
+/// text because the extraction left nothing (GIL released, parallel when large).
+#[pyfunction]
+#[pyo3(signature = (markups, max_link_density = 0.5))]
+fn main_text_fell_back_many(
+    py: Python<'_>,
+    markups: &Bound<'_, PyAny>,
+    max_link_density: f64,
+) -> PyResult<Vec<bool>> {
+    let d = check_density(max_link_density)?;
+    let pages = pages_texts(markups, "markups")?;
+    Ok(py.detach(|| core::fell_back_many(&pages, d)))
+}
+
 /// `visible_text` of every page of an iterable, in order (GIL released, parallel when large).
 #[pyfunction]
 fn visible_text_many(py: Python<'_>, markups: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
@@ -114,5 +128,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(visible_text, m)?)?;
     m.add_function(wrap_pyfunction!(main_text_many, m)?)?;
     m.add_function(wrap_pyfunction!(visible_text_many, m)?)?;
+    m.add_function(wrap_pyfunction!(main_text_fell_back_many, m)?)?;
     Ok(())
 }

@@ -468,6 +468,7 @@ def run(args: argparse.Namespace) -> int:
     times = array("d")
     nbytes = array("q")  # (--report: UTF-8 bytes and digests of the texts)
     digests = array("q")
+    fell_back = 0  # (--report: pages whose main text is their whole visible text)
     skipped = 0
     warnings = 0
     total_chars = 0
@@ -513,9 +514,10 @@ def run(args: argparse.Namespace) -> int:
                     sizes = list(map(len, got))
                     lengths.extend(sizes)
                     if args.report:
-                        measured = report.measure(got)
+                        measured = report.measure(got, policy)
                         nbytes.extend(measured[0])
                         digests.extend(measured[1])
+                        fell_back += measured[2]
                     if batch.times is not None:
                         times.extend(batch.times)
                     # chunks end where they did document by document: after _CHUNK_DOCS
@@ -594,6 +596,7 @@ def run(args: argparse.Namespace) -> int:
             np.asarray(nbytes, dtype=np.int64),
             np.asarray(digests, dtype=np.int64),
             policy,
+            fell_back=fell_back,
         )
 
     # ---- pass 2: write the kept records; re-read cluster members for ids and report texts

@@ -46,16 +46,32 @@ pub fn visible_text(html: &str) -> String {
 /// whose whole body the markup calls navigation) gets its whole visible text instead: an empty
 /// main text would make it a copy of every other empty page.
 pub fn main_text(html: &str, max_link_density: f64) -> String {
+    main_text_and_fallback(html, max_link_density).0
+}
+
+/// [`main_text`] and whether it is the page's whole visible text because the extraction left
+/// nothing (what a report counts: pages whose main text could not be told apart).
+pub fn main_text_and_fallback(html: &str, max_link_density: f64) -> (String, bool) {
     let main = join(extract(html, true), |b| {
         b.link_chars as f64 <= max_link_density * b.chars as f64
     });
     if main.trim().is_empty() {
         let all = visible_text(html);
         if !all.trim().is_empty() {
-            return all;
+            return (all, true);
         }
     }
-    main
+    (main, false)
+}
+
+/// Of many pages, in order, whether [`main_text`] fell back to the visible text (parallel like
+/// [`main_text_many`]).
+pub fn fell_back_many<S: AsRef<str> + Sync>(pages: &[S], max_link_density: f64) -> Vec<bool> {
+    let bytes: usize = pages.iter().map(|p| p.as_ref().len()).sum();
+    let wanted = pages.len() >= 2 && bytes >= PARALLEL_MIN_BYTES;
+    pool::map(pages, wanted, 4, |p| {
+        main_text_and_fallback(p.as_ref(), max_link_density).1
+    })
 }
 
 /// [`main_text`] of many pages, in order; parallel (the fork-safe pool of the fingerprint
