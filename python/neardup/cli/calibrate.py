@@ -28,6 +28,7 @@ from neardup.calibrate import (
 )
 from neardup.cli.dedup import Progress
 from neardup.dedup import Policy
+from neardup.io import counted
 
 EXAMPLES = """examples:
   neardup calibrate --corpus news.jsonl --out calib/
@@ -166,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(rec, sort_keys=True))
         return 0
     pol = rec["policy"]
-    print(f"pairs: {rec['pairs']} ({rec['positives']} near-duplicates)")
+    print(f"pairs: {rec['pairs']:,} ({counted(rec['positives'], 'near-duplicate')})")
     print(f"SimHash alone: best k={rec['simhash_alone']['k']} F1={rec['simhash_alone']['f1']:.3f}")
     for name, b in rec["per_verifier"].items():
         print(

@@ -41,6 +41,7 @@ from neardup.cli.dedup import (
     open_sources,
 )
 from neardup.dedup import Policy
+from neardup.io import counted
 
 _CHUNK = 8192
 
@@ -212,8 +213,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     if not args.quiet:
         eprint(
-            f"neardup fingerprint: {job.read:,} documents"
-            + (f" ({job.skipped:,} bad records skipped)" if job.skipped else "")
+            f"neardup fingerprint: {counted(job.read, 'document')}"
+            + (f" ({counted(job.skipped, 'bad record')} skipped)" if job.skipped else "")
             + f" -> {args.output}"
         )
     return EXIT_OK

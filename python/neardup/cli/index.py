@@ -49,6 +49,7 @@ from neardup.cli.dedup import (
 )
 from neardup.cli.fingerprint import TextFingerprinter, make_policy
 from neardup.dedup import Deduplicator, Match, Policy
+from neardup.io import counted
 from neardup.textstore import SqliteTextStore
 
 SETTINGS_FILE = "neardup-cli.json"
@@ -349,8 +350,8 @@ def run_build(args: argparse.Namespace) -> int:
     _close(index, store)
     if not args.quiet:
         eprint(
-            f"neardup index build: added {added:,} documents"
-            + (f" ({skipped:,} bad records skipped)" if skipped else "")
+            f"neardup index build: added {counted(added, 'document')}"
+            + (f" ({counted(skipped, 'bad record')} skipped)" if skipped else "")
             + f"; {args.index_dir} holds {size:,}"
         )
     return EXIT_OK
