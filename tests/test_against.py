@@ -111,6 +111,13 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
+def _build(idx: Path, ref_path: Path) -> None:
+    """``neardup index build`` of the evaluation records (question, qid) into ``idx``."""
+    r = neardup("index", "build", str(idx), str(ref_path), "--text-field", "question",
+                "--id-field", "qid")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+
+
 def _read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
 
@@ -156,9 +163,7 @@ def test_cli_against_files_and_an_index_directory(
 
     # the same references built once into a directory, then reused
     idx = tmp_path / "evals"
-    r = neardup("index", "build", str(idx), str(ref_path), "--text-field", "question",
-                "--id-field", "qid")  # fmt: skip
-    assert r.returncode == 0, r.stderr
+    _build(idx, ref_path)
     out2, clusters2 = tmp_path / "out2.jsonl", tmp_path / "cl2.jsonl"
     r = neardup("dedup", str(train), "-o", str(out2), "--clusters", str(clusters2),
                 "--against", str(idx))  # fmt: skip
@@ -192,9 +197,7 @@ def test_index_query_verifies_and_names_ids_without_echoing_the_text(
 ) -> None:
     ref_path, train, refs, corpus = files
     idx = tmp_path / "evals"
-    r = neardup("index", "build", str(idx), str(ref_path), "--text-field", "question",
-                "--id-field", "qid")  # fmt: skip
-    assert r.returncode == 0, r.stderr
+    _build(idx, ref_path)
     d = Deduplicator()
     d.add_many([f"q{i}" for i in range(len(refs))], refs)
 
@@ -230,9 +233,7 @@ def test_a_directory_of_an_earlier_version_still_answers_unverified(
 ) -> None:
     ref_path, train, refs, _ = files
     idx = tmp_path / "old"
-    r = neardup("index", "build", str(idx), str(ref_path), "--text-field", "question",
-                "--id-field", "qid")  # fmt: skip
-    assert r.returncode == 0, r.stderr
+    _build(idx, ref_path)
     # what `index build` wrote before texts were stored: the fingerprints and the settings
     (idx / "texts.sqlite").unlink()
     settings = json.loads((idx / "neardup-cli.json").read_text("utf-8"))
