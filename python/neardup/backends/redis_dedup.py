@@ -115,6 +115,9 @@ class RedisDeduplicator(Closing):
             retention=self.retention,
         )
         self._last_expire = 0.0
+        # Prepared texts of stored versions read as candidates, by (id hash, ref): a version
+        # never changes, so they are reused while the version is read as stored.
+        self._norms: dict[tuple[bytes, int], str] = {}
         self.store.open({"policy": self.policy.to_dict(), "retention": self.retention})
         self.url = redact(url) if url else None
         self._lock = threading.Lock()
@@ -122,6 +125,9 @@ class RedisDeduplicator(Closing):
             "checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0, "conflicts": 0,
         }  # fmt: skip
         self._closed = False
+
+    #: Prepared texts of candidates kept per process (oldest dropped first).
+    norm_cache: int = 65_536
 
     @classmethod
     def from_url(
@@ -190,12 +196,27 @@ class RedisDeduplicator(Closing):
             shared = np.isin(codes, uniq[counts > 1]) & listed[:, None]
         norms: dict[int, str] = {}
 
+        cache = self._norms
+
         def read(wanted: Iterable[int]) -> None:
-            missing = [r for r in wanted if r < m and r not in norms]
+            missing = []
+            for r in wanted:
+                if r < m and r not in norms:
+                    known = cache.get((hashes[r], data[hashes[r]][0]))
+                    if known is None:
+                        missing.append(r)
+                    else:
+                        norms[r] = known
             if missing:
                 texts = store.texts([hashes[r] for r in missing])
                 got = self.policy.prepare_many([texts.get(hashes[r], "") for r in missing])
                 norms.update(zip(missing, got))  # (a text removed meanwhile: "", no match)
+                with self._lock:
+                    for r, norm in zip(missing, got):
+                        if hashes[r] in texts:
+                            cache[hashes[r], data[hashes[r]][0]] = norm
+                    while len(cache) > self.norm_cache:
+                        del cache[next(iter(cache))]
 
         def ranked(i: int, batch: list[int]) -> npt.NDArray[np.int64]:
             parts = [rows[c] for c in codes[i][stored[i]].tolist()]
