@@ -120,6 +120,24 @@ def diff_html(kept: str, other: str) -> tuple[str, str]:
     return "".join(left), "".join(right)
 
 
+# width, height, left, bottom and top padding of a chart (pixels)
+_CHART = (640, 220, 56, 34, 28)
+
+
+def _chart_frame(title: str, peak: int) -> list[str]:
+    """The start of an inline SVG chart: its title, the x axis, the y axis's 0 and ``peak``."""
+    width, height, pad_l, pad_b, pad_t = _CHART
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">',
+        f'<text x="{pad_l}" y="16" class="t">{_esc(title)}</text>',
+        f'<line x1="{pad_l}" y1="{height - pad_b}" x2="{width - 10}" y2="{height - pad_b}" '
+        'stroke="#666"/>',
+        f'<text x="4" y="{pad_t + 4}" class="a">{peak:,}</text>',
+        f'<text x="4" y="{height - pad_b}" class="a">0</text>',
+    ]
+
+
 def histogram_svg(
     values: npt.ArrayLike,
     title: str,
@@ -140,20 +158,12 @@ def histogram_svg(
     if highlight is not None:
         h = np.asarray(highlight, dtype=bool)
         hi = np.bincount(v[h], minlength=top + 1)
-    width, height, pad_l, pad_b, pad_t = 640, 220, 56, 34, 28
+    width, height, pad_l, pad_b, pad_t = _CHART
     bars = top + 1
     bw = (width - pad_l - 10) / bars
     peak = max(1, int(counts.max()))
     scale = (height - pad_b - pad_t) / peak
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">',
-        f'<text x="{pad_l}" y="16" class="t">{_esc(title)}</text>',
-        f'<line x1="{pad_l}" y1="{height - pad_b}" x2="{width - 10}" y2="{height - pad_b}" '
-        'stroke="#666"/>',
-        f'<text x="4" y="{pad_t + 4}" class="a">{peak:,}</text>',
-        f'<text x="4" y="{height - pad_b}" class="a">0</text>',
-    ]
+    parts = _chart_frame(title, peak)
     step = max(1, bars // 16)
     for d in range(bars):
         x = pad_l + d * bw
@@ -205,20 +215,12 @@ def similarity_svg(counts: npt.ArrayLike, threshold: float, title: str) -> str:
     c = np.asarray(counts, dtype=np.int64)
     if c.size != 100:
         raise ValueError(f"counts must hold 100 bins, got {c.size}")
-    width, height, pad_l, pad_b, pad_t = 640, 220, 56, 34, 28
+    width, height, pad_l, pad_b, pad_t = _CHART
     plot_w = width - pad_l - 10
     bw = plot_w / 100
     peak = max(1, int(c.max()))
     scale = (height - pad_b - pad_t) / peak
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">',
-        f'<text x="{pad_l}" y="16" class="t">{_esc(title)}</text>',
-        f'<line x1="{pad_l}" y1="{height - pad_b}" x2="{width - 10}" y2="{height - pad_b}" '
-        'stroke="#666"/>',
-        f'<text x="4" y="{pad_t + 4}" class="a">{peak:,}</text>',
-        f'<text x="4" y="{height - pad_b}" class="a">0</text>',
-    ]
+    parts = _chart_frame(title, peak)
     for i in range(100):
         n = int(c[i])
         if n:
