@@ -195,3 +195,27 @@ def test_failed_run_leaves_no_output(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert f"{src}:2:" in r.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "kind"),
+    [
+        (["--field", "text"], "text"),
+        (["--field", "body", "--text-field", "body"], "text"),
+        (["--field", "id"], "id"),
+        (["--field", "doc", "--id-field", "doc"], "id"),
+    ],
+)
+def test_the_new_field_never_overwrites_the_text_or_id(
+    tmp_path: Path, argv: list[str], kind: str
+) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": 1, "doc": 1, "text": "hello", "body": "hello"}) + "\n")
+    out = tmp_path / "o.jsonl"
+    r = neardup("fingerprint", str(src), "-o", str(out), *argv)
+    assert r.returncode == 2, r.stderr
+    name = argv[1]
+    assert f"--field {name!r} would overwrite each record's {kind}" in r.stderr
+    assert not out.exists()
+    r = neardup("fingerprint", str(src), "-o", str(out), "--field", "simhash")
+    assert r.returncode == 0 and json.loads(out.read_text())["text"] == "hello"

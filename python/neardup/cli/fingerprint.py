@@ -167,6 +167,14 @@ def run(args: argparse.Namespace) -> int:
     if any(os.path.abspath(s.path) == os.path.abspath(args.output) for s in sources):
         eprint(f"neardup fingerprint: {args.output} is both an input and the output")
         return EXIT_USAGE
+    kept_fields = {"text": args.text_field, "id": args.id_field or "id"}
+    for kind, name in kept_fields.items():
+        if args.field == name:
+            eprint(
+                f"neardup fingerprint: --field {name!r} would overwrite each record's {kind}; "
+                "name the new field otherwise (default: fingerprint)"
+            )
+            return EXIT_USAGE
     try:
         if fmt == "dir":
             output = nio.detect(args.output, None)
