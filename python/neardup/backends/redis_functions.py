@@ -199,6 +199,25 @@ F.drop = function(keys, args)
   return {d[2], d[3]}
 end
 
+-- One server: delete the versions of ids (args: before, then the ids; keys: times, the band
+-- hashes, then each id's data key) whose timestamp is < before, with their records, at once;
+-- how many.
+F.remove = function(keys, args)
+  local before, nb, done = tonumber(args[1]), #keys - #args, 0
+  for i = 2, #args do
+    local key = keys[nb + i]
+    local d = redis.call('HMGET', key, 'i', 'r', 'k', 't')
+    if d[1] == args[i] and tonumber(d[4]) < before then
+      redis.call('DEL', key)
+      redis.call('ZREM', keys[1], args[i])
+      local rec, fields = string.sub(key, -8) .. d[2], split(d[3], 4)
+      for j = 1, nb do cut(keys[1 + j], fields[j], rec) end
+      done = done + 1
+    end
+  end
+  return done
+end
+
 -- Drop ids (args[2..]) from the times set when their time is < args[1].
 F.unlist = function(keys, args)
   local before, n = tonumber(args[1]), 0
@@ -218,6 +237,7 @@ if redis.register_function then
   redis.register_function('neardup3_cut', F.cut)
   redis.register_function('neardup3_put', F.put)
   redis.register_function('neardup3_drop', F.drop)
+  redis.register_function('neardup3_remove', F.remove)
   redis.register_function('neardup3_unlist', F.unlist)
 end
 """

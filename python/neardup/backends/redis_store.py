@@ -115,6 +115,9 @@ class RedisStore:
         self._times = f"{{{namespace}}}:t"
         self._config = f"{{{namespace}}}:config"
         self.fn = Functions(client)
+        #: Data of stored versions by record (id hash + ref), one server only.
+        self.cache: dict[bytes, tuple[int, int, bytes, bytes, float]] = {}
+        self.cache_size = 65_536
 
     def open(self, settings: dict[str, Any]) -> None:
         """Record ``settings`` for the namespace, or check them against those recorded:
@@ -172,8 +175,7 @@ class RedisStore:
                     h[x] = np.frombuffer(v[-_REC:], np.uint8)
                     records[j, f] = np.frombuffer(v, "V16")[-self.limit :][::-1]
             heads.append(h)
-        hashes = list({bytes(r)[:8] for rs in records.values() for r in rs.tolist()})
-        data = self._data_of(hashes)
+        data = self._data_of({bytes(r) for rs in records.values() for r in rs.tolist()})
         lists = {
             band: [h for h, ref in ((bytes(r)[:8], bytes(r)[8:]) for r in rs.tolist())
                    if h in data and data[h][0] == int.from_bytes(ref, "big")]
@@ -196,15 +198,34 @@ class RedisStore:
             pipe.hmget(k, *fields)
         return list(pipe.execute())
 
-    def _data_of(self, hashes: Sequence[bytes]) -> dict[bytes, tuple[int, int, bytes, bytes]]:
-        if not hashes:
-            return {}
+    def _data_of(self, records: set[bytes]) -> dict[bytes, tuple[int, int, bytes, bytes]]:
+        """The data ``(ref, fingerprint, min-hash bytes, encoded id)`` of the versions that
+        ``records`` name and are stored, by id hash. On one server a record always names a
+        stored version (every change of a version and its records is one function call), so
+        the data of a version read once are reused from :attr:`cache` (a version never
+        changes); on a cluster they are read each time, and a stale record is left out."""
         horizon = self._horizon()
-        return {
-            h: (int.from_bytes(r, "big"), int(f), m, i)
-            for h, (r, f, m, i, t) in zip(hashes, self._hmget(hashes, "r", "f", "m", "i", "t"))
-            if r is not None and float(t) >= horizon
-        }
+        out: dict[bytes, tuple[int, int, bytes, bytes]] = {}
+        wanted: dict[bytes, None] = {}
+        for rec in records:
+            known = None if self.cluster else self.cache.get(rec)
+            if known is None:
+                wanted[rec[:8]] = None
+            elif known[4] >= horizon:
+                out[rec[:8]] = known[:4]
+        hashes = list(wanted)
+        got = self._hmget(hashes, "r", "f", "m", "i", "t") if hashes else []
+        for h, (r, f, m, i, t) in zip(hashes, got):
+            if r is None:
+                continue
+            value = (int.from_bytes(r, "big"), int(f), m, i, float(t))
+            if not self.cluster:
+                self.cache[h + r] = value
+            if value[4] >= horizon:
+                out[h] = value[:4]
+        while len(self.cache) > self.cache_size:
+            self.cache.pop(next(iter(self.cache)), None)
+        return out
 
     def texts(self, hashes: Iterable[bytes]) -> dict[bytes, str]:
         """The stored texts of the versions of id hashes (one whose data are gone: left out)."""
@@ -312,20 +333,25 @@ class RedisStore:
             self.fn.call(pipe, "cut", [key], [fields, b"".join(recs)])
         pipe.execute()
 
-    def _drop(self, ids: Sequence[bytes], before: str) -> list[bytes]:
-        """Delete the data of the versions of ``ids`` older than ``before``, cut their
-        records; the ids dropped."""
+    def _drop(self, ids: Sequence[bytes], before: str) -> int:
+        """Delete the versions of ``ids`` older than ``before`` with their records (on one
+        server in one call, so that a record always names a stored version); how many."""
+        if not self.cluster:
+            keys = [self._times, *self._bands, *(self._key(id) for id in ids)]
+            return int(self.fn.call(self.client, "remove", keys, [before, *ids]))
         pipe = self.client.pipeline(transaction=False)
         for id in ids:
             self.fn.call(pipe, "drop", [self._key(id)], [id, before])
         gone = [(id, old[0], old[1]) for id, old in zip(ids, pipe.execute()) if old is not None]
         self._cut(gone)
-        return [id for id, _, _ in gone]
+        return len(gone)
 
     def remove(self, id: bytes) -> bool:
         """Drop the stored version of ``id``; False when there is none."""
         if not self._drop([id], _NEVER):
             return False
+        if not self.cluster:
+            return True
         self.fn.call(self.client, "unlist", [self._times], [_NEVER, id])
         return True
 
@@ -336,5 +362,6 @@ class RedisStore:
             ids = self.client.zrangebyscore(self._times, "-inf", f"({before!r}", 0, 1000)
             if not ids:
                 return done
-            self._drop(ids, repr(before))
-            done += int(self.fn.call(self.client, "unlist", [self._times], [repr(before), *ids]))
+            dropped = self._drop(ids, repr(before))  # (on one server, also unlisted)
+            left = int(self.fn.call(self.client, "unlist", [self._times], [repr(before), *ids]))
+            done += left if self.cluster else dropped + left
