@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
@@ -118,6 +119,7 @@ class RedisStore:
         #: Data of stored versions by record (id hash + ref), one server only.
         self.cache: dict[bytes, tuple[int, int, bytes, bytes, float]] = {}
         self.cache_size = 65_536
+        self._cache_lock = threading.Lock()
 
     def open(self, settings: dict[str, Any]) -> None:
         """Record ``settings`` for the namespace, or check them against those recorded:
@@ -215,16 +217,17 @@ class RedisStore:
                 out[rec[:8]] = known[:4]
         hashes = list(wanted)
         got = self._hmget(hashes, "r", "f", "m", "i", "t") if hashes else []
+        read = {}
         for h, (r, f, m, i, t) in zip(hashes, got):
-            if r is None:
-                continue
-            value = (int.from_bytes(r, "big"), int(f), m, i, float(t))
-            if not self.cluster:
-                self.cache[h + r] = value
-            if value[4] >= horizon:
-                out[h] = value[:4]
-        while len(self.cache) > self.cache_size:
-            self.cache.pop(next(iter(self.cache)), None)
+            if r is not None:
+                read[h + r] = value = (int.from_bytes(r, "big"), int(f), m, i, float(t))
+                if value[4] >= horizon:
+                    out[h] = value[:4]
+        if read and not self.cluster:
+            with self._cache_lock:  # (checks run on several threads)
+                self.cache.update(read)
+                while len(self.cache) > self.cache_size:
+                    del self.cache[next(iter(self.cache))]
         return out
 
     def texts(self, hashes: Iterable[bytes]) -> dict[bytes, str]:
