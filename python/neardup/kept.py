@@ -7,9 +7,11 @@ check finds its candidates, ranks them and verifies them exactly as ``neardup de
 ``verify_limit`` verified (docs/quality.md, "Bounded work"). So the library, the service and
 the batch command give one answer.
 
-Rows are never reused: a removed, replaced or expired text's row is forgotten (never a
-candidate again) but its memory stays until the deduplicator is rebuilt (reopened); texts that
-a check-and-add does not keep leave nothing behind.
+A removed, replaced or expired text's row is forgotten (never a candidate again); once
+forgotten rows outnumber the live ones (and number at least :data:`COMPACT_MIN_ROWS`), the
+engine drops them and renumbers the rest, so that a long-running service's memory follows the
+texts it holds, not all it ever held. Texts that a check-and-add does not keep leave nothing
+behind.
 """
 
 from __future__ import annotations
@@ -24,10 +26,19 @@ from neardup._core import NearEngine, NearRule
 from neardup.policy import Match, Policy
 from neardup.textstore import Id
 
-__all__ = ["DEFAULT_MEMORY_BUDGET", "KeptTexts", "engine_for", "rule_for", "spill_directory"]
+__all__ = [
+    "COMPACT_MIN_ROWS",
+    "DEFAULT_MEMORY_BUDGET",
+    "KeptTexts",
+    "engine_for",
+    "rule_for",
+    "spill_directory",
+]
 
 #: Bytes of sketches the engine holds in memory before they go to a temporary file.
 DEFAULT_MEMORY_BUDGET = 256 << 20
+#: Forgotten rows below which the engine is not compacted (whatever the live rows).
+COMPACT_MIN_ROWS = 1 << 16
 
 
 def spill_directory(path: str | None = None) -> str:
@@ -79,6 +90,9 @@ class KeptTexts:
         self._engine = engine_for(policy, memory_budget, spill_dir)
         self._row_of: dict[Id, int] = {}
         self._id_of: list[Id | None] = []
+        # Odd while a compaction renumbers rows: a check that saw another generation (its
+        # rows may be numbered the other way) runs again.
+        self._generation = 0
 
     def __len__(self) -> int:
         return len(self._row_of)
@@ -106,8 +120,13 @@ class KeptTexts:
 
     def check(self, norms: Sequence[str], fps: Sequence[int]) -> list[list[Match]]:
         """The stored texts that each prepared text duplicates, best first."""
-        found = self._engine.check(list(norms), np.asarray(fps, np.uint64))
-        return [self._matches(m) for m in found]
+        fps_array = np.asarray(fps, np.uint64)
+        while True:
+            generation = self._generation
+            found = self._engine.check(list(norms), fps_array)
+            out = [self._matches(m) for m in found]
+            if generation % 2 == 0 and generation == self._generation:
+                return out
 
     def check_and_add(
         self, ids: Sequence[Id], norms: Sequence[str], fps: Sequence[int]
@@ -166,6 +185,26 @@ class KeptTexts:
         """Forget the stored texts of ``ids`` (unknown ids are ignored)."""
         rows = [r for r in (self._row_of.pop(i, None) for i in ids) if r is not None]
         self._forget_rows(rows)
+        self.compact(COMPACT_MIN_ROWS)
+
+    def compact(self, min_rows: int = 0) -> None:
+        """Drop the forgotten rows from the engine (with their memory and temporary file
+        space) when they number at least ``min_rows`` and outnumber the live ones. Called
+        between writes (the caller's write lock held); checks may run beside it."""
+        forgotten = len(self._id_of) - len(self._row_of)
+        if forgotten < max(min_rows, 1) or forgotten < len(self._row_of):
+            return
+        self._generation += 1
+        try:
+            new_row = self._engine.compact()
+            id_of: list[Id | None] = [None] * int(new_row.max(initial=-1) + 1)
+            for old, new in enumerate(new_row.tolist()):
+                if new >= 0 and old < len(self._id_of):
+                    id_of[new] = self._id_of[old]
+            self._row_of = {i: int(new_row[r]) for i, r in self._row_of.items()}
+            self._id_of = id_of
+        finally:
+            self._generation += 1
 
     def _forget_rows(self, rows: Sequence[int]) -> None:
         if rows:

@@ -198,6 +198,13 @@ impl NearEngine {
         py.detach(|| self.with(|e| e.forget(&rows)))
     }
 
+    /// Drops forgotten rows and their memory: the rows left are renumbered in order and the
+    /// tables rebuilt. Returns each old row's new row (-1: dropped) (GIL released).
+    fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let new_row = py.detach(|| self.with(Engine::compact))?;
+        Ok(new_row.into_pyarray(py))
+    }
+
     /// Forgets the decision under way (the rows stay).
     fn reset(&self) -> PyResult<()> {
         self.lock()?.reset();

@@ -490,6 +490,48 @@ impl Decision {
         Ok(out)
     }
 
+    /// Whether `row` was forgotten.
+    pub(super) fn is_forgotten(&self, row: usize) -> bool {
+        self.dead[row]
+    }
+
+    /// This decision over the rows of `fresh`, the rows of `old` renumbered by `new_row`
+    /// (-1: forgotten): visited rows take their places in the same order and the kept ones
+    /// go back in the tables; the counters carry over.
+    pub(super) fn compacted(
+        &self,
+        old: &Engine,
+        fresh: &Engine,
+        new_row: &[i64],
+    ) -> Result<Decision> {
+        let mut d = Decision::new(fresh, false)?;
+        d.grow(fresh.len());
+        let mut placed: Vec<(u32, usize)> = (0..old.len())
+            .filter(|&r| new_row[r] >= 0 && self.position[r] != NONE)
+            .map(|r| (self.position[r], r))
+            .collect();
+        placed.sort_unstable();
+        for (_, r) in placed {
+            let new = new_row[r] as usize;
+            d.place(new)?;
+            if self.outcome.empty[r] {
+                d.outcome.empty[new] = true;
+            } else if self.is_in_tables(r) {
+                d.insert(fresh, new)?;
+            } else {
+                // a row visited and found a copy: its representative, if it is still there
+                let rep = new_row[self.outcome.representative[r] as usize];
+                if rep >= 0 {
+                    d.outcome.representative[new] = rep;
+                    d.outcome.distance[new] = self.outcome.distance[r];
+                    d.outcome.similarity[new] = self.outcome.similarity[r];
+                }
+            }
+        }
+        d.outcome.stats = self.outcome.stats.clone();
+        Ok(d)
+    }
+
     /// Whether `row` (visited) was put in the tables.
     fn is_in_tables(&self, row: usize) -> bool {
         !self.outcome.empty[row]

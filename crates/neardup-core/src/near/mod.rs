@@ -397,6 +397,54 @@ impl Engine {
         }
     }
 
+    /// Drops the rows that the online decision has forgotten, with their memory and their
+    /// share of the temporary file: the rows left are renumbered in their order and the
+    /// decision's tables rebuilt as they were. Returns each old row's new row (-1: dropped).
+    /// A long-running deduplicator whose texts expire calls it once forgotten rows outnumber
+    /// the live ones, so that its memory follows the texts it holds, not all it ever held.
+    pub fn compact(&mut self) -> Result<Vec<i64>> {
+        let n = self.len();
+        let Some(mut run) = self.run.take() else {
+            return Ok((0..n as i64).collect());
+        };
+        if run.all_pairs {
+            self.run = Some(run);
+            return Err(Error::InvalidArgument(
+                "compact is for the online decision, not an all-pairs run".into(),
+            ));
+        }
+        run.grow(n);
+        let result = self.compacted(&run);
+        match result {
+            Ok((fresh, new_row)) => {
+                *self = fresh;
+                Ok(new_row)
+            }
+            Err(e) => {
+                self.run = Some(run);
+                Err(e)
+            }
+        }
+    }
+
+    /// A new engine of the rows of `run` not forgotten, and the new row of each old one.
+    fn compacted(&self, run: &Decision) -> Result<(Engine, Vec<i64>)> {
+        let mut fresh = Engine::new(self.cfg.clone())?;
+        let mut new_row = vec![-1i64; self.len()];
+        let mut buf = Vec::new();
+        for (r, new) in new_row.iter_mut().enumerate() {
+            if run.is_forgotten(r) {
+                continue;
+            }
+            let mut p = self.probe_of(r);
+            p.sketch = self.sketches.get(r, &mut buf)?.to_vec();
+            *new = fresh.push(p)? as i64;
+        }
+        let rebuilt = run.compacted(self, &fresh, &new_row)?;
+        fresh.run = Some(rebuilt);
+        Ok((fresh, new_row))
+    }
+
     /// Forgets the decision under way (the rows stay).
     pub fn reset(&mut self) {
         self.run = None;

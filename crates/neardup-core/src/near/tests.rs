@@ -707,3 +707,72 @@ fn the_estimate_margin_is_five_deviations_of_a_pair_at_the_threshold() {
     assert!(rule::estimate_margin(0.3, 100) == rule::estimate_margin(0.5, 100));
     assert_eq!(rule::estimate_margin(1.0, 100), 0.0);
 }
+
+#[test]
+fn compacting_drops_forgotten_rows_and_decides_as_before() {
+    let texts = templated(1200, 11);
+    let fps: Vec<u64> = texts.iter().map(|t| fingerprint(t)).collect();
+    for (bucket_limit, verify_limit) in [(64, 32), (3, 2)] {
+        let cfg = Config {
+            bucket_limit,
+            verify_limit,
+            memory_budget: 8192, // (some sketches in the temporary file)
+            ..config(true)
+        };
+        let (first, later) = (&texts[..800], &texts[800..]);
+        let mut a = Engine::new(cfg.clone()).unwrap();
+        let mut b = Engine::new(cfg).unwrap();
+        let kept_a = a.check_and_keep(first, &fps[..800]).unwrap();
+        b.check_and_keep(first, &fps[..800]).unwrap();
+        // forget two thirds of the kept rows (texts that expired)
+        let rows: Vec<i64> = kept_a.iter().map(|x| x.1).filter(|&r| r >= 0).collect();
+        let gone: Vec<i64> = rows.iter().copied().filter(|r| r % 3 != 0).collect();
+        a.forget(&gone).unwrap();
+        b.forget(&gone).unwrap();
+        let before = b.len();
+        let spilled = b.spilled_bytes();
+        let new_row = b.compact().unwrap();
+        assert_eq!(b.len(), before - gone.len());
+        assert!(b.spilled_bytes() < spilled || spilled == 0);
+        assert!(gone.iter().all(|&r| new_row[r as usize] == -1));
+        // later texts find the same kept texts (renumbered), with the same counters
+        let rename = |found: Vec<(Vec<Found>, i64)>, map: &dyn Fn(u32) -> u32| {
+            found
+                .into_iter()
+                .map(|(m, r)| {
+                    (
+                        m.into_iter().map(|(x, d, s)| (map(x), d, s)).collect(),
+                        r >= 0,
+                    )
+                })
+                .collect::<Vec<(Vec<Found>, bool)>>()
+        };
+        let want = a.check_and_keep(later, &fps[800..]).unwrap();
+        let got = b.check_and_keep(later, &fps[800..]).unwrap();
+        let n_old = before as u32;
+        let old_of_new: Vec<u32> = {
+            let mut v = vec![0u32; b.len()];
+            for (old, &new) in new_row.iter().enumerate() {
+                if new >= 0 {
+                    v[new as usize] = old as u32;
+                }
+            }
+            v
+        };
+        // a row kept after the compaction is `n_old + k` in one and `len_after + k` in the other
+        let after = (before - gone.len()) as u32;
+        let to_old = |x: u32| {
+            if x < after {
+                old_of_new[x as usize]
+            } else {
+                n_old + (x - after)
+            }
+        };
+        assert_eq!(rename(got, &to_old), rename(want, &|x| x));
+        // (buckets cut: a ring counts the rows it ever held, a rebuilt one the live rows only)
+        let (mut got, mut want) = (counters(&b.outcome().stats), counters(&a.outcome().stats));
+        assert!(got[5] <= want[5]);
+        (got[5], want[5]) = (0, 0);
+        assert_eq!(got, want);
+    }
+}
