@@ -61,6 +61,11 @@ def test_serve_on_a_redis_store(tmp_path: Path) -> None:
                 stats = http.get("/v1/stats").json()
                 assert stats["store"] == "redis" and stats["count"] == 1
                 assert http.get("/v1/documents/r1").json()["text"] == base
+                # a SimHash radius is not how this store finds candidates: 422 naming k
+                r = http.post("/v1/check", json={"text": base, "k": 3})
+                assert r.status_code == 422 and r.json()["error"]["field"] == "k", r.text
+                r = http.post("/v1/check/batch", json={"items": [{"text": base, "k": 3}]})
+                assert r.status_code == 422 and "k=3" in r.json()["error"]["message"], r.text
         # the data lives in Redis: a new server on the same URL sees it
         with ServerProcess(tmp_path / "unused", "--store", store, "--retention", "1d") as again:
             r = httpx.post(again.url + "/v1/check", json={"text": base}, timeout=30)

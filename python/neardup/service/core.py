@@ -188,7 +188,7 @@ class DedupService:
 
     def _check_one(self, item: CheckItem) -> list[Any]:
         if item.text is not None:
-            return list(self.backend.check(item.text, k=item.k))
+            return self._checked(item.k, lambda: list(self.backend.check(item.text, k=item.k)))
         assert item.fingerprint is not None
         try:
             return check_fingerprint(self.backend, item.fingerprint, item.k)
@@ -198,6 +198,17 @@ class DedupService:
                 "this store cannot look up a bare fingerprint; send 'text'",
                 field="fingerprint",
             ) from None
+
+    @staticmethod
+    def _checked(k: int | None, check: Callable[[], T]) -> T:
+        """``check()``; a ``ValueError`` with ``k`` given is about ``k`` (a store that finds
+        candidates otherwise, like Redis, refuses it): invalid_value naming the field."""
+        try:
+            return check()
+        except ValueError as e:
+            if k is None:
+                raise
+            raise ApiError("invalid_value", str(e), field="k") from None
 
     def _check_many(self, items: list[CheckItem]) -> list[list[Any]]:
         results: list[list[Any] | None] = [None] * len(items)
@@ -209,7 +220,8 @@ class DedupService:
             else:
                 by_k.setdefault(item.k, []).append(i)
         for k, positions in by_k.items():
-            found = self.backend.check_many([items[i].text for i in positions], k=k)
+            texts = [items[i].text for i in positions]
+            found = self._checked(k, lambda: self.backend.check_many(texts, k=k))  # noqa: B023
             for i, matches in zip(positions, found):
                 results[i] = list(matches)
         return [r if r is not None else [] for r in results]
