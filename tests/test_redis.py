@@ -93,6 +93,12 @@ def test_same_answers_as_the_embedded_store(any_url: str) -> None:
                 shared.remove(i)
         local.add(9, texts[520])  # replaces id 9
         shared.add(9, texts[520])
+        # one id twice in a batch (the later text replaces the earlier one), and an id stored
+        # before, sent again with another text
+        again = [50, 50, 1, 700]
+        batch = [texts[530], texts[531], texts[532], texts[530] + " again"]
+        want = _answers(local.check_and_add_many(again, batch))
+        assert _answers(shared.check_and_add_many(again, batch)) == want
         queries = texts[:40] + texts[520:600]
         want_checks = _answers([(True, m) for m in local.check_many(queries)])
         assert _answers([(True, m) for m in shared.check_many(queries)]) == want_checks
