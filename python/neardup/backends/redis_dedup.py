@@ -148,14 +148,18 @@ class RedisDeduplicator(Closing):
         go to redis-py (``socket_timeout``, ...)."""
         pol = _policy_from(policy, k, preset)  # (a bad policy is refused before connecting)
         client, options = connect(url, **client_kwargs)
-        return cls(
-            client,
-            policy=pol,
-            namespace=namespace if namespace is not None else options.get("namespace", "neardup"),
-            retention=retention if retention is not None else options.get("retention"),
-            cluster=url.split("://", 1)[0].lower().endswith("+cluster"),
-            url=url,
-        )
+        try:
+            return cls(
+                client,
+                policy=pol,
+                namespace=options.get("namespace", "neardup") if namespace is None else namespace,
+                retention=options.get("retention") if retention is None else retention,
+                cluster=url.split("://", 1)[0].lower().endswith("+cluster"),
+                url=url,
+            )
+        except BaseException:
+            client.close()  # (settings refused, or the server unreachable)
+            raise
 
     # -- the decision --------------------------------------------------------------------------
 
