@@ -80,7 +80,7 @@ impl Ring {
 
 /// Rows visited together by [`Decision::visit_many`]: their candidate searches run on the pool
 /// against the tables as they were before the first of them.
-const CHUNK: usize = 128;
+const CHUNK: usize = 64;
 /// Visits of fewer rows run on this thread.
 const PARALLEL_MIN_ROWS: usize = 256;
 
