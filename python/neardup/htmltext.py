@@ -56,9 +56,7 @@ def main_text(markup: str, max_link_density: float = 0.5) -> str:
     return _core.main_text(markup, max_link_density)
 
 
-def main_text_fell_back_many(
-    markups: Iterable[str], max_link_density: float = 0.5
-) -> list[bool]:
+def main_text_fell_back_many(markups: Iterable[str], max_link_density: float = 0.5) -> list[bool]:
     """Of every page, whether :func:`main_text` is its whole visible text because the extraction
     left nothing (a reference page of link lists, a body the markup calls navigation)."""
     return _core.main_text_fell_back_many(markups, max_link_density)
