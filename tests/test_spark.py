@@ -1,12 +1,15 @@
 """neardup.spark in Spark local mode: the same kept rows and clusters as the single-machine
-engine (``CorpusDeduper`` and the ``neardup dedup`` command) on the same input.
+engine (``CorpusDeduper`` and the ``neardup dedup`` command) on the same input, with outputs
+written by the executors as part files.
 
-Spark is slow to start on two cores: one session for the module, few and small jobs.
+Spark is slow to start on two cores: one session for the module (held to
+``spark.driver.maxResultSize=64m`` and ``spark.driver.memory=1g`` for every test), few jobs.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import time
 from collections.abc import Iterator
@@ -18,7 +21,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="the [spark] extra is required")
 
-from _helpers import SAMPLE, neardup  # noqa: E402
+from _helpers import SAMPLE, neardup, words  # noqa: E402
 from neardup import spark as nspark  # noqa: E402
 from neardup.corpus import CorpusDeduper  # noqa: E402
 from neardup.dedup import Policy  # noqa: E402
@@ -31,6 +34,10 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
 ]
 
+#: A policy whose own limits do not bind on the corpora here (the local engine then compares
+#: every document with every kept one that shares a band), so both engines must agree exactly.
+UNBOUND = Policy.default().replace(bucket_limit=512, verify_limit=512)
+
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
@@ -39,10 +46,11 @@ def spark() -> Iterator[SparkSession]:
     session = (
         SparkSession.builder.master("local[2]")
         .appName("neardup-tests")
-        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "1g")
+        .config("spark.driver.maxResultSize", "64m")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .getOrCreate()
     )
@@ -53,7 +61,8 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(scope="module")
 def rows() -> list[dict[str, Any]]:
-    """Real text: 150 rows of the sample corpus plus exact and edited copies of 20 of them."""
+    """Real text: 150 rows of the sample corpus plus exact and edited copies of 20 of them,
+    and two blank texts."""
     with open(SAMPLE, encoding="utf-8") as f:
         base = [json.loads(line) for _, line in zip(range(150), f)]
     out = list(base)
@@ -64,13 +73,39 @@ def rows() -> list[dict[str, Any]]:
             else r["text"][: len(r["text"]) // 2] + "，" + r["text"][len(r["text"]) // 2 :]
         )
         out.insert(3 * i + 5, dict(r, id=f"copy{i:02d}", text=text))
+    out.insert(40, dict(base[0], id="blank1", text=""))
+    out.insert(90, dict(base[0], id="blank2", text="   "))
     return out
 
 
-def _local(rows: list[dict[str, Any]], keep_order: Any = None) -> Any:
-    d = CorpusDeduper()
-    d.feed([r["text"] for r in rows])
-    return d.result(keep_order)
+def _edit(text: str, rng: random.Random, edits: int) -> str:
+    chars = list(text)
+    for _ in range(edits):
+        chars[rng.randrange(len(chars))] = rng.choice("abcdefghijklmnopqrstuvwxyz ")
+    return "".join(chars)
+
+
+def families(n: int, size: int, max_edits: int, seed: int) -> list[str]:
+    """``n`` texts in families of about ``size`` near-copies (0..max_edits character edits of
+    one base text of 20-60 words), shuffled; plus templated notices (one template, a number
+    and a name filled in), whose members are near each other or not by chance."""
+    rng = random.Random(seed)
+    bases = [words(seed * 100_003 + i, rng.randint(20, 60)) for i in range(-(-n // size))]
+    out = [_edit(bases[i % len(bases)], rng, rng.randint(0, max_edits)) for i in range(n)]
+    names = ["Alice Martin", "Bob Chen", "Carol Diaz", "Dan Evans"]
+    for _ in range(n // 20):
+        out.append(
+            f"Dear {rng.choice(names)}, your parcel {rng.randrange(10**6):06d} is waiting at the "
+            f"depot on {rng.choice(['Main', 'High', 'Mill'])} Street until Friday."
+        )
+    rng.shuffle(out)
+    return out
+
+
+def _local(texts: list[str], policy: Policy | None = None, order: Any = None) -> Any:
+    d = CorpusDeduper(policy)
+    d.feed(texts)
+    return d.result(order)
 
 
 def _expected_clusters(res: Any, ids: list[Any]) -> list[tuple[Any, Any, bool, int]]:
@@ -87,49 +122,117 @@ def _expected_clusters(res: Any, ids: list[Any]) -> list[tuple[Any, Any, bool, i
     ]
 
 
+def _part_rows(path: Path) -> list[dict[str, Any]]:
+    """The JSONL part files of a Spark output directory, in part order."""
+    assert (path / "_SUCCESS").exists()
+    out = []
+    for part in sorted(path.glob("part-*")):
+        out += [json.loads(line) for line in part.read_text("utf-8").splitlines()]
+    return out
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+
+
 def test_dedup_matches_the_single_machine_engine(
     spark: SparkSession, rows: list[dict[str, Any]]
 ) -> None:
     """Default policy, keep first, ids = row numbers: same kept rows, same clusters (ids,
-    kept flags, distances, similarities), in the same order."""
+    kept flags, distances, similarities), in the same order; the blank texts are kept and in
+    no cluster."""
     df = spark.createDataFrame([(r["text"], r["id"]) for r in rows], "text string, key string")
-    kept_df, clusters_df = nspark.dedup(df, "text")
-    res = _local(rows)
+    frames = nspark.dedup_frames(df, "text")
+    res = _local([r["text"] for r in rows])
     assert res.duplicates >= 20
-    kept = [r["key"] for r in kept_df.collect()]
+    kept = [r["key"] for r in frames.kept.collect()]
     assert kept == [r["id"] for r, k in zip(rows, res.kept) if k]
-    got = [tuple(r) for r in clusters_df.collect()]
+    assert {"blank1", "blank2"} <= set(kept)
+    got = [tuple(r) for r in frames.clusters.collect()]
     want = _expected_clusters(res, list(range(len(rows))))
     assert [g[:4] for g in got] == want
     for g in got:
         if not g[2]:
             assert g[4] == pytest.approx(res.similarity[g[0]])
-    assert set(kept_df.columns) == {"text", "key"}
+    assert set(frames.kept.columns) == {"text", "key"}
+    assert frames.stats["empty"] == 2
+    frames.unpersist()
+
+
+def test_families_and_templates_give_the_local_kept_set(spark: SparkSession) -> None:
+    """Hot buckets: 2,000 texts in 10 families of ~200 near-copies (up to 3 edits: many members
+    fail against the family's first and are kept, so buckets hold many kept documents) plus
+    templated notices; the kept set and every dropped document's cluster equal the local
+    engine's under a policy whose limits do not bind -- keep first with every decision round on
+    the executors, keep longest with the defaults -- and the bucket bound holds the candidate
+    pairs well below the square of the family size."""
+    texts = families(2000, 200, 3, seed=3)
+    n = len(texts)
+    df = spark.createDataFrame(list(enumerate(texts)), "id long, text string")
+    lengths = np.asarray([len(t) for t in texts], np.int64)
+    runs = (
+        ("first", None, nspark.Bounds(finish_below=0)),
+        ("longest", np.lexsort((np.arange(n), -lengths)), None),
+    )
+    for keep, order, bounds in runs:
+        res = _local(texts, UNBOUND, order)
+        assert res.stats["capped"] == 0 and res.stats["buckets_cut"] == 0
+        assert 20 < int(res.kept.sum()) < n // 2
+        frames = nspark.dedup_frames(df, "text", "id", policy=UNBOUND, keep=keep, bounds=bounds)
+        kept = [r[0] for r in frames.kept.select("id").collect()]
+        assert kept == np.flatnonzero(res.kept).tolist(), keep
+        reps = {r[0]: r[1] for r in frames.clusters.where("not kept").collect()}
+        assert reps == {i: int(r) for i, r in enumerate(res.representative.tolist()) if r != i}
+        if bounds is not None:
+            assert frames.stats["rounds"] >= 2 and frames.stats["decided_in_one_task"] == 0
+        # ~200 members per family: all pairs would be 10 * 200 * 199 / 2 = 199,000
+        assert frames.stats["candidate_pairs"] < 60_000, frames.stats
+        frames.unpersist()
 
 
 def test_cli_engine_matches_neardup_dedup(
     spark: SparkSession, rows: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    """run_dedup_cli (what `neardup dedup --engine spark` calls) writes the same kept ids and the
-    same clusters file as the local `neardup dedup` command on the same JSONL input."""
+    """run_dedup_cli (what `neardup dedup --engine spark` calls) has the executors write the
+    kept records, the clusters and the pairs as part-file directories with the same content as
+    the local command's files on the same JSONL input (pairs: as Parquet, asked by name)."""
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     local_out, local_cl = tmp_path / "local.jsonl", tmp_path / "local-clusters.jsonl"
-    r = neardup("dedup", str(src), "-o", str(local_out), "--clusters", str(local_cl))
+    local_pairs = tmp_path / "local-pairs.jsonl"
+    r = neardup(
+        "dedup", str(src), "-o", str(local_out), "--clusters", str(local_cl),
+        "--pairs", str(local_pairs),
+    )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    out, cl = tmp_path / "spark.jsonl", tmp_path / "spark-clusters.jsonl"
-    summary = nspark.run_dedup_cli([str(src)], str(out), text_field="text", clusters=str(cl))
+    out, cl, pairs = tmp_path / "kept", tmp_path / "clusters", tmp_path / "pairs.parquet"
+    summary = nspark.run_dedup_cli(
+        [str(src)], str(out), text_field="text", clusters=str(cl), pairs=str(pairs)
+    )
+    got = _part_rows(out)
+    assert [x["id"] for x in got] == [x["id"] for x in _lines(local_out)]
+    assert got[0] == rows[0]
+    want_cl = _lines(local_cl)
+    got_cl = _part_rows(cl)
+    assert [{k: x[k] for k in want_cl[0]} for x in got_cl] == want_cl
+    import pyarrow.parquet as pq
 
-    def ids(p: Path) -> list[Any]:
-        return [json.loads(line)["id"] for line in p.read_text("utf-8").splitlines()]
-
-    assert ids(out) == ids(local_out)
-    assert cl.read_text("utf-8").splitlines() == local_cl.read_text("utf-8").splitlines()
-    first = json.loads(out.read_text("utf-8").splitlines()[0])
-    assert first == {k: rows[0][k] for k in first} and set(first) == set(rows[0])
+    assert list(pairs.glob("part-*.parquet"))
+    table = pq.read_table(pairs).to_pylist()
+    assert {(p["a"], p["b"]) for p in table} == {(p["a"], p["b"]) for p in _lines(local_pairs)}
     assert summary["documents"] == len(rows)
-    assert summary["kept"] == len(ids(local_out))
+    assert summary["kept"] == len(got)
     assert summary["removed"] == len(rows) - summary["kept"]
+    assert summary["empty"] == 2
+    # a second run replaces what Spark wrote; a directory Spark did not write is never replaced
+    nspark.run_dedup_cli([str(src)], str(out), text_field="text", empty="drop")
+    assert len(_part_rows(out)) == len(got) - 2
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="Spark did not write"):
+        nspark.run_dedup_cli([str(src)], str(mine))
+    assert (mine / "notes.txt").read_text() == "keep me"
 
 
 def _timed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -149,37 +252,79 @@ def _timed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("keep", ["longest", "newest"])
-def test_cli_engine_keep_policies_match_neardup_dedup(
-    spark: SparkSession, rows: list[dict[str, Any]], tmp_path: Path, keep: str
+def test_cli_keep_newest_matches_neardup_dedup(
+    spark: SparkSession, rows: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    """--keep longest / newest: run_dedup_cli keeps the same documents and writes the same
-    clusters as the local `neardup dedup` with the same policy, and the policy matters (the
-    kept set differs from --keep first)."""
+    """--keep newest: the same documents and clusters as the local `neardup dedup`, and the
+    policy matters (the kept set differs from --keep first)."""
     data = _timed(rows)
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in data), "utf-8")
-    flags = ["--keep", keep] + (["--time-field", "published"] if keep == "newest" else [])
+    flags = ["--keep", "newest", "--time-field", "published"]
     local_out, local_cl = tmp_path / "local.jsonl", tmp_path / "local-clusters.jsonl"
     r = neardup("dedup", str(src), "-o", str(local_out), "--clusters", str(local_cl), *flags)
     assert r.returncode == 0, r.stderr
     first_out = tmp_path / "first.jsonl"
     assert neardup("dedup", str(src), "-o", str(first_out)).returncode == 0
-    out, cl = tmp_path / "spark.jsonl", tmp_path / "spark-clusters.jsonl"
+    out, cl = tmp_path / "spark", tmp_path / "spark-clusters"
     nspark.run_dedup_cli(
-        [str(src)],
-        str(out),
-        keep=keep,
-        time_field="published" if keep == "newest" else None,
-        clusters=str(cl),
+        [str(src)], str(out), keep="newest", time_field="published", clusters=str(cl)
     )
+    ids = [x["id"] for x in _part_rows(out)]
+    assert ids != [x["id"] for x in _lines(first_out)]
+    assert ids == [x["id"] for x in _lines(local_out)]
+    want_cl = _lines(local_cl)
+    assert [{k: x[k] for k in want_cl[0]} for x in _part_rows(cl)] == want_cl
 
-    def ids(p: Path) -> list[Any]:
-        return [json.loads(line)["id"] for line in p.read_text("utf-8").splitlines()]
 
-    assert ids(local_out) != ids(first_out)
-    assert ids(out) == ids(local_out)
-    assert cl.read_text("utf-8").splitlines() == local_cl.read_text("utf-8").splitlines()
+def _site(n_articles: int, seed: int) -> list[dict[str, Any]]:
+    """Pages of one site: the same menu and footer lines around each article's paragraphs;
+    some articles twice (a copy with one word changed), and one page whose article is its
+    menu only."""
+    rng = random.Random(seed)
+    menu = "".join(f"<p>{words(9000 + i, 6)}</p>" for i in range(4))
+    footer = f"<p>{words(9100, 12)}</p><p>{words(9101, 8)}</p>"
+    pages = []
+    for i in range(n_articles):
+        body = "".join(f"<p>{words(seed * 1000 + i * 10 + j, 30)}</p>" for j in range(3))
+        pages.append(body)
+        if i % 4 == 0:
+            pages.append(body.replace("<p>", "<p>changed ", 1))
+    rng.shuffle(pages)
+    out = [
+        {
+            "id": f"p{i}",
+            "text": f"<html><body><nav>{menu}</nav><main>{b}</main>{footer}</body></html>",
+        }
+        for i, b in enumerate(pages)
+    ]
+    out.append({"id": "menu-only", "text": f"<html><body>{menu}{footer}</body></html>"})
+    return out
+
+
+def test_pages_are_prepared_as_the_local_engine_does(spark: SparkSession, tmp_path: Path) -> None:
+    """Pages: the Spark job learns the corpus's boilerplate lines on the executors first, as
+    the local command does, so the prepared texts -- and the kept set and clusters -- are the
+    local engine's."""
+    pages = _site(40, seed=11)
+    src = tmp_path / "pages.jsonl"
+    src.write_text("".join(json.dumps(p) + "\n" for p in pages), "utf-8")
+    local_out, local_cl = tmp_path / "local.jsonl", tmp_path / "local-clusters.jsonl"
+    r = neardup("dedup", str(src), "-o", str(local_out), "--clusters", str(local_cl))
+    assert r.returncode == 0, r.stderr
+    df = spark.read.json(str(src))
+    frames = nspark.dedup_frames(df, "text", "id")
+    assert frames.stats["pages"] == len(pages)
+    assert frames.stats["boilerplate_lines"] >= 5
+    kept = [r["id"] for r in frames.kept.collect()]
+    local_kept = [x["id"] for x in _lines(local_out)]
+    assert len(local_kept) < len(pages)
+    assert kept == local_kept
+    want_cl = _lines(local_cl)
+    assert [
+        {k: r[k] for k in ("id", "cluster", "kept", "distance")} for r in frames.clusters.collect()
+    ] == want_cl
+    frames.unpersist()
 
 
 def test_keep_newest_needs_good_times(spark: SparkSession) -> None:
@@ -193,34 +338,6 @@ def test_keep_newest_needs_good_times(spark: SparkSession) -> None:
         nspark.dedup(df, "text", "key", keep="newest", time_col="when")
     with pytest.raises(ValueError, match="time_col 't': the row of key 'k2': time 'soon'"):
         nspark.dedup(df, "text", "key", keep="newest", time_col="t")
-    kept, _ = nspark.dedup(df.where("key = 'k1'"), "text", "key", keep="newest", time_col="t")
-    assert [r["key"] for r in kept.collect()] == ["k1"]
-
-
-def test_resolve_keep_longest_matches_corpus_deduper(rows: list[dict[str, Any]]) -> None:
-    """The driver-side keep rule equals CorpusDeduper.result for keep="longest" too (no Spark
-    needed: fed with the engine's own verified pairs, CorpusDeduper.near_pairs)."""
-    d = CorpusDeduper()
-    texts = [r["text"] for r in rows]
-    d.feed(texts)
-    lengths = np.asarray([len(t) for t in texts], dtype=np.int64)
-    n = len(rows)
-    order = np.lexsort((np.arange(n), -lengths))
-    res = d.result(order)
-    every = d.near_pairs(order)
-    pairs = list(
-        zip(
-            every.pairs_a.tolist(),
-            every.pairs_b.tolist(),
-            every.pairs_distance.tolist(),
-            every.pairs_similarity.tolist(),
-        )
-    )
-    assert res.duplicates > 10
-    dec = nspark._resolve(pairs, "longest", {i: int(x) for i, x in enumerate(lengths)})
-    got = dict(zip(dec[nspark._ROW].tolist(), dec["__rep"].tolist()))
-    want = {i: int(r) for i, r in enumerate(res.representative) if i in got or r != i}
-    assert got == want
 
 
 def test_bad_arguments(spark: SparkSession) -> None:
@@ -235,14 +352,39 @@ def test_bad_arguments(spark: SparkSession) -> None:
         nspark.dedup(df, "text", policy=Policy(verifier="levenshtein"))
     with pytest.raises(ValueError, match="k must"):
         nspark.dedup(df, "text", k=65)
+    with pytest.raises(ValueError, match="empty must"):
+        nspark.dedup(df, "text", empty="maybe")
+    with pytest.raises(ValueError, match="heads must"):
+        nspark.Bounds(heads=0)
 
 
 def test_an_input_spark_cannot_decode_is_refused_before_the_job(tmp_path: Path) -> None:
     """An .xz or .zst file (which the local engine reads) is refused with the codec and the fix,
-    instead of reaching Spark's JSON reader as bytes ('_corrupt_record')."""
+    instead of reaching Spark's JSON reader as bytes ('_corrupt_record'); so is an output
+    path that is a file."""
     import lzma
 
     src = tmp_path / "docs.jsonl.xz"
     src.write_bytes(lzma.compress(b'{"id": 1, "text": "a text"}\n'))
     with pytest.raises(ValueError, match=r"no \.xz codec.*xz -dk .*docs\.jsonl\.xz"):
-        nspark.run_dedup_cli([str(src)], str(tmp_path / "out.jsonl"))
+        nspark.run_dedup_cli([str(src)], str(tmp_path / "out"))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "part.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    with pytest.raises(ValueError, match=r"no \.zst codec.*zstd -d"):
+        nspark.run_dedup_cli([str(tmp_path / "d")], str(tmp_path / "out"))
+    plain = tmp_path / "docs.jsonl"
+    plain.write_text('{"id": 1, "text": "a text"}\n')
+    (tmp_path / "file.jsonl").write_text("")
+    with pytest.raises(ValueError, match="is a file; with --engine spark the output is a dir"):
+        nspark.run_dedup_cli([str(plain)], str(tmp_path / "file.jsonl"))
+
+
+def test_spark_flags_need_the_spark_engine(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 1, "text": "a text"}\n')
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--master", "local[2]")
+    assert r.returncode == 2 and "--master need --engine spark" in r.stderr
+    r = neardup(
+        "dedup", str(src), "-o", str(tmp_path / "o"), "--engine", "spark", "--spark-conf", "x"
+    )
+    assert r.returncode == 2 and "--spark-conf 'x': expected KEY=VALUE" in r.stderr

@@ -1,0 +1,312 @@
+"""Batch near-duplicate removal on Apache Spark, for corpora larger than one machine.
+
+``dedup(df, text_col, id_col)`` returns the rows to keep and the clusters with the decision of
+the single-machine ``neardup dedup`` (:class:`neardup.corpus.CorpusDeduper`): documents are
+visited in preference order (``keep="first"``: input order, ``"longest"``: the longest text
+first, ``"newest"``: the latest time first; ties in input order) and a document is dropped
+when a document *kept* before it passes the verifier against it; its cluster is the best such
+kept document (highest similarity, then nearest, then earliest). The candidates, their ranking
+and the verifier are the local engine's own (``neardup.kept.rule_for``: the core's
+``NearRule``); only where the candidates are held differs.
+
+The job, stage by stage -- all of it on the executors; the driver plans the stages and reads
+counts (rows, rounds), never rows:
+
+1. **Prepare** (``mapInPandas``): each text as ``CorpusDeduper.prepare`` makes it -- pages by
+   their main text less the lines that are boilerplate *of the whole corpus*, learnt in a first
+   distributed pass (:func:`neardup.spark._job.learn_boilerplate`) -- then its fingerprint,
+   length, band keys and min-hash bytes (``NearRule.probes``) and a 128-bit hash of the
+   prepared text. Empty prepared texts are never candidates: kept (or dropped with
+   ``empty="drop"``), never clustered.
+2. **Exact copies**: documents with the same prepared text are one document for the pair
+   stage; every later copy is dropped (its representative is worked out at the end).
+3. **Candidates**: the documents of each MinHash band bucket, in preference order; each one is
+   paired with the bucket's first ``Bounds.heads`` documents and the ``Bounds.window`` documents
+   before it (window functions), so a hot bucket costs ``heads + window`` pairs per document,
+   not a square. The rule's ranking drops the pairs whose estimated similarity is out of reach
+   (``NearRule.rank``), and the rest are verified exactly (``NearRule.verify``), grouped by
+   their later document.
+4. **Decision**: the lexicographically first maximal independent set of the verified pairs, in
+   rounds (:func:`neardup.spark._job.decide`), then each dropped document's representative (a
+   grouped minimum).
+5. **Output**: ``kept`` (the input's rows and columns, input order), ``clusters`` and ``pairs``
+   are DataFrames; :func:`run_dedup_cli` has the executors write them as part files.
+
+So ``dedup`` gives the local engine's kept set whenever the local engine's own limits
+(``Policy.bucket_limit`` kept documents read per band, ``verify_limit`` verified) and the
+bucket bound above do not bind: every document's candidates are then the same. docs/batch.md
+("Spark") says where they differ.
+
+Install with ``pip install 'neardup[spark]'``; pyspark is imported only by this package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+try:
+    import pandas as pd  # noqa: F401  (needed by the workers)
+    from pyspark import StorageLevel
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+except ModuleNotFoundError as e:  # pragma: no cover - exercised only without the extra
+    raise ModuleNotFoundError(
+        "neardup.spark needs pyspark, pandas and pyarrow: pip install 'neardup[spark]'",
+        name=e.name,
+    ) from e
+
+from neardup.policy import Policy
+from neardup.spark import _job
+from neardup.spark._job import DROPPED, KEPT, POS, ROW, Bounds, Frames
+
+__all__ = ["KEEP", "Bounds", "Frames", "dedup", "dedup_frames", "run_dedup_cli"]
+
+KEEP = ("first", "longest", "newest")
+
+
+def _policy_for(policy: Policy | Mapping[str, Any] | None, k: int | None) -> Policy:
+    if policy is None:
+        pol = Policy.default()
+    elif isinstance(policy, Policy):
+        pol = policy
+    elif isinstance(policy, Mapping):
+        pol = Policy.from_dict(policy)
+    else:
+        raise TypeError(f"policy must be a Policy or dict, got {type(policy).__name__}")
+    if k is not None:
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
+            raise ValueError(f"k must be an int in 0..64 or None, got {k!r}")
+        pol = pol.replace(k_short=k, k_long=k)
+    if pol.verifier not in ("jaccard", "none"):
+        raise ValueError(
+            f"the Spark job supports verifier 'jaccard' or 'none' (like neardup dedup); "
+            f"got {pol.verifier!r}"
+        )
+    return pol
+
+
+def dedup(
+    df: DataFrame,
+    text_col: str,
+    id_col: str | None = None,
+    k: int | None = None,
+    *,
+    policy: Policy | Mapping[str, Any] | None = None,
+    keep: str = "first",
+    order_col: str | None = None,
+    time_col: str | None = None,
+    empty: str = "keep",
+    bounds: Bounds | None = None,
+) -> tuple[DataFrame, DataFrame]:
+    """Drop near-duplicates from ``df``; returns ``(kept_df, clusters_df)`` (see
+    :func:`dedup_frames`, which also gives the verified pairs and the job's counts)."""
+    frames = dedup_frames(
+        df,
+        text_col,
+        id_col,
+        k,
+        policy=policy,
+        keep=keep,
+        order_col=order_col,
+        time_col=time_col,
+        empty=empty,
+        bounds=bounds,
+    )
+    return frames.kept, frames.clusters
+
+
+def dedup_frames(
+    df: DataFrame,
+    text_col: str,
+    id_col: str | None = None,
+    k: int | None = None,
+    *,
+    policy: Policy | Mapping[str, Any] | None = None,
+    keep: str = "first",
+    order_col: str | None = None,
+    time_col: str | None = None,
+    empty: str = "keep",
+    bounds: Bounds | None = None,
+) -> Frames:
+    """Drop near-duplicates from ``df``: the kept rows, the clusters and the verified pairs.
+
+    - ``text_col``: the column with the text; ``id_col``: the id column (``None``: the row
+      number in input order, from 0).
+    - ``k``: with ``verifier="none"``, the SimHash radius (``None``: the policy's,
+      length-aware); the Jaccard verifier's candidates come from MinHash bands.
+    - ``policy``: :class:`neardup.dedup.Policy` (default ``Policy.default()``); verifier
+      ``"jaccard"`` or ``"none"``.
+    - ``keep``: ``"first"`` (input order), ``"longest"`` (the longest ``text_col`` as read) or
+      ``"newest"`` (the latest ``time_col``: seconds since the epoch or ISO 8601, naive times in
+      UTC, :func:`neardup.io.parse_time`); ties in input order. Input order is ``order_col``'s
+      when given, else the DataFrame's own (``monotonically_increasing_id``: the input must
+      read the same rows in the same partitions each time, as a file read does). A
+      ``time_col`` value that is not a time is a ValueError naming the row.
+    - ``empty``: what becomes of documents whose prepared text is empty (never anybody's copy):
+      ``"keep"`` (default) or ``"drop"``.
+    - ``bounds``: the Spark job's own limits (:class:`Bounds`).
+
+    The frames are lazy: writing them runs the rest of the job; the stages they share stay
+    cached until :meth:`Frames.unpersist`.
+    """
+    if text_col not in df.columns:
+        raise ValueError(f"text_col {text_col!r} is not a column of df: {df.columns}")
+    if id_col is not None and id_col not in df.columns:
+        raise ValueError(f"id_col {id_col!r} is not a column of df: {df.columns}")
+    if order_col is not None and order_col not in df.columns:
+        raise ValueError(f"order_col {order_col!r} is not a column of df: {df.columns}")
+    if keep not in KEEP:
+        raise ValueError(f"keep must be one of {', '.join(KEEP)}; got {keep!r}")
+    if keep == "newest" and time_col is None:
+        raise ValueError('keep="newest" needs time_col (the column with each row\'s time)')
+    if time_col is not None and time_col not in df.columns:
+        raise ValueError(f"time_col {time_col!r} is not a column of df: {df.columns}")
+    if empty not in ("keep", "drop"):
+        raise ValueError(f"empty must be 'keep' or 'drop', got {empty!r}")
+    pol = _policy_for(policy, k)
+    bnd = bounds if bounds is not None else Bounds()
+    spark = df.sparkSession
+    stats: dict[str, Any] = {}
+    cached: list[DataFrame] = []
+
+    def keep_cached(frame: DataFrame) -> DataFrame:
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(frame)
+        return frame
+
+    order = F.col(order_col).cast("long") if order_col else F.monotonically_increasing_id()
+    numbered = df.withColumn(ROW, order)
+    source = numbered.select(ROW, text_col, *([time_col] if time_col else []))
+
+    # 1. prepare: the corpus's page boilerplate first, then every text
+    boilerplate = None
+    if pol.html is not False:
+        pages, lines = _job.learn_boilerplate(source, text_col, pol)
+        stats["pages"] = pages
+        stats["boilerplate_lines"] = len(lines)
+        if lines:
+            boilerplate = spark.sparkContext.broadcast(frozenset(lines))
+    prepared = _job.prepare(
+        source, text_col, pol, time_col if keep == "newest" else None, boilerplate
+    )
+    if keep == "newest":
+        prepared = keep_cached(prepared)
+        bad = prepared.where(F.col("terr").isNotNull()).orderBy(ROW).select(ROW, "terr").first()
+        if bad is not None:
+            where = f"the row at position key {bad[0]}"
+            if id_col is not None:
+                row = numbered.where(F.col(ROW) == bad[0]).select(id_col).first()
+                where = f"the row of {id_col} {row[0]!r}" if row is not None else where
+            raise ValueError(f"time_col {time_col!r}: {where}: {bad[1]}")
+    docs = keep_cached(prepared.join(_job.positions(prepared, keep), ROW))
+    stats["empty"] = docs.where(F.col("len") == 0).count()
+
+    # 2. exact copies: one document per prepared text (the first in preference order)
+    full = docs.where(F.col("len") > 0)
+    firsts = full.groupBy("h1", "h2").agg(F.min(POS).alias("canon"))
+    copies = keep_cached(
+        full.join(firsts, ["h1", "h2"])
+        .where(F.col(POS) != F.col("canon"))
+        .select(F.col(POS).alias("copy"), "canon")
+    )
+    distinct = full.join(copies.select(F.col("copy").alias(POS)), POS, "left_anti")
+
+    # 3-4. candidates, ranked and verified, and the decision
+    edges, state = _job.resolve(distinct, pol, bnd, stats, keep_cached)
+    kept_nodes = state.where(F.col("st") == KEPT).select(F.col("node"))
+    dropped_nodes = state.where(F.col("st") == DROPPED).select(F.col("node"))
+    rep_distinct = _job.best(
+        edges.join(dropped_nodes.withColumnRenamed("node", "b"), "b", "left_semi").join(
+            kept_nodes.withColumnRenamed("node", "a"), "a", "left_semi"
+        ),
+        "b",
+        "a",
+    ).withColumnRenamed("b", "x")
+    # an exact copy: its first copy when that is kept, else the best kept document that passes
+    # against the first copy (the same text) and comes before the copy
+    canon_state = copies.join(state.withColumnRenamed("node", "canon"), "canon", "left")
+    copy_of_kept = canon_state.where(F.col("st").isNull() | (F.col("st") == KEPT)).select(
+        F.col("copy").alias("x"),
+        F.col("canon").alias("rep"),
+        F.lit(0).cast("long").alias("d"),
+        F.lit(1.0).alias("sim"),
+    )
+    copy_of_dropped = canon_state.where(F.col("st") == DROPPED).select("copy", "canon")
+    kept_pos = kept_nodes.withColumnRenamed("node", "other")
+    before = copy_of_dropped.join(
+        edges.select(F.col("b").alias("canon"), F.col("a").alias("other"), "d", "sim"), "canon"
+    ).unionByName(
+        copy_of_dropped.join(
+            edges.select(F.col("a").alias("canon"), F.col("b").alias("other"), "d", "sim"), "canon"
+        )
+    )
+    before = before.join(kept_pos, "other", "left_semi").where(F.col("other") < F.col("copy"))
+    rep_copies = _job.best(before, "copy", "other").withColumnRenamed("copy", "x")
+    dropped = keep_cached(rep_distinct.unionByName(copy_of_kept).unionByName(rep_copies))
+
+    # 5. the frames
+    rows = docs.select(ROW, POS, "len")
+    ids = numbered.select(
+        ROW, (F.col(id_col) if id_col else _job.number_rows(numbered)).alias("id")
+    )
+    ids = ids.join(rows.select(ROW, POS), ROW)
+    gone = dropped.select(F.col("x").alias(POS)).join(rows, POS).select(ROW)
+    if empty == "drop":
+        gone = gone.unionByName(rows.where(F.col("len") == 0).select(ROW))
+    kept_df = numbered.join(gone, ROW, "left_anti").orderBy(ROW).drop(ROW)
+
+    member = dropped.select(
+        F.col("x").alias(POS), F.col("rep"), "d", "sim", F.lit(False).alias("kept")
+    )
+    heads = dropped.select(
+        F.col("rep").alias(POS),
+        F.col("rep"),
+        F.lit(0).cast("long").alias("d"),
+        F.lit(1.0).alias("sim"),
+        F.lit(True).alias("kept"),
+    ).distinct()
+    by_pos = ids.select(POS, ROW, "id")
+    clusters_df = (
+        member.unionByName(heads)
+        .join(by_pos, POS)
+        .join(
+            by_pos.select(
+                F.col(POS).alias("rep"), F.col(ROW).alias("rep_row"), F.col("id").alias("cluster")
+            ),
+            "rep",
+        )
+        .orderBy("rep_row", F.col("kept").desc(), ROW)
+        .select(
+            "id", "cluster", "kept", F.col("d").alias("distance"), F.col("sim").alias("similarity")
+        )
+    )
+    every_pair = edges.select("a", "b", "d", "sim").unionByName(
+        copies.select(
+            F.col("canon").alias("a"),
+            F.col("copy").alias("b"),
+            F.lit(0).cast("long").alias("d"),
+            F.lit(1.0).alias("sim"),
+        )
+    )
+    pairs_df = (
+        every_pair.join(
+            by_pos.select(F.col(POS).alias("a"), F.col("id").alias("id_a"), F.col(ROW).alias("ra")),
+            "a",
+        )
+        .join(
+            by_pos.select(F.col(POS).alias("b"), F.col("id").alias("id_b"), F.col(ROW).alias("rb")),
+            "b",
+        )
+        .orderBy("b", "a")
+        .select(
+            F.col("id_a").alias("a"),
+            F.col("id_b").alias("b"),
+            F.col("d").alias("distance"),
+            F.round("sim", 6).alias("similarity"),
+        )
+    )
+    return Frames(kept=kept_df, clusters=clusters_df, pairs=pairs_df, stats=stats, cached=cached)
+
+
+from neardup.spark._cli import run_dedup_cli  # noqa: E402

@@ -1,0 +1,617 @@
+"""The stages of the Spark job (see the package docstring): preparation, candidates, the
+decision rounds and the result frames. Everything here is DataFrame work on the executors;
+the driver only plans the stages and reads a few counts."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from neardup.backends.layout import BlockLayout, default_blocks
+from neardup.corpus import boilerplate_limit, page_lines, without_boilerplate
+from neardup.io import parse_time
+from neardup.kept import rule_for
+from neardup.policy import Policy
+from neardup.spark._groups import sorted_groups, stable_hash64, stable_hash128
+from neardup.verify import normalise_many
+
+log = logging.getLogger("neardup.spark")
+
+ROW = "__neardup_row"  # input order (monotonically increasing; an order column's values)
+POS = "__neardup_pos"  # preference order (monotonically increasing)
+
+#: Decision states.
+UNDECIDED, KEPT, DROPPED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What bounds the Spark job's work per document (docs/batch.md, "Spark").
+
+    - ``heads``, ``window``: after exact copies are collapsed, a document is a candidate pair
+      with the first ``heads`` documents of each of its band buckets (in preference order) and
+      the ``window`` documents just before it in the bucket; a bucket of s documents gives at
+      most s * (heads + window) pairs, never s * s / 2.
+    - ``max_rounds``, ``finish_below``: decision rounds on the executors, until at most
+      ``finish_below`` documents are undecided or after ``max_rounds`` rounds; the documents
+      still undecided (long chains a < b < c ... of near pairs) and their pairs then go to one
+      task that decides them in order (its memory: ~50 bytes per such pair).
+    - ``max_repairs``: how many times at most the kept documents are checked against the kept
+      documents of their buckets and the decision taken again (see :func:`resolve`).
+    """
+
+    heads: int = 4
+    window: int = 4
+    max_rounds: int = 12
+    finish_below: int = 100_000
+    max_repairs: int = 8
+
+    def __post_init__(self) -> None:
+        lows = (("heads", 1), ("window", 0), ("max_rounds", 0), ("finish_below", 0))
+        for name, low in (*lows, ("max_repairs", 0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+
+
+@dataclass
+class Frames:
+    """The job's results (lazy DataFrames) and what it counted on the way.
+
+    ``kept``: the input's rows that stay (its columns, input order). ``clusters``: ``id``,
+    ``cluster`` (id of the kept row), ``kept``, ``distance``, ``similarity``, one row per member
+    of every cluster of two or more. ``pairs``: every verified pair found, ``a`` (the earlier in
+    the keep order), ``b``, ``distance``, ``similarity``.
+    """
+
+    kept: DataFrame
+    clusters: DataFrame
+    pairs: DataFrame
+    stats: dict[str, Any] = field(default_factory=dict)
+    cached: list[DataFrame] = field(default_factory=list)
+
+    def unpersist(self) -> None:
+        """Frees what the job cached on the executors (once the frames are written)."""
+        for df in self.cached:
+            df.unpersist()
+        self.cached.clear()
+
+
+# -- preparation -------------------------------------------------------------------------------
+
+
+def learn_boilerplate(source: DataFrame, text_col: str, policy: Policy) -> tuple[int, list[int]]:
+    """The corpus-wide first pass of ``CorpusDeduper.learn_boilerplate``, on the executors:
+    each page's distinct main-text lines are counted (by a stable 64-bit hash) over all pages,
+    and a line in at least ``boilerplate_limit(pages)`` pages is boilerplate. Returns the page
+    count and the hashes of the boilerplate lines: at most 100 lines per average page's lines
+    once the corpus has 1,000 pages (a line must be in 1 % of them), so what the driver holds
+    does not grow with the corpus."""
+    policy_json = json.dumps(policy.to_dict(), sort_keys=True)
+
+    def count(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        pol = Policy.from_dict(json.loads(policy_json))
+        for batch in batches:
+            counts: dict[int, int] = {}
+            pages = 0
+            for t in batch[text_col].tolist():
+                if not isinstance(t, str) or not pol.is_html(t):
+                    continue
+                pages += 1
+                for h in {stable_hash64(x) for x in page_lines(t)}:
+                    counts[h] = counts.get(h, 0) + 1
+            yield pd.DataFrame(
+                {
+                    "h": pd.array([*counts.keys(), None], dtype="Int64"),
+                    "c": np.asarray([*counts.values(), pages], np.int64),
+                }
+            )
+
+    lines = (
+        source.select(text_col)
+        .mapInPandas(count, "h long, c long")
+        .groupBy("h")
+        .agg(F.sum("c").alias("c"))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    try:
+        total = lines.where(F.col("h").isNull()).select("c").first()
+        pages = int(total[0]) if total is not None and total[0] is not None else 0
+        if pages == 0:
+            return 0, []
+        limit = boilerplate_limit(pages, 10)
+        common = lines.where(F.col("h").isNotNull() & (F.col("c") >= limit)).select("h")
+        return pages, [int(r[0]) for r in common.collect()]
+    finally:
+        lines.unpersist()
+
+
+def _time_or_error(value: Any) -> tuple[float, str | None]:
+    """A time value as seconds since the epoch, or NaN and what is wrong with it."""
+    if value is None or (isinstance(value, float) and value != value):
+        return float("nan"), "the time is null, expected seconds or an ISO 8601 string"
+    if isinstance(value, np.generic):
+        value = value.item()
+    try:
+        return parse_time(value), None
+    except ValueError as e:
+        return float("nan"), str(e)
+
+
+PREPARED = (
+    f"{ROW} long, fp long, len long, rawlen long, t double, terr string, "
+    "keys array<long>, mh binary, h1 long, h2 long, norm string"
+)
+
+
+def prepare(
+    source: DataFrame,
+    text_col: str,
+    policy: Policy,
+    time_col: str | None,
+    boilerplate: Any,
+) -> DataFrame:
+    """Per row (``ROW``, the text, the time): the prepared text exactly as
+    ``CorpusDeduper.prepare`` makes it (pages by their main text less the corpus's boilerplate
+    lines, ``boilerplate`` a broadcast set of line hashes or None), its fingerprint, length,
+    the length of the text as read (``--keep longest``), the time (``--keep newest``), the
+    rule's band keys and min-hash bytes (``NearRule.probes``) and a 128-bit hash of the
+    prepared text (exact copies)."""
+    policy_json = json.dumps(policy.to_dict(), sort_keys=True)
+
+    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        pol = Policy.from_dict(json.loads(policy_json))
+        fingerprinter = pol.make_fingerprinter()
+        rule = rule_for(pol)
+        learnt = boilerplate.value if boilerplate is not None else frozenset()
+        for batch in batches:
+            texts = ["" if t is None else str(t) for t in batch[text_col].tolist()]
+            norms = _prepare_texts(texts, pol, learnt)
+            fps = np.asarray(fingerprinter.fingerprint_many(norms), dtype=np.uint64)
+            keys, mh, lengths = rule.probes(norms, fps)
+            n = len(norms)
+            hashes = [stable_hash128(s) for s in norms]
+            out = pd.DataFrame(
+                {
+                    ROW: batch[ROW].to_numpy(np.int64),
+                    "fp": fps.view(np.int64),
+                    "len": lengths.astype(np.int64),
+                    "rawlen": np.fromiter(
+                        (len(t) if isinstance(t, str) else 0 for t in batch[text_col].tolist()),
+                        np.int64,
+                        n,
+                    ),
+                }
+            )
+            if time_col is not None:
+                parsed = [_time_or_error(v) for v in batch[time_col].tolist()]
+                out["t"] = np.fromiter((p[0] for p in parsed), np.float64, n)
+                out["terr"] = pd.Series([p[1] for p in parsed], dtype=object)
+            else:
+                out["t"] = np.zeros(n, np.float64)
+                out["terr"] = pd.Series([None] * n, dtype=object)
+            k64 = keys.astype(np.int64)
+            out["keys"] = list(k64)
+            width = mh.shape[1] if mh.ndim == 2 else 0
+            raw = np.ascontiguousarray(mh).tobytes()
+            out["mh"] = [raw[i * width : (i + 1) * width] for i in range(n)]
+            out["h1"] = np.fromiter((h[0] for h in hashes), np.int64, n)
+            out["h2"] = np.fromiter((h[1] for h in hashes), np.int64, n)
+            out["norm"] = norms
+            yield out
+
+    columns = [ROW, text_col] + ([time_col] if time_col and time_col != text_col else [])
+    return source.select(*columns).mapInPandas(run, PREPARED)
+
+
+def _prepare_texts(texts: list[str], policy: Policy, learnt: Any) -> list[str]:
+    """``CorpusDeduper.prepare`` of a batch once the corpus's boilerplate is known."""
+    pages = [i for i, t in enumerate(texts) if policy.is_html(t)]
+    if not pages:
+        return normalise_many(texts)
+    html = set(pages)
+    norms = normalise_many(["" if i in html else t for i, t in enumerate(texts)])
+    for i in pages:
+        norms[i] = without_boilerplate(page_lines(texts[i]), lambda x: stable_hash64(x) in learnt)
+    return norms
+
+
+# -- candidates and verification ---------------------------------------------------------------
+
+
+def band_pairs(docs: DataFrame, heads: int, window: int) -> DataFrame:
+    """Candidate pairs ``(a, b)`` (preference positions, a before b) of documents that share a
+    band key: in each bucket, every document with the bucket's first ``heads`` documents and
+    the ``window`` documents before it (``docs``: ``POS``, ``keys``; exact copies and empty
+    texts already left out)."""
+    exploded = docs.select(POS, F.posexplode("keys").alias("band", "key"))
+    w = Window.partitionBy("band", "key").orderBy(POS)
+    earlier: list[Column] = [F.nth_value(POS, k).over(w) for k in range(1, heads + 1)]
+    earlier += [F.lag(POS, k).over(w) for k in range(1, window + 1)]
+    near = exploded.select(F.col(POS).alias("b"), F.array(*earlier).alias("e"))
+    cands = F.filter("e", lambda x: x.isNotNull() & (x < F.col("b")))
+    return near.select("b", F.explode(cands).alias("a")).select("a", "b").distinct()
+
+
+def window_pairs(docs: DataFrame, size: int) -> DataFrame:
+    """Candidate pairs ``(a, b)``: in each band bucket of ``docs`` (``POS``, ``keys``), every
+    document with the ``size`` documents before it -- a self-join of blocks of ``size``
+    consecutive members, so ``size`` may be large (``Policy.bucket_limit``)."""
+    exploded = docs.select(POS, F.posexplode("keys").alias("band", "key"))
+    bucket = Window.partitionBy("band", "key")
+    members = (
+        exploded.withColumn("n", F.count(F.lit(1)).over(bucket))
+        .where(F.col("n") > 1)
+        .withColumn("i", F.row_number().over(bucket.orderBy(POS)))
+        .withColumn("blk", F.floor(F.col("i") / size))
+    )
+    left = members.select("band", "key", "blk", F.col("i").alias("ia"), F.col(POS).alias("a"))
+    right = members.select("band", "key", "blk", F.col("i").alias("ib"), F.col(POS).alias("b"))
+    same = left.join(right, ["band", "key", "blk"])
+    prev = left.withColumn("blk", F.col("blk") + 1).join(right, ["band", "key", "blk"])
+    return (
+        same.unionByName(prev)
+        .where((F.col("ia") < F.col("ib")) & (F.col("ia") >= F.col("ib") - size))
+        .select("a", "b")
+        .distinct()
+    )
+
+
+def verified_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy, limit: int) -> DataFrame:
+    """The passing pairs ``(a, b, d, sim)`` of candidate pairs: ranked by the rule (its
+    estimate floor; ``limit`` above the most candidates a document can have here, so nothing
+    is cut), then verified."""
+    return verify_pairs(rank_pairs(pairs, docs, policy, limit), docs, policy)
+
+
+def resolve(
+    docs: DataFrame, policy: Policy, bounds: Bounds, stats: dict[str, Any], cache: Any
+) -> tuple[DataFrame, DataFrame]:
+    """The verified pairs and the decision over the distinct documents ``docs``: returns
+    ``(edges, state)``.
+
+    With the Jaccard verifier the candidate pairs come from :func:`band_pairs`; then, until
+    nothing changes (at most ``bounds.max_repairs`` times), every kept document is checked
+    against the ``policy.bucket_limit`` kept documents before it in each of its buckets --
+    the very candidates the local engine reads for it -- and a pair that passes and was not
+    checked yet is added and the decision taken again. So the kept set is the local engine's
+    wherever its limits do not bind, whatever ``heads`` and ``window`` are (they only decide
+    how often this repair runs)."""
+    if policy.verifier != "jaccard":
+        edges = cache(radius_pairs(docs, policy))
+        return edges, cache(decide(edges, bounds, stats))
+    bands = policy.band_shape[0]
+    limit = bands * max(bounds.heads + bounds.window, policy.bucket_limit) + 1
+    checked = cache(band_pairs(docs, bounds.heads, bounds.window))
+    edges = cache(verified_pairs(checked, docs, policy, limit))
+    started = time.perf_counter()
+    stats["candidate_pairs"] = checked.count()
+    log.info("%d candidate pairs (%.1f s)", stats["candidate_pairs"], time.perf_counter() - started)
+    repairs = 0
+    while True:
+        state = cache(decide(edges, bounds, stats))
+        log.info("decision %d taken (%.1f s)", repairs, time.perf_counter() - started)
+        dropped = state.where(F.col("st") == DROPPED).select(F.col("node").alias(POS))
+        kept = docs.join(dropped, POS, "left_anti").select(POS, "keys")
+        extra = cache(
+            window_pairs(kept, policy.bucket_limit).join(checked, ["a", "b"], "left_anti")
+        )
+        n_extra = extra.count()
+        if repairs >= bounds.max_repairs or not n_extra:
+            break
+        found = cache(verified_pairs(extra, docs, policy, limit))
+        n_found = found.count()
+        stats["candidate_pairs"] += n_extra
+        log.info(
+            "check %d: %d more pairs of kept documents, %d passing (%.1f s)",
+            repairs + 1, n_extra, n_found, time.perf_counter() - started,
+        )  # fmt: skip
+        old = (checked, edges, state, extra)
+        checked = cache(checked.unionByName(extra).localCheckpoint())
+        if not n_found:
+            break
+        repairs += 1
+        edges = cache(edges.unionByName(found).localCheckpoint())
+        for frame in old:
+            frame.unpersist()
+    stats["repairs"] = repairs
+    stats["verified_pairs"] = edges.count()
+    return edges, state
+
+
+def rank_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy, limit: int) -> DataFrame:
+    """The pairs worth verifying: ``NearRule.rank`` of each document's candidates (the rule's
+    estimate floor; ``limit`` is above the most candidates a document can have, so nothing is
+    cut)."""
+    side = docs.select(POS, "fp", "mh")
+    joined = pairs.join(
+        side.select(F.col(POS).alias("a"), F.col("fp").alias("fa"), F.col("mh").alias("ma")), "a"
+    ).join(
+        side.select(F.col(POS).alias("b"), F.col("fp").alias("fb"), F.col("mh").alias("mb")), "b"
+    )
+    policy_json = json.dumps(policy.replace(verify_limit=limit).to_dict(), sort_keys=True)
+
+    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        rule = rule_for(Policy.from_dict(json.loads(policy_json)))
+        width = rule.width
+
+        def group(frame: pd.DataFrame, starts: np.ndarray) -> pd.DataFrame:
+            a = frame["a"].to_numpy(np.int64)
+            b = frame["b"].to_numpy(np.int64)
+            fa = frame["fa"].to_numpy(np.int64).view(np.uint64)
+            fb = frame["fb"].to_numpy(np.int64).view(np.uint64)
+            ma = np.frombuffer(b"".join(frame["ma"].tolist()), np.uint8).reshape(-1, width)
+            mbs = frame["mb"].tolist()
+            keep: list[np.ndarray] = []
+            for s, e in zip(starts[:-1].tolist(), starts[1:].tolist()):
+                mine = np.frombuffer(mbs[s], np.uint8)
+                picked = rule.rank(mine, int(fb[s]), ma[s:e], fa[s:e], a[s:e])
+                keep.append(np.asarray(picked, np.int64) + s)
+            idx = np.concatenate(keep) if keep else np.empty(0, np.int64)
+            return pd.DataFrame({"a": a[idx], "b": b[idx]})
+
+        yield from sorted_groups(batches, "b", group)
+
+    return joined.repartition("b").sortWithinPartitions("b", "a").mapInPandas(run, "a long, b long")
+
+
+def verify_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy) -> DataFrame:
+    """``NearRule.verify`` of each document against its ranked candidates: the passing pairs
+    ``(a, b, d, sim)``."""
+    side = docs.select(POS, "fp", "norm")
+    joined = pairs.join(
+        side.select(F.col(POS).alias("a"), F.col("fp").alias("fa"), F.col("norm").alias("na")),
+        "a",
+    ).join(
+        side.select(F.col(POS).alias("b"), F.col("fp").alias("fb"), F.col("norm").alias("nb")),
+        "b",
+    )
+    policy_json = json.dumps(policy.to_dict(), sort_keys=True)
+
+    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        rule = rule_for(Policy.from_dict(json.loads(policy_json)))
+
+        def group(frame: pd.DataFrame, starts: np.ndarray) -> pd.DataFrame:
+            a = frame["a"].to_numpy(np.int64)
+            b = frame["b"].to_numpy(np.int64)
+            fa = frame["fa"].to_numpy(np.int64).view(np.uint64)
+            fb = frame["fb"].to_numpy(np.int64).view(np.uint64)
+            na = frame["na"].tolist()
+            nb = frame["nb"].tolist()
+            rows: list[int] = []
+            dists: list[int] = []
+            sims: list[float] = []
+            for s, e in zip(starts[:-1].tolist(), starts[1:].tolist()):
+                for i, d, sim in rule.verify(nb[s], int(fb[s]), na[s:e], fa[s:e], a[s:e]):
+                    rows.append(s + i)
+                    dists.append(d)
+                    sims.append(sim)
+            idx = np.asarray(rows, np.int64)
+            return pd.DataFrame(
+                {
+                    "a": a[idx],
+                    "b": b[idx],
+                    "d": np.asarray(dists, np.int64),
+                    "sim": np.asarray(sims, np.float64),
+                }
+            )
+
+        yield from sorted_groups(batches, "b", group)
+
+    return (
+        joined.repartition("b")
+        .sortWithinPartitions("b", "a")
+        .mapInPandas(run, "a long, b long, d long, sim double")
+    )
+
+
+def radius_pairs(docs: DataFrame, policy: Policy) -> DataFrame:
+    """Without a verifier: the pairs within the SimHash radius of the later one's length
+    (``Policy.radius``), exactly, by the block keys of the index's layout (pigeonhole: two
+    fingerprints within k share a block value within the block's probe radius). Each pair has
+    similarity 1.0, as the local engine gives. A hot block (many near-identical
+    fingerprints that are not exact copies) is compared pairwise: see docs/batch.md."""
+    k = policy.k_max
+    layout = BlockLayout(default_blocks(k))
+    radii = layout.radii(k)
+    blocks = layout.blocks
+
+    def explode(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        local = BlockLayout(blocks)
+        for batch in batches:
+            keys: list[int] = []
+            rows: list[int] = []
+            exact: list[bool] = []
+            for row, fp in zip(batch[POS].tolist(), batch["fp"].tolist()):
+                values = local.values(fp & ((1 << 64) - 1))
+                for b, v in enumerate(values):
+                    if radii[b] < 0:
+                        continue
+                    for bb, pv in local.probes_of_block(b, v, radii[b]):
+                        keys.append((bb << 32) | pv)
+                        rows.append(row)
+                        exact.append(pv == v)
+            yield pd.DataFrame(
+                {
+                    "key": np.asarray(keys, np.int64),
+                    POS: np.asarray(rows, np.int64),
+                    "exact": np.asarray(exact, bool),
+                }
+            )
+
+    keyed = docs.select(POS, "fp").mapInPandas(explode, f"key long, {POS} long, exact boolean")
+    keyed = keyed.join(docs.select(POS, "fp", "len"), POS)
+    one = keyed.where(F.col("exact")).select(
+        "key", F.col(POS).alias("pa"), F.col("fp").alias("fa"), F.col("len").alias("la")
+    )
+    other = keyed.select(
+        "key", F.col(POS).alias("pb"), F.col("fp").alias("fb"), F.col("len").alias("lb")
+    )
+    d = F.expr("bit_count(fa ^ fb)")
+    later_len = F.when(F.col("pa") < F.col("pb"), F.col("lb")).otherwise(F.col("la"))
+    radius = F.when(later_len <= policy.short_chars, policy.k_short).otherwise(policy.k_long)
+    return (
+        one.join(other, "key")
+        .where((F.col("pa") != F.col("pb")) & (d <= radius))
+        .select(
+            F.least("pa", "pb").alias("a"),
+            F.greatest("pa", "pb").alias("b"),
+            d.cast("long").alias("d"),
+            F.lit(1.0).alias("sim"),
+        )
+        .dropDuplicates(["a", "b"])
+    )
+
+
+# -- the decision ------------------------------------------------------------------------------
+
+
+def decide(edges: DataFrame, bounds: Bounds, stats: dict[str, Any]) -> DataFrame:
+    """The greedy decision of the local engine over the verified pairs ``edges`` (``a`` before
+    ``b`` in preference order): a document is dropped when an earlier *kept* document passes
+    against it, else kept -- the lexicographically first maximal independent set in preference
+    order. In rounds on the executors: an undecided document with a kept earlier neighbour is
+    dropped; one whose earlier neighbours are all dropped (or that has none) is kept; the rest
+    wait. Rounds = the longest chain of waits (2 or 3 for families of near-copies of one
+    original); once at most ``bounds.finish_below`` documents are undecided (or after
+    ``bounds.max_rounds`` rounds) the rest and their pairs go to one task that decides them in
+    order. Returns ``(node, st)`` for every document of a pair
+    (``KEPT`` or ``DROPPED``)."""
+    nodes = (
+        edges.select(F.col("a").alias("node"))
+        .union(edges.select(F.col("b").alias("node")))
+        .distinct()
+        .withColumn("st", F.lit(UNDECIDED))
+    )
+    state = nodes.localCheckpoint()
+    active = edges.select("a", "b")
+    rounds = 0
+    undecided = state.count()
+    while undecided > bounds.finish_below and rounds < bounds.max_rounds:
+        rounds += 1
+        sa = state.select(F.col("node").alias("a"), F.col("st").alias("sa"))
+        seen = (
+            active.join(sa, "a")
+            .groupBy("b")
+            .agg(
+                F.max((F.col("sa") == KEPT).cast("int")).alias("any_kept"),
+                F.max((F.col("sa") == UNDECIDED).cast("int")).alias("any_open"),
+            )
+        )
+        state = (
+            state.join(seen, state["node"] == seen["b"], "left")
+            .select(
+                "node",
+                F.when(F.col("st") != UNDECIDED, F.col("st"))
+                .when(F.col("any_kept") == 1, F.lit(DROPPED))
+                .when(F.col("any_open") == 1, F.lit(UNDECIDED))
+                .otherwise(F.lit(KEPT))
+                .alias("st"),
+            )
+            .localCheckpoint()
+        )
+        undecided = state.where(F.col("st") == UNDECIDED).count()
+        log.info("decision round %d: %d documents undecided", rounds, undecided)
+    stats["rounds"] = rounds
+    stats["decided_in_one_task"] = int(undecided)
+    if undecided:
+        state = _decide_rest(state, active)
+    return state
+
+
+def _decide_rest(state: DataFrame, active: DataFrame) -> DataFrame:
+    """The documents still undecided after the rounds, decided in preference order in one
+    task (their pairs and the state of each pair's earlier document)."""
+    sa = state.select(F.col("node").alias("a"), F.col("st").alias("sa"))
+    open_b = state.where(F.col("st") == UNDECIDED).select(F.col("node").alias("b"))
+    pairs = active.join(open_b, "b", "left_semi").join(sa, "a").select("a", "b", "sa")
+
+    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        frames = [b for b in batches if len(b)]
+        if not frames:
+            return
+        every = pd.concat(frames, ignore_index=True)
+        a = every["a"].to_numpy(np.int64)
+        b = every["b"].to_numpy(np.int64)
+        sa_ = every["sa"].to_numpy(np.int64)
+        order = np.lexsort((a, b))
+        status: dict[int, int] = {}
+        for x, y, s in zip(a[order].tolist(), b[order].tolist(), sa_[order].tolist()):
+            if status.get(y) == DROPPED:
+                continue
+            st = status.setdefault(x, KEPT if s == UNDECIDED else s)
+            if st == KEPT:
+                status[y] = DROPPED
+            else:
+                status.setdefault(y, KEPT)
+        yield pd.DataFrame(
+            {
+                "node": np.fromiter(status.keys(), np.int64, len(status)),
+                "st2": np.fromiter(status.values(), np.int64, len(status)),
+            }
+        )
+
+    decided = pairs.repartition(1).mapInPandas(run, "node long, st2 long")
+    return state.join(decided, "node", "left").select(
+        "node",
+        F.when(F.col("st") != UNDECIDED, F.col("st"))
+        .when(F.col("st2").isNotNull(), F.col("st2").cast("int"))
+        .otherwise(F.lit(KEPT))
+        .alias("st"),
+    )
+
+
+def best(candidates: DataFrame, of: str, other: str) -> DataFrame:
+    """Per ``of``: the best of its passing ``other`` documents by the rule's order (highest
+    similarity, then smallest distance, then earliest): ``(of, rep, d, sim)``."""
+    return (
+        candidates.groupBy(of)
+        .agg(F.min(F.struct((-F.col("sim")).alias("ns"), "d", F.col(other).alias("r"))).alias("m"))
+        .select(
+            F.col(of),
+            F.col("m.r").alias("rep"),
+            F.col("m.d").alias("d"),
+            (-F.col("m.ns")).alias("sim"),
+        )
+    )
+
+
+def positions(docs: DataFrame, keep: str) -> DataFrame:
+    """``(ROW, POS)``: each row's place in the preference order of ``--keep`` (``first``: input
+    order; ``longest``: the longest text as read first; ``newest``: the latest time first; ties
+    in input order). ``first`` needs no sort (``POS`` is ``ROW``); the others sort the rows and
+    number them (``zipWithIndex``: one count per partition reaches the driver)."""
+    if keep == "first":
+        return docs.select(ROW, F.col(ROW).alias(POS))
+    value = "rawlen" if keep == "longest" else "t"
+    ordered = docs.select(ROW, value).orderBy(F.col(value).desc(), F.col(ROW))
+    numbered = ordered.rdd.map(lambda r: r[0]).zipWithIndex()
+    return numbered.toDF(f"{ROW} long, {POS} long")
+
+
+def number_rows(numbered: DataFrame) -> Column:
+    """Consecutive row numbers from 0 in input order, from the monotonically increasing ids:
+    an offset per partition (one small count per partition) plus the position within it."""
+    part = F.shiftright(F.col(ROW), 33)
+    counts = sorted(
+        (int(r[0]), int(r[1])) for r in numbered.groupBy(part.alias("p")).count().collect()
+    )
+    offsets: dict[int, int] = {}
+    total = 0
+    for p, c in counts:
+        offsets[p] = total
+        total += c
+    if not offsets:
+        return F.lit(0).cast("long")
+    mapping = F.create_map(*[F.lit(x) for kv in offsets.items() for x in kv])
+    return (mapping[part] + F.col(ROW).bitwiseAND(F.lit((1 << 33) - 1))).cast("long")
