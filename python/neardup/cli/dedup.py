@@ -189,7 +189,30 @@ def add_parser(subparsers: Any) -> None:
         "--engine",
         choices=("local", "spark"),
         default="local",
-        help="local (this machine, default) or spark (neardup.spark, needs neardup[spark])",
+        help="local (this machine, default) or spark (neardup.spark, needs neardup[spark]); "
+        "with spark, -o, --clusters and --pairs are directories of part files written by the "
+        "executors",
+    )
+    spark = p.add_argument_group("--engine spark only (docs/batch.md, 'Spark')")
+    spark.add_argument(
+        "--master",
+        default=None,
+        help="Spark master URL (default: $SPARK_MASTER, else local[*]; under spark-submit, its "
+        "session)",
+    )
+    spark.add_argument(
+        "--spark-conf",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="a Spark setting for the session (repeatable), e.g. spark.executor.memory=8g",
+    )
+    spark.add_argument(
+        "--output-format",
+        choices=("jsonl", "parquet"),
+        default=None,
+        help="format of the part files of -o, --clusters and --pairs (default: parquet for a "
+        "path ending in .parquet, else jsonl)",
     )
     p.set_defaults(run=run)
 
@@ -385,6 +408,20 @@ def run(args: argparse.Namespace) -> int:
     if args.keep == "newest" and not args.time_field:
         eprint("neardup dedup: --keep newest needs --time-field (the field with each time)")
         return EXIT_USAGE
+    if args.engine == "spark":  # (its inputs may be globs or hdfs:// / s3a:// paths)
+        return _run_spark(args)
+    spark_only = [
+        flag
+        for flag, given in (
+            ("--master", args.master),
+            ("--spark-conf", args.spark_conf),
+            ("--output-format", args.output_format),
+        )
+        if given
+    ]
+    if spark_only:
+        eprint(f"neardup dedup: {', '.join(spark_only)} need --engine spark")
+        return EXIT_USAGE
     opened = open_sources(args, "dedup")
     if isinstance(opened, int):
         return opened
@@ -416,12 +453,6 @@ def run(args: argparse.Namespace) -> int:
     except nio.UnknownFormatError as e:
         eprint(f"neardup dedup: {e}")
         return EXIT_USAGE
-
-    if args.engine == "spark":
-        if references:
-            eprint("neardup dedup: --against runs with --engine local only (for now)")
-            return EXIT_USAGE
-        return _run_spark(args)
 
     try:
         policy = make_policy(args)
@@ -817,10 +848,24 @@ def _write_pairs(
 
 
 def _run_spark(args: argparse.Namespace) -> int:
+    if getattr(args, "against", None):
+        eprint("neardup dedup: --against runs with --engine local only (for now)")
+        return EXIT_USAGE
+    for flag, given in (("--report", args.report), ("--temp-dir", args.temp_dir)):
+        if given:
+            eprint(f"neardup dedup: {flag} runs with --engine local only")
+            return EXIT_USAGE
     try:
         from neardup import spark
+        from neardup.spark._cli import parse_conf
     except ImportError as e:
         eprint(f"neardup dedup: --engine spark needs pip install 'neardup[spark]' ({e})")
+        return EXIT_USAGE
+    try:
+        policy = make_policy(args)
+        conf = parse_conf(args.spark_conf)
+    except ValueError as e:
+        eprint(f"neardup dedup: {e}")
         return EXIT_USAGE
     try:
         summary = spark.run_dedup_cli(
@@ -828,10 +873,16 @@ def _run_spark(args: argparse.Namespace) -> int:
             args.output,
             text_field=args.text_field,
             id_field=args.id_field,
-            k=args.k,
             keep=args.keep,
             time_field=args.time_field,
             clusters=args.clusters,
+            pairs=args.pairs,
+            master=args.master,
+            spark_conf=conf,
+            output_format_name=args.output_format,
+            input_format=args.format,
+            policy=policy,
+            empty=args.empty,
         )
     except (ValueError, OSError) as e:
         eprint(f"neardup dedup (spark): {e}")
