@@ -189,9 +189,9 @@ def test_a_server_that_lost_the_functions(redis_url: str) -> None:
         assert d.check_and_add("b", "another text entirely, not a copy") == (True, [])
 
 
-def test_scripts_where_functions_are_refused(redis_url: str) -> None:
+def test_scripts_where_functions_are_refused(any_url: str) -> None:
     """The same library sent with EVAL (servers or proxies without FUNCTION)."""
-    with _open(redis_url) as d:
+    with _open(any_url) as d:
         d.store.fn.scripted = True
         base = " ".join(_vocab(random.Random(4), 50))
         assert d.check_and_add_many(["a", "b"], [base, base + " x"])[1][0] is False
