@@ -179,7 +179,6 @@ class RedisDeduplicator(Closing):
         found = store.query(p.keys[listed], n if ids is not None else 0)
         data = found.data
         hashes = list(data)
-        row_of = {h: r for r, h in enumerate(hashes)}
         m = len(hashes)
         table_m = np.concatenate([
             np.frombuffer(b"".join([data[h][2] for h in hashes]), np.uint8).reshape(m, rule.width),
@@ -191,8 +190,18 @@ class RedisDeduplicator(Closing):
         nb = p.keys.shape[1]
         # A band list as one number: band << 32 | band key.
         codes = (np.arange(nb, dtype=np.int64) << 32) | p.keys.astype(np.int64)
-        rows = {(b << 32) | k: np.fromiter((row_of[h] for h in hs), np.int64, len(hs))
-                for (b, k), hs in found.lists.items() if hs}  # fmt: skip
+        rows = {}
+        if m:
+            table_h = np.frombuffer(b"".join(hashes), ">u8").astype(np.uint64)
+            table_ref = table_pos[:m].astype(np.uint64)
+            sorter = np.argsort(table_h)
+            for (b, k), recs in found.lists.items():
+                h = np.ascontiguousarray(recs[:, :8]).view(">u8").ravel().astype(np.uint64)
+                ref = np.ascontiguousarray(recs[:, 8:]).view(">u8").ravel().astype(np.uint64)
+                row = sorter[np.searchsorted(table_h, h, sorter=sorter).clip(0, m - 1)]
+                ok = (table_h[row] == h) & (table_ref[row] == ref)  # (stale records go)
+                if ok.any():
+                    rows[(b << 32) | k] = row[ok].astype(np.int64)
         stored = np.isin(codes, np.fromiter(rows, np.int64, len(rows))) & listed[:, None]
         shared = np.zeros_like(stored)
         if ids is not None:

@@ -63,13 +63,14 @@ class Doc(NamedTuple):
 
 class Found(NamedTuple):
     """What a read of band lists found: per band hash the band keys read (sorted) and the
-    newest record of each (16 zero bytes: none); the stored candidates' id hashes of each
-    non-empty list, newest first; their data ``(ref, fingerprint, min-hash bytes, encoded
-    id)``; and the first of the refs reserved with the read."""
+    newest record of each (16 zero bytes: none); the newest ``limit`` records of each
+    non-empty list, newest first (``(n, 16)`` bytes; a record whose ref is not its id's in
+    ``data`` is stale); the data ``(ref, fingerprint, min-hash bytes, encoded id)`` of the
+    stored versions they name, by id hash; and the first of the refs reserved with the read."""
 
     fields: list[npt.NDArray[np.uint32]]
     heads: list[npt.NDArray[np.uint8]]
-    lists: dict[Band, list[bytes]]
+    lists: dict[Band, npt.NDArray[np.uint8]]
     data: dict[bytes, tuple[int, int, bytes, bytes]]
     first: int
 
@@ -169,21 +170,19 @@ class RedisStore:
         first = int(got.pop()) - refs + 1 if refs else 0
         values = got[0] if not self.cluster else [v[0] for v in got]
         heads = []
-        records: dict[Band, npt.NDArray[np.void]] = {}
+        lists: dict[Band, npt.NDArray[np.uint8]] = {}
         for j, (fs, vs) in enumerate(zip(fields, values)):
             h = np.zeros((len(fs), _REC), np.uint8)
             for x, (f, v) in enumerate(zip(fs.tolist(), vs)):
                 if v:
                     h[x] = np.frombuffer(v[-_REC:], np.uint8)
-                    records[j, f] = np.frombuffer(v, "V16")[-self.limit :][::-1]
+                    lists[j, f] = np.frombuffer(v, np.uint8).reshape(-1, _REC)[-self.limit :][::-1]
             heads.append(h)
-        data = self._data_of({bytes(r) for rs in records.values() for r in rs.tolist()})
-        lists = {
-            band: [h for h, ref in ((bytes(r)[:8], bytes(r)[8:]) for r in rs.tolist())
-                   if h in data and data[h][0] == int.from_bytes(ref, "big")]
-            for band, rs in records.items()
-        }  # fmt: skip
-        return Found(fields, heads, lists, data, first)
+        records: set[bytes] = set()
+        if lists:
+            every = np.ascontiguousarray(np.concatenate(list(lists.values())))
+            records = set(np.unique(every.view("V16").ravel()).tolist())
+        return Found(fields, heads, lists, self._data_of(records), first)
 
     def refs(self, n: int) -> int:
         """Reserve ``n`` refs; the first."""
