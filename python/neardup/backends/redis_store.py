@@ -173,10 +173,12 @@ class RedisStore:
         lists: dict[Band, npt.NDArray[np.uint8]] = {}
         for j, (fs, vs) in enumerate(zip(fields, values)):
             h = np.zeros((len(fs), _REC), np.uint8)
-            for x, (f, v) in enumerate(zip(fs.tolist(), vs)):
-                if v:
-                    h[x] = np.frombuffer(v[-_REC:], np.uint8)
-                    lists[j, f] = np.frombuffer(v, np.uint8).reshape(-1, _REC)[-self.limit :][::-1]
+            for x in [x for x, v in enumerate(vs) if v]:  # (most fields are empty)
+                v = vs[x]
+                h[x] = np.frombuffer(v[-_REC:], np.uint8)
+                lists[j, int(fs[x])] = np.frombuffer(v, np.uint8).reshape(-1, _REC)[-self.limit :][
+                    ::-1
+                ]
             heads.append(h)
         records: set[bytes] = set()
         if lists:
