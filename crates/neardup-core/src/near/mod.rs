@@ -31,6 +31,7 @@
 mod decision;
 pub mod minhash;
 pub mod rule;
+mod saved;
 pub mod spill;
 #[cfg(test)]
 mod tests;
@@ -45,6 +46,7 @@ use crate::{Error, Result};
 use decision::Decision;
 pub use minhash::Bands;
 pub use rule::Rule;
+pub use saved::FORMAT_VERSION as SAVED_FORMAT_VERSION;
 pub use spill::SketchStore;
 
 /// No entry (end of a bucket's list; a row not yet visited).
