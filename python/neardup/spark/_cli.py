@@ -20,6 +20,12 @@ from neardup.policy import Policy
 _UNREADABLE = {".xz": "xz -dk", ".zst": "zstd -d"}
 _KINDS = {"jsonl": "json", "csv": "csv", "tsv": "tsv", "parquet": "parquet"}
 _OUTPUT_FORMATS = ("jsonl", "parquet")
+#: Settings of a session run_dedup_cli starts (``--spark-conf`` overrides them).
+_QUIET = {
+    "spark.sql.ui.retainedExecutions": "20",
+    "spark.ui.retainedJobs": "50",
+    "spark.ui.retainedStages": "50",
+}
 
 
 def session(master: str | None, conf: Mapping[str, str] | None = None) -> SparkSession:
@@ -34,6 +40,9 @@ def session(master: str | None, conf: Mapping[str, str] | None = None) -> SparkS
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[*]"))
     builder = builder.appName("neardup dedup")
+    # the job runs many small stages (decision rounds): keep few of their plans and metrics
+    for key, value in _QUIET.items():
+        builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -508,6 +508,7 @@ def decide(edges: DataFrame, bounds: Bounds, stats: dict[str, Any]) -> DataFrame
                 F.max((F.col("sa") == UNDECIDED).cast("int")).alias("any_open"),
             )
         )
+        previous = state
         state = (
             state.join(seen, state["node"] == seen["b"], "left")
             .select(
@@ -521,6 +522,7 @@ def decide(edges: DataFrame, bounds: Bounds, stats: dict[str, Any]) -> DataFrame
             .localCheckpoint()
         )
         undecided = state.where(F.col("st") == UNDECIDED).count()
+        previous.unpersist()
         log.info("decision round %d: %d documents undecided", rounds, undecided)
     stats["rounds"] = rounds
     stats["decided_in_one_task"] = int(undecided)
