@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup._core import Fingerprinter
+from neardup._core import Fingerprinter, IncompatibleIndexError
 from neardup.htmltext import main_text
-from neardup.kept import DEFAULT_MEMORY_BUDGET, engine_for, spill_directory
+from neardup.kept import DEFAULT_MEMORY_BUDGET, engine_for, load_rows, spill_directory
 from neardup.policy import Policy, check_text, check_texts
 from neardup.verify import normalise_many
 
@@ -193,6 +193,7 @@ class CorpusDeduper:
             fingerprinter if fingerprinter is not None else self.policy.make_fingerprinter()
         )
         self._engine = engine_for(self.policy, memory_budget, directory)
+        self._memory_budget, self._spill_dir = memory_budget, directory
         self._boilerplate: set[str] = set()
         #: A line of main text found in at least this many HTML pages (and 1 % of them) is site
         #: boilerplate and dropped: of the whole corpus when :meth:`learn_boilerplate` saw it
@@ -226,6 +227,28 @@ class CorpusDeduper:
         if chunk.norms:
             self._engine.feed(chunk.norms, chunk.fingerprints)
         self._references += len(chunk.norms)
+
+    def load_references(self, path: str, ids: Sequence[Any], last_seq: int) -> None:
+        """Add the reference documents saved in ``path`` (``neardup index build``: the rows of
+        its text store, :data:`neardup.kept.SAVED_ENGINE`) without preparing and sketching them
+        again, as :meth:`add_references` of the store's texts would, provided the saved rows
+        are those of the store as it is: ``ids`` in order, saved at sequence number
+        ``last_seq``, no HTML page among them (a page's preparation depends on the corpus's
+        boilerplate). Else ``IncompatibleIndexError`` (a damaged file: ``CorruptIndexError``)
+        naming the file, and nothing is added. Only before anything else is added."""
+        if len(self._engine):
+            raise ValueError("load_references must come before any reference or row is added")
+        engine = engine_for(self.policy, self._memory_budget, self._spill_dir)
+        saved_ids, meta = load_rows(engine, path, self.policy)
+        if meta.get("html_pages") != 0:
+            why = "its texts may hold HTML pages (prepared with the corpus's boilerplate)"
+        elif meta.get("last_seq") != last_seq or saved_ids != list(ids):
+            why = "its text store was written to since it was saved"
+        else:
+            self._engine = engine
+            self._references = len(saved_ids)
+            return
+        raise IncompatibleIndexError(f"saved engine {path}: not used: {why}")
 
     def feed(self, texts: Sequence[str]) -> None:
         """Add the next chunk of texts; they get rows ``len(self) .. len(self)+len(texts)-1``."""

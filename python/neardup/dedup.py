@@ -16,6 +16,7 @@ near-duplicate) keeps the candidates whose similarity is >= the threshold.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import os
@@ -29,7 +30,9 @@ import numpy as np
 
 from neardup._closing import Closing
 from neardup._core import (
+    CorruptIndexError,
     Fingerprinter,
+    IncompatibleIndexError,
     Index,
     _earlier_within,
     _sketch,
@@ -46,7 +49,7 @@ from neardup.durable import (
     open_texts,
     verify_texts,
 )
-from neardup.kept import KeptTexts
+from neardup.kept import SAVED_ENGINE, KeptTexts
 from neardup.policy import (
     Match,
     Policy,
@@ -60,6 +63,7 @@ from neardup.policy import (
 from neardup.textstore import (
     Id,
     MemoryTextStore,
+    SqliteTextStore,
     TextStore,
     check_id,
     check_timestamp,
@@ -242,14 +246,90 @@ class Deduplicator(Closing):
         # (neardup.kept; docs/quality.md, "Bounded work"). Filled from a store that has texts.
         self._kept: KeptTexts | None = None
         if policy.verifier == "jaccard":
-            self._kept = KeptTexts(policy)
-            if len(self.store):
-                self._load_kept(self._kept)
+            self._kept = self._loaded_kept()
 
-    def _load_kept(self, kept: KeptTexts) -> None:
-        """Put every stored text into the decision engine (in the store's order)."""
+    def _saved_engine_path(self) -> str | None:
+        """Where the decision engine's rows are saved: beside a SQLite text store, when the
+        fingerprinter is the policy's (None: not saved)."""
+        if not isinstance(self.store, SqliteTextStore):
+            return None
+        if fingerprinter_config(self.fingerprinter) is None:
+            return None
+        return os.path.join(os.path.dirname(os.path.abspath(self.store.path)), SAVED_ENGINE)
+
+    def _loaded_kept(self) -> KeptTexts:
+        """The decision engine over the stored texts: the saved engine (:meth:`save_engine`)
+        when its rows are exactly the store's rows up to the sequence number it was saved at,
+        with the rows written since prepared and sketched; else every stored text prepared and
+        sketched (a line in the log says why)."""
+        path = self._saved_engine_path()
+        if path is not None and os.path.exists(path) and len(self.store):
+            kept = self._load_saved(path)
+            if kept is not None:
+                return kept
+        kept = KeptTexts(self.policy)
+        if len(self.store):
+            self._load_kept(kept)
+        return kept
+
+    def _load_saved(self, path: str) -> KeptTexts | None:
+        assert isinstance(self.store, SqliteTextStore)
+        try:
+            kept, meta = KeptTexts.load(path, self.policy)
+        except (CorruptIndexError, IncompatibleIndexError, OSError) as e:
+            _logger.warning("%s; preparing the stored texts instead", e)
+            return None
+        last = meta.get("last_seq")
+        ids, seqs = self.store.ids_by_seq()
+        upto = bisect.bisect_right(seqs, last) if isinstance(last, int) else -1
+        if upto != len(kept) or ids[:upto] != kept.ids():
+            _logger.info(
+                "saved engine %s does not match text store %s (written to since it was saved); "
+                "preparing the stored texts instead",
+                path,
+                self.store.path,
+            )
+            return None
+        if upto < len(ids):
+            self._load_kept(kept, after=int(last))
+        _logger.info(
+            "loaded the engine of %d stored text(s) from %s (%d prepared since)",
+            upto,
+            path,
+            len(ids) - upto,
+        )
+        return kept
+
+    def save_engine(self, meta: dict[str, Any] | None = None) -> str | None:
+        """Write the decision engine's rows beside the SQLite text store (``texts.engine``),
+        so that the next deduplicator on this store loads them instead of preparing and
+        sketching every stored text; returns the file's path (None: nothing to save: no
+        SQLite store, another verifier, a fingerprinter not built from the policy). Done by
+        :meth:`close` for a directory opened with :meth:`open`. Commits first. ``meta``: more
+        (JSON) fields saved with it. A failure is logged and the file removed, never raised:
+        the next open prepares the texts."""
+        path = self._saved_engine_path()
+        if path is None or self._kept is None:
+            return None
+        assert isinstance(self.store, SqliteTextStore)
+        with self._lock:
+            try:
+                self.commit()
+                ids, _ = self.store.ids_by_seq()
+                self._kept.save(path, ids, {**(meta or {}), "last_seq": self.store.last_seq})
+                return path
+            except Exception as e:  # (disk full, a stored id the engine lacks: never fatal)
+                _logger.warning("could not save the engine to %s: %s", path, e)
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+                return None
+
+    def _load_kept(self, kept: KeptTexts, after: int = 0) -> None:
+        """Put every stored text (written after sequence number ``after``) into the decision
+        engine (in the store's order)."""
         chunk: list[tuple[Id, str]] = []
-        for i, text, _ in self.store.items():
+        items = self.store.items(after) if isinstance(self.store, SqliteTextStore) else None
+        for i, text, _ in items if items is not None else self.store.items():
             chunk.append((i, text))
             if len(chunk) == _LOAD_CHUNK:
                 self._load_chunk(kept, chunk)
@@ -878,8 +958,9 @@ class Deduplicator(Closing):
                 return
             self._closed = True
             if self._log is not None:
-                # Everything staged, then a snapshot of the index, synced; then record that it
-                # covers every row.
+                # The engine's rows (a reopen loads them); everything staged, then a snapshot
+                # of the index, synced; then record that it covers every row.
+                self.save_engine()
                 self._log.close(self.index)
                 return
             for obj in (self.index, self.store):

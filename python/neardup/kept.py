@@ -16,21 +16,27 @@ behind.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from neardup._core import NearEngine, NearRule
+from neardup._core import CorruptIndexError, IncompatibleIndexError, NearEngine, NearRule
 from neardup.policy import Match, Policy
 from neardup.textstore import Id
 
 __all__ = [
     "COMPACT_MIN_ROWS",
     "DEFAULT_MEMORY_BUDGET",
+    "SAVED_ENGINE",
     "KeptTexts",
     "engine_for",
+    "load_rows",
+    "rows_digest",
     "rule_for",
     "spill_directory",
 ]
@@ -39,6 +45,48 @@ __all__ = [
 DEFAULT_MEMORY_BUDGET = 256 << 20
 #: Forgotten rows below which the engine is not compacted (whatever the live rows).
 COMPACT_MIN_ROWS = 1 << 16
+
+
+#: The saved engine beside a text store (``texts.sqlite``): its rows, so that a reopen (or a
+#: reference directory's reuse) does not prepare and sketch every stored text again.
+SAVED_ENGINE = "texts.engine"
+
+
+def rows_digest(policy: Policy) -> str:
+    """What an engine's rows are made from (preparation, fingerprint, shingle, bands): a saved
+    engine of another digest is not used. The decision's limits and threshold are not in it
+    (they act on the tables, rebuilt on load), unless they change the band shape."""
+    bands, rows = policy.band_shape
+    made_of = {
+        "fingerprint": dict(policy.fingerprint),
+        "html": policy.html,
+        "shingle": policy.shingle,
+        "bands": bands,
+        "rows": rows,
+        "verify": policy.verifier == "jaccard",
+    }
+    return hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def load_rows(engine: NearEngine, path: str, policy: Policy) -> tuple[list[Id], dict[str, Any]]:
+    """Load the rows saved in ``path`` (:meth:`KeptTexts.save`) into the empty ``engine``;
+    returns their ids and the saved ``meta``. ``CorruptIndexError`` (a damaged file) and
+    ``IncompatibleIndexError`` (another format or policy) name the file; after either, drop
+    the engine (it may hold the rows of a file whose ids could not be used)."""
+    extra = engine.load(path)
+    try:
+        saved = json.loads(extra)
+        ids, meta, digest = saved["ids"], saved["meta"], saved["policy"]
+        if not isinstance(ids, list) or not isinstance(meta, dict) or len(ids) != len(engine):
+            raise ValueError("ids or meta of the wrong kind or length")
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptIndexError(f"saved engine {path}: unreadable ids: {e}") from None
+    if digest != rows_digest(policy):
+        raise IncompatibleIndexError(
+            f"saved engine {path}: made with another policy (preparation, fingerprint, shingle "
+            "or bands)"
+        )
+    return ids, meta
 
 
 def spill_directory(path: str | None = None) -> str:
@@ -88,6 +136,7 @@ class KeptTexts:
         spill_dir: str | None = None,
     ) -> None:
         self._engine = engine_for(policy, memory_budget, spill_dir)
+        self._digest = rows_digest(policy)
         self._row_of: dict[Id, int] = {}
         self._id_of: list[Id | None] = []
         # Odd while a compaction renumbers rows: a check that saw another generation (its
@@ -206,9 +255,39 @@ class KeptTexts:
         finally:
             self._generation += 1
 
+    def save(self, path: str, ids: Sequence[Id], meta: dict[str, Any]) -> None:
+        """Write the rows of ``ids`` (held texts, in this order) to ``path`` with ``meta``
+        (JSON-serialisable), atomically: :meth:`load` reads them back. ``KeyError`` for an id
+        not held. Call between writes (the caller's write lock held)."""
+        rows = np.asarray([self._row_of[i] for i in ids], np.int64)
+        extra = json.dumps({"policy": self._digest, "ids": list(ids), "meta": meta})
+        self._engine.save(path, rows, extra.encode())
+
+    @classmethod
+    def load(
+        cls,
+        path: str,
+        policy: Policy,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        spill_dir: str | None = None,
+    ) -> tuple[KeptTexts, dict[str, Any]]:
+        """The texts saved by :meth:`save` in ``path``, held in the order saved, and the saved
+        ``meta``; raises as :func:`load_rows`."""
+        kept = cls(policy, memory_budget, spill_dir)
+        ids, meta = load_rows(kept._engine, path, policy)
+        rows = list(range(len(ids)))
+        kept._engine.keep(np.asarray(rows, np.int64))
+        kept._id_of = [None] * len(ids)
+        kept.commit(ids, rows)
+        return kept, meta
+
     def _forget_rows(self, rows: Sequence[int]) -> None:
         if rows:
             self._engine.forget(np.asarray(rows, np.int64))
+
+    def ids(self) -> list[Id | None]:
+        """The id of each row, in row order (None: a forgotten or unnamed row)."""
+        return list(self._id_of)
 
     def memory_bytes(self) -> int:
         """Bytes the engine holds in memory."""

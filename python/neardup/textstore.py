@@ -588,16 +588,27 @@ class SqliteTextStore:
             db.execute("COMMIT")
         return [_unkey(k, v) for k, v in rows]
 
-    def items(self) -> Iterator[tuple[Id, str, float]]:
-        """Every ``(id, text, timestamp)``, in insertion order (a snapshot)."""
+    def items(self, after: int = 0) -> Iterator[tuple[Id, str, float]]:
+        """Every ``(id, text, timestamp)``, in insertion order (a snapshot); ``after``: only the
+        rows written after that sequence number (see :attr:`last_seq`)."""
         with self._lock:
             rows = (
                 self._conn()
-                .execute("SELECT kind, key, text, ts FROM texts ORDER BY seq")
+                .execute(
+                    "SELECT kind, key, text, ts FROM texts WHERE seq > ? ORDER BY seq",
+                    (int(after),),
+                )
                 .fetchall()
             )
         for kind, key, text, ts in rows:
             yield _unkey(kind, key), _text(text), float(ts)
+
+    def ids_by_seq(self) -> tuple[list[Id], list[int]]:
+        """Every stored id and its sequence number, in insertion order (a snapshot; no text
+        is read into Python)."""
+        with self._lock:
+            rows = self._conn().execute("SELECT kind, key, seq FROM texts ORDER BY seq").fetchall()
+        return [_unkey(kind, key) for kind, key, _ in rows], [seq for _, _, seq in rows]
 
     def __contains__(self, id: object) -> bool:
         try:

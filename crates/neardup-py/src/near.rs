@@ -225,6 +225,33 @@ impl NearEngine {
     fn spilled_bytes(&self) -> PyResult<u64> {
         Ok(self.lock()?.spilled_bytes())
     }
+
+    /// Writes ``rows`` (in this order) to the file ``path`` with the caller's ``extra`` bytes:
+    /// each row's fingerprint, length, band keys, min-hash bytes and sketch, a checksum per
+    /// section; written beside and renamed over ``path`` once synced (GIL released).
+    fn save(
+        &self,
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        rows: PyReadonlyArray1<'_, i64>,
+        extra: Vec<u8>,
+    ) -> PyResult<()> {
+        let rows = rows.as_array().to_vec();
+        py.detach(|| self.with(|e| e.save(&path, &rows, &extra)))
+    }
+
+    /// Reads the rows saved by :meth:`save` in ``path`` into this engine, which must be empty,
+    /// and returns the saved ``extra`` bytes. The rows are stored, not kept (:meth:`keep` them).
+    /// ``CorruptIndexError`` for a damaged or truncated file, ``IncompatibleIndexError`` for one
+    /// of another shape or format version; either way the engine stays empty (GIL released).
+    fn load<'py>(
+        &self,
+        py: Python<'py>,
+        path: std::path::PathBuf,
+    ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let extra = py.detach(|| self.with(|e| e.load(&path)))?;
+        Ok(pyo3::types::PyBytes::new(py, &extra))
+    }
 }
 
 /// The decision rule of :class:`NearEngine` for candidates found and held elsewhere (a Redis

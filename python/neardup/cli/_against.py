@@ -13,19 +13,24 @@ under in an index directory).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from neardup import io as nio
+from neardup._core import CorruptIndexError, IncompatibleIndexError
 from neardup.corpus import CorpusDeduper
 from neardup.io import counted
+from neardup.kept import SAVED_ENGINE
+from neardup.policy import Policy
 from neardup.textstore import SqliteTextStore
 
 #: The stored texts of an index directory (``neardup index build``), what ``--against`` reads.
 REFERENCE_TEXTS = "texts.sqlite"
 _CHUNK = 16384
+_logger = logging.getLogger("neardup.cli")
 
 
 def removed_summary(
@@ -166,6 +171,37 @@ def _read(ref: Reference, spec: nio.FieldSpec, on_error: str) -> Iterator[tuple[
         yield (doc.id if doc.id is not None else f"{source.path}:{doc.line}"), doc.text
 
 
+def save_references(path: str, store: SqliteTextStore, policy: Policy) -> str | None:
+    """Save the decision engine's rows of the texts stored in index directory ``path``
+    (``neardup index build``), so that ``--against``, ``index query`` and ``serve --against``
+    load them instead of preparing and sketching every reference again: the rows saved
+    before and still valid are loaded, the texts added since prepared. Returns the file's
+    path (None: not saved, the log says why)."""
+    from neardup.dedup import Deduplicator
+
+    html_pages = sum(policy.is_html(text) for _, text, _ in store.items())
+    refs = Deduplicator(policy=policy, store=store)
+    return refs.save_engine({"html_pages": html_pages})
+
+
+def _load_saved(deduper: CorpusDeduper, ref: Reference) -> list[Any] | None:
+    """The ids of index directory ``ref``'s references, loaded into the empty ``deduper`` from
+    its saved engine when that matches its text store (else None: prepared from the texts)."""
+    saved = os.path.join(ref.path, SAVED_ENGINE)
+    if len(deduper) or deduper.references or not os.path.isfile(saved):
+        return None
+    store = SqliteTextStore(os.path.join(ref.path, REFERENCE_TEXTS), sync="off")
+    try:
+        ids, _ = store.ids_by_seq()
+        deduper.load_references(saved, ids, store.last_seq)
+    except (CorruptIndexError, IncompatibleIndexError) as e:
+        _logger.warning("%s; reading the texts instead", e)
+        return None
+    finally:
+        store.close()
+    return ids
+
+
 def add_references(
     deduper: CorpusDeduper,
     refs: list[Reference],
@@ -180,6 +216,12 @@ def add_references(
     spec = nio.FieldSpec(args.against_text_field or args.text_field, args.against_id_field, None)
     ids: list[Any] = []
     for ref in refs:
+        loaded = _load_saved(deduper, ref) if ref.source is None and not ref.dataset else None
+        if loaded is not None:
+            ids.extend(loaded)
+            if advance is not None:
+                advance(ref.size())
+            continue
         chunk_ids: list[Any] = []
         texts: list[str] = []
         try:

@@ -36,7 +36,7 @@ import numpy as np
 from neardup import Index
 from neardup import io as nio
 from neardup._core import PRESETS
-from neardup.cli._against import REFERENCE_TEXTS
+from neardup.cli._against import REFERENCE_TEXTS, save_references
 from neardup.cli.dedup import (
     EXIT_INPUT,
     EXIT_OK,
@@ -347,6 +347,11 @@ def run_build(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     size = len(index)
+    if store is not None and added:
+        # the decision engine's rows, saved: --against, index query and serve load them
+        Progress.status("neardup index build: saving the references' engine…", args.quiet)
+        save_references(args.index_dir, store, _policy_from(settings))
+        Progress.status("", args.quiet)
     _close(index, store)
     if not args.quiet:
         eprint(
