@@ -245,6 +245,8 @@ class Deduplicator(Closing):
         # candidates, limits and verification of the one decision that neardup dedup makes
         # (neardup.kept; docs/quality.md, "Bounded work"). Filled from a store that has texts.
         self._kept: KeptTexts | None = None
+        # (last sequence number, size) of the store when its engine was last saved or loaded
+        self._saved_state: tuple[int, int] | None = None
         if policy.verifier == "jaccard":
             self._kept = self._loaded_kept()
 
@@ -292,6 +294,8 @@ class Deduplicator(Closing):
             return None
         if upto < len(ids):
             self._load_kept(kept, after=int(last))
+        else:
+            self._saved_state = (self.store.last_seq, len(ids))
         _logger.info(
             "loaded the engine of %d stored text(s) from %s (%d prepared since)",
             upto,
@@ -316,7 +320,13 @@ class Deduplicator(Closing):
             try:
                 self.commit()
                 ids, _ = self.store.ids_by_seq()
+                # (a store whose last sequence number and size are those saved is unchanged:
+                # every put takes a new number and a removal lowers the size)
+                state = (self.store.last_seq, len(ids))
+                if meta is None and state == self._saved_state and os.path.exists(path):
+                    return path
                 self._kept.save(path, ids, {**(meta or {}), "last_seq": self.store.last_seq})
+                self._saved_state = state
                 return path
             except Exception as e:  # (disk full, a stored id the engine lacks: never fatal)
                 _logger.warning("could not save the engine to %s: %s", path, e)
