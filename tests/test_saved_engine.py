@@ -221,3 +221,28 @@ def test_index_build_saves_the_engine_and_against_uses_it(tmp_path: Path) -> Non
     assert "not used" in stale[2]
     os.replace(ref / SAVED_ENGINE, tmp_path / "aside")
     assert outputs("texts-after")[:2] == stale[:2]
+
+
+def test_serve_references_load_the_saved_engine_and_stored_fingerprints(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from neardup.service.references import load_references
+
+    refs = _jsonl(tmp_path / "refs.jsonl", list(zip(IDS, TEXTS)))
+    ref = tmp_path / "ref"
+    assert neardup("index", "build", str(ref), str(refs), "-q").returncode == 0
+
+    def answers() -> tuple[Answers, list[list[str]]]:
+        d = load_references(str(ref), Policy.default())
+        try:
+            within = [sorted(map(str, (m.id for m in ms))) for ms in d.check_many(PROBES, k=12)]
+            return _answers(d), within
+        finally:
+            d.close()
+
+    with caplog.at_level(logging.INFO, logger="neardup.dedup"):
+        saved = answers()
+    assert "loaded the engine of" in caplog.text
+    assert any(saved[1]) and any(saved[0])
+    os.replace(ref / SAVED_ENGINE, tmp_path / "aside")
+    assert answers() == saved

@@ -18,6 +18,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from neardup.dedup import Deduplicator, Match, Policy
 from neardup.textstore import Id, SqliteTextStore
 
@@ -39,7 +41,21 @@ def load_references(path: str, policy: Policy) -> Deduplicator:
             f"`neardup index build {path} INPUT…`"
         )
     store = SqliteTextStore(texts_path, sync="off")
-    refs = Deduplicator(policy=policy, store=store)  # (the decision engine loads the texts)
+    # (the decision engine loads the saved engine, else the texts)
+    refs = Deduplicator(policy=policy, store=store)
+    if _same_fingerprints(path, policy):
+        # the fingerprints stored with the texts are this policy's: no text is read
+        for rows in store.changes_since(0):
+            missing = [j for j, r in enumerate(rows) if r[1] is None]
+            fps = [r[1] or 0 for r in rows]
+            if missing:
+                new = policy.fingerprint_many(
+                    refs.fingerprinter, [rows[j][3] or "" for j in missing]
+                )
+                for j, fp in zip(missing, new.tolist()):
+                    fps[j] = int(fp)
+            refs.index.add_many([r[0] for r in rows], np.asarray(fps, np.uint64))
+        return refs
     ids: list[Id] = []
     texts: list[str] = []
     for i, text, _ in store.items():
@@ -51,6 +67,21 @@ def load_references(path: str, policy: Policy) -> Deduplicator:
     if texts:
         refs.index.add_many(ids, policy.fingerprint_many(refs.fingerprinter, texts))
     return refs
+
+
+def _same_fingerprints(path: str, policy: Policy) -> bool:
+    """Whether the fingerprints stored in reference directory ``path`` are those ``policy``
+    computes (the same fingerprint settings and HTML reading)."""
+    from neardup.cli.index import _load_settings, _policy_from
+
+    try:
+        settings = _load_settings(path)
+    except ValueError:
+        return False
+    if settings is None or settings.get("raw"):
+        return False
+    made = _policy_from(settings)
+    return dict(made.fingerprint) == dict(policy.fingerprint) and made.html == policy.html
 
 
 def _best_first(a: list[Match], b: list[Match]) -> list[Match]:

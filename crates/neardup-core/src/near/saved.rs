@@ -195,6 +195,7 @@ impl Engine {
     fn read_from(&mut self, path: &Path) -> Result<Vec<u8>> {
         let file = File::open(path).map_err(|e| io_error(path, e))?;
         let size = file.metadata().map_err(|e| io_error(path, e))?.len();
+        let base = file.try_clone().map_err(|e| io_error(path, e))?;
         let mut r = Reader {
             input: BufReader::with_capacity(IO_CHUNK, file),
             path,
@@ -267,38 +268,38 @@ impl Engine {
         if got != total || total > r.left {
             return Err(corrupt(path, "sketch section of the wrong length"));
         }
+        // Sketches within the memory budget are read into memory; more stay in the file, read
+        // in place (pread, like a spilled row); both after the whole section passed its checksum.
+        let offset = size - r.left;
+        let in_memory = total <= self.cfg.memory_budget as u64;
+        let mut hashes: Vec<u32> = Vec::new();
         let mut hash = Xxh3::new();
-        let mut unread = total; // (bytes of the section not read yet)
-        let mut sketch: Vec<u32> = Vec::new();
-        let mut chunk = Vec::new();
-        let mut at = 0usize; // (bytes of `chunk` used)
-        for &c in &counts {
-            let want = c as usize * 4;
-            if chunk.len() - at < want {
-                // the rest of the chunk, then the next chunk (at least this row)
-                let rest = chunk.split_off(at);
-                let more = (IO_CHUNK.max(want) as u64).min(unread) as usize;
-                let next = r.bytes(more)?;
-                unread -= more as u64;
-                hash.update(&next);
-                chunk = rest;
-                chunk.extend_from_slice(&next);
-                at = 0;
+        let mut buf = vec![0u8; IO_CHUNK];
+        let mut unread = total;
+        while unread > 0 {
+            let n = (IO_CHUNK as u64).min(unread) as usize; // (a multiple of 4)
+            r.fill(&mut buf[..n])?;
+            hash.update(&buf[..n]);
+            if in_memory {
+                hashes.extend(
+                    buf[..n]
+                        .chunks_exact(4)
+                        .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]])),
+                );
             }
-            sketch.clear();
-            sketch.extend(
-                chunk[at..at + want]
-                    .chunks_exact(4)
-                    .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]])),
-            );
-            at += want;
-            self.sketches.push(&sketch)?;
-        }
-        if chunk.len() != at || unread != 0 {
-            return Err(corrupt(path, "sketch section of the wrong length"));
+            unread -= n as u64;
         }
         if r.u64()? != hash.digest() {
             return Err(corrupt(path, "sketch checksum mismatch"));
+        }
+        if in_memory {
+            let mut at = 0usize;
+            for &c in &counts {
+                self.sketches.push(&hashes[at..at + c as usize])?;
+                at += c as usize;
+            }
+        } else {
+            self.sketches.set_base(base, offset, &counts)?;
         }
         let extra_len = r.u64()?;
         if extra_len > r.left {
@@ -327,11 +328,19 @@ impl Reader<'_> {
             return Err(corrupt(self.path, "truncated"));
         }
         let mut out = vec![0u8; n];
-        self.input
-            .read_exact(&mut out)
-            .map_err(|e| io_error(self.path, e))?;
-        self.left -= n as u64;
+        self.fill(&mut out)?;
         Ok(out)
+    }
+
+    fn fill(&mut self, out: &mut [u8]) -> Result<()> {
+        if out.len() as u64 > self.left {
+            return Err(corrupt(self.path, "truncated"));
+        }
+        self.input
+            .read_exact(out)
+            .map_err(|e| io_error(self.path, e))?;
+        self.left -= out.len() as u64;
+        Ok(())
     }
 
     fn u64(&mut self) -> Result<u64> {
@@ -415,10 +424,14 @@ mod tests {
         original
             .save(&path, &(0..all.len() as i64).collect::<Vec<_>>(), b"ids")
             .unwrap();
-        // a budget of 4 KiB: most loaded sketches go to the temporary file
+        // within the budget: in memory; past it: read in place from the saved file
+        let mut in_memory = Engine::new(config(1 << 30)).unwrap();
+        in_memory.load(&path).unwrap();
+        assert_eq!(in_memory.sketches.in_place_bytes(), 0);
         let mut loaded = Engine::new(config(4096)).unwrap();
         assert_eq!(loaded.load(&path).unwrap(), b"ids");
-        assert!(loaded.spilled_bytes() > 0);
+        assert!(loaded.sketches.in_place_bytes() > 0);
+        assert_eq!(loaded.spilled_bytes(), 0);
         assert_eq!(loaded.fps, original.fps);
         assert_eq!(loaded.lengths, original.lengths);
         assert_eq!(loaded.keys, original.keys);
@@ -439,6 +452,34 @@ mod tests {
         let want = original.check(&probes, &fps(&probes)).unwrap();
         assert!(want.iter().any(|m| !m.is_empty()));
         assert_eq!(loaded.check(&probes, &fps(&probes)).unwrap(), want);
+        in_memory
+            .keep(&(0..all.len() as i64).collect::<Vec<_>>())
+            .unwrap();
+        assert_eq!(in_memory.check(&probes, &fps(&probes)).unwrap(), want);
+        // rows added after the load: past the budget they spill to the temporary file, and
+        // rows of all three places (saved file, temporary file, memory) read back as fed
+        let more: Vec<String> = (0..50u64)
+            .map(|i| {
+                let words: Vec<String> = (0..40u64)
+                    .map(|w| format!("{:x}", xxh3_64(&(i * 1000 + w).to_le_bytes()) % 99_991))
+                    .collect();
+                words.join(" ")
+            })
+            .collect();
+        let want = original.check_and_keep(&more, &fps(&more)).unwrap();
+        assert_eq!(loaded.check_and_keep(&more, &fps(&more)).unwrap(), want);
+        assert!(loaded.spilled_bytes() > 0);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for r in 0..loaded.len() {
+            assert_eq!(
+                loaded.sketches.get(r, &mut a).unwrap(),
+                original.sketches.get(r, &mut b).unwrap()
+            );
+        }
+        assert_eq!(
+            loaded.check(&probes, &fps(&probes)).unwrap(),
+            original.check(&probes, &fps(&probes)).unwrap()
+        );
         std::fs::remove_file(&path).unwrap();
     }
 

@@ -15,8 +15,13 @@ use crate::{Error, Result};
 static FILES: AtomicU64 = AtomicU64::new(0);
 
 pub struct SketchStore {
-    /// `offsets[r]..offsets[r + 1]`: row `r`'s hashes, counted over the file then memory.
+    /// `offsets[r]..offsets[r + 1]`: row `r`'s hashes, counted over the base, the file, then
+    /// memory.
     offsets: Vec<u64>,
+    /// Rows read in place from a saved engine's file (see [`SketchStore::set_base`]): the
+    /// file, the byte offset of its first hash, and its hashes.
+    base: Option<(File, u64)>,
+    base_hashes: u64,
     /// Hashes from `spilled` on.
     memory: Vec<u32>,
     /// Hashes in the file.
@@ -33,6 +38,8 @@ impl SketchStore {
     pub fn new(budget_bytes: usize, dir: &Path) -> SketchStore {
         SketchStore {
             offsets: vec![0],
+            base: None,
+            base_hashes: 0,
             memory: Vec::new(),
             spilled: 0,
             file: None,
@@ -59,9 +66,34 @@ impl SketchStore {
         self.spilled * 4
     }
 
+    /// Bytes of hashes read in place from a saved engine's file.
+    pub fn in_place_bytes(&self) -> u64 {
+        self.base_hashes * 4
+    }
+
     /// Bytes held in memory (hashes and offsets).
     pub fn memory_bytes(&self) -> usize {
         self.memory.capacity() * 4 + self.offsets.capacity() * 8
+    }
+
+    /// Makes the rows of `counts` (hashes per row) those stored at byte `offset` of `file`, a
+    /// saved engine's file that is read in place, never written (and never copied to memory
+    /// or to the temporary file). Only for an empty store.
+    pub fn set_base(&mut self, file: File, offset: u64, counts: &[u32]) -> Result<()> {
+        if !self.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a base is set on an empty sketch store".into(),
+            ));
+        }
+        let mut end = 0u64;
+        self.offsets.reserve(counts.len());
+        for &c in counts {
+            end += u64::from(c);
+            self.offsets.push(end);
+        }
+        self.base = Some((file, offset));
+        self.base_hashes = end;
+        Ok(())
     }
 
     /// Appends a row; on an error (the temporary file) the row is not stored and the store is
@@ -69,6 +101,7 @@ impl SketchStore {
     pub fn push(&mut self, sketch: &[u32]) -> Result<()> {
         self.memory.extend_from_slice(sketch);
         let end = self.offsets[self.offsets.len() - 1] + sketch.len() as u64;
+        debug_assert!(end - self.base_hashes - self.spilled == self.memory.len() as u64);
         self.offsets.push(end);
         if self.memory.len() > self.budget {
             if let Err(e) = self.spill() {
@@ -116,19 +149,31 @@ impl SketchStore {
     /// Row `r`'s hashes: borrowed from memory, or read from the file into `buf`.
     pub fn get<'a>(&'a self, r: usize, buf: &'a mut Vec<u32>) -> Result<&'a [u32]> {
         let (start, end) = (self.offsets[r], self.offsets[r + 1]);
-        if start >= self.spilled {
-            let (s, e) = (
-                (start - self.spilled) as usize,
-                (end - self.spilled) as usize,
-            );
+        let in_memory = self.base_hashes + self.spilled;
+        if start >= in_memory {
+            let (s, e) = ((start - in_memory) as usize, (end - in_memory) as usize);
             return Ok(&self.memory[s..e]);
         }
-        let Some(file) = self.file.as_ref() else {
+        let (file, at, dir) = if start >= self.base_hashes {
+            (
+                self.file.as_ref(),
+                (start - self.base_hashes) * 4,
+                &self.dir,
+            )
+        } else {
+            let base = self.base.as_ref();
+            (
+                base.map(|b| &b.0),
+                base.map_or(0, |b| b.1) + start * 4,
+                &self.dir,
+            )
+        };
+        let Some(file) = file else {
             return Err(Error::InvalidArgument(format!("row {r} was never stored")));
         };
         let mut bytes = vec![0u8; ((end - start) * 4) as usize];
-        file.read_exact_at(&mut bytes, start * 4)
-            .map_err(|e| io_error(&self.dir, e))?;
+        file.read_exact_at(&mut bytes, at)
+            .map_err(|e| io_error(dir, e))?;
         buf.clear();
         buf.extend(
             bytes
