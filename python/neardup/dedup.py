@@ -382,7 +382,11 @@ class Deduplicator(Closing):
         from the texts. Directories written by earlier versions open as they are. The policy
         is saved in ``path/policy.json`` on first open and reused afterwards; passing a different
         one raises ``ValueError``. ``retention`` (seconds): texts older than that are expired
-        automatically as new ones arrive.
+        automatically as new ones arrive. With the Jaccard verifier, :meth:`close` saves the
+        decision engine's rows in ``path/texts.engine`` and the next open loads them instead of
+        preparing and sketching every stored text, when they are the store's rows (see
+        :meth:`save_engine`); otherwise (a damaged file, a store written to through another
+        path) the texts are prepared as before.
 
         Write calls accept ``durable=False``: the result is decided and visible at once and the
         texts are written by the next :meth:`commit` (one transaction for everything written
