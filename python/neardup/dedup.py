@@ -282,8 +282,10 @@ class Deduplicator(Closing):
             _logger.warning("%s; preparing the stored texts instead", e)
             return None
         last = meta.get("last_seq")
+        if not isinstance(last, int):
+            last = -1  # (matches no store: a file without it is not used)
         ids, seqs = self.store.ids_by_seq()
-        upto = bisect.bisect_right(seqs, last) if isinstance(last, int) else -1
+        upto = bisect.bisect_right(seqs, last) if last >= 0 else -1
         if upto != len(kept) or ids[:upto] != kept.ids():
             _logger.info(
                 "saved engine %s does not match text store %s (written to since it was saved); "
@@ -293,7 +295,7 @@ class Deduplicator(Closing):
             )
             return None
         if upto < len(ids):
-            self._load_kept(kept, after=int(last))
+            self._load_kept(kept, after=last)
         else:
             self._saved_state = (self.store.last_seq, len(ids))
         _logger.info(
