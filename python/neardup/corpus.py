@@ -230,7 +230,7 @@ class CorpusDeduper:
 
     def load_references(self, path: str, ids: Sequence[Any], last_seq: int) -> None:
         """Add the reference documents saved in ``path`` (``neardup index build``: the rows of
-        its text store, :data:`neardup.kept.SAVED_ENGINE`) without preparing and sketching them
+        its text store, :func:`neardup.kept.saved_engine_path`) without preparing and sketching them
         again, as :meth:`add_references` of the store's texts would, provided the saved rows
         are those of the store as it is: ``ids`` in order, saved at sequence number
         ``last_seq``, no HTML page among them (a page's preparation depends on the corpus's

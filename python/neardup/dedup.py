@@ -49,7 +49,7 @@ from neardup.durable import (
     open_texts,
     verify_texts,
 )
-from neardup.kept import SAVED_ENGINE, KeptTexts
+from neardup.kept import KeptTexts, saved_engine_path
 from neardup.policy import (
     Match,
     Policy,
@@ -251,13 +251,13 @@ class Deduplicator(Closing):
             self._kept = self._loaded_kept()
 
     def _saved_engine_path(self) -> str | None:
-        """Where the decision engine's rows are saved: beside a SQLite text store, when the
-        fingerprinter is the policy's (None: not saved)."""
-        if not isinstance(self.store, SqliteTextStore):
+        """Where the decision engine's rows are saved: beside a SQLite text store's file,
+        named after it (:func:`~neardup.kept.saved_engine_path`), when the fingerprinter is the policy's (None: not saved)."""
+        if not isinstance(self.store, SqliteTextStore) or not os.path.isfile(self.store.path):
             return None
         if fingerprinter_config(self.fingerprinter) is None:
             return None
-        return os.path.join(os.path.dirname(os.path.abspath(self.store.path)), SAVED_ENGINE)
+        return saved_engine_path(self.store.path)
 
     def _loaded_kept(self) -> KeptTexts:
         """The decision engine over the stored texts: the saved engine (:meth:`save_engine`)

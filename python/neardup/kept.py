@@ -38,6 +38,7 @@ __all__ = [
     "load_rows",
     "rows_digest",
     "rule_for",
+    "saved_engine_path",
     "spill_directory",
 ]
 
@@ -47,9 +48,15 @@ DEFAULT_MEMORY_BUDGET = 256 << 20
 COMPACT_MIN_ROWS = 1 << 16
 
 
-#: The saved engine beside a text store (``texts.sqlite``): its rows, so that a reopen (or a
-#: reference directory's reuse) does not prepare and sketch every stored text again.
-SAVED_ENGINE = "texts.engine"
+def saved_engine_path(texts_path: str) -> str:
+    """Where the engine of the SQLite text store file ``texts_path`` is saved: beside it,
+    named after it (``texts.sqlite``: ``texts.engine``). Its rows, so that a reopen (or a
+    reference directory's reuse) does not prepare and sketch every stored text again."""
+    return os.path.splitext(os.path.abspath(texts_path))[0] + ".engine"
+
+
+#: The saved engine of a data or reference directory's ``texts.sqlite``.
+SAVED_ENGINE = os.path.basename(saved_engine_path("texts.sqlite"))
 
 
 def rows_digest(policy: Policy) -> str:
