@@ -60,9 +60,10 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]], compression: str | None 
 def read_docs(path: Path, fmt: str | None = None) -> list[nio.Doc]:
     """Every document of ``path``; fails on a bad one."""
     docs = []
-    for d in nio.read_docs(nio.detect(str(path), fmt)):
-        assert isinstance(d, nio.Doc), str(d)
-        docs.append(d)
+    for source in nio.input_sources(str(path), fmt):
+        for d in nio.read_docs(source):
+            assert isinstance(d, nio.Doc), str(d)
+            docs.append(d)
     return docs
 
 
@@ -413,8 +414,14 @@ def test_engine_spark_agrees_with_local(tmp_path: Path, rows: list[dict[str, Any
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "neardup dedup (spark)" in r.stderr
+    assert nio.spark_parts(str(remote)), "a part-file directory, as Spark writes"
     assert read_ids(remote) == read_ids(local)
-    clustered = {json.loads(x)["id"] for x in (tmp_path / "cs.jsonl").read_text().splitlines()}
+    # the part-file directory is an input like a file (here: nothing in it is a copy)
+    again = tmp_path / "again.jsonl"
+    assert neardup("dedup", str(remote), "-o", str(again)).returncode == 0
+    assert read_ids(again) == read_ids(local)
+    parts = nio.spark_parts(str(tmp_path / "cs.jsonl")) or []
+    clustered = {json.loads(x)["id"] for p in parts for x in Path(p).read_text().splitlines()}
     assert {f"copy{i:02d}" for i in range(10)} <= clustered
 
 

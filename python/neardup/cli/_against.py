@@ -23,7 +23,7 @@ from neardup import io as nio
 from neardup._core import CorruptIndexError, IncompatibleIndexError
 from neardup.corpus import CorpusDeduper
 from neardup.io import counted
-from neardup.kept import SAVED_ENGINE
+from neardup.kept import saved_engine_path
 from neardup.policy import Policy
 from neardup.textstore import SqliteTextStore
 
@@ -105,20 +105,15 @@ def open_references(paths: list[str], format: str | None) -> list[Reference]:
             out.append(Reference(path, None, dataset=True))
             continue
         try:
-            source = nio.detect(path)
-        except nio.UnknownFormatError:
-            if format is None:
-                raise ReferenceInputError(f"--against {path}: cannot tell its format") from None
-            try:
-                source = nio.detect(path, format)
-            except nio.UnknownFormatError as e:
-                raise ReferenceInputError(f"--against {e}") from None
-        if source.format == "dir" and not nio.dir_files(path):
+            sources = nio.input_sources(path, None if os.path.isdir(path) else format)
+        except nio.UnknownFormatError as e:
+            raise ReferenceInputError(f"--against {e}") from None
+        if sources[0].format == "dir" and not nio.dir_files(path):
             raise ReferenceInputError(
                 f"--against {path}: holds no .txt, .text, .html or .htm file and is not an "
                 "index directory (neardup index build)"
             )
-        out.append(Reference(path, source))
+        out += [Reference(s.path, s) for s in sources]
     return out
 
 
@@ -187,7 +182,7 @@ def save_references(path: str, store: SqliteTextStore, policy: Policy) -> str | 
 def _load_saved(deduper: CorpusDeduper, ref: Reference) -> list[Any] | None:
     """The ids of index directory ``ref``'s references, loaded into the empty ``deduper`` from
     its saved engine when that matches its text store (else None: prepared from the texts)."""
-    saved = os.path.join(ref.path, SAVED_ENGINE)
+    saved = saved_engine_path(os.path.join(ref.path, REFERENCE_TEXTS))
     if len(deduper) or deduper.references or not os.path.isfile(saved):
         return None
     store = SqliteTextStore(os.path.join(ref.path, REFERENCE_TEXTS), sync="off")

@@ -329,7 +329,7 @@ def open_sources(args: argparse.Namespace, command: str) -> list[nio.Source] | i
             eprint(f"neardup {command}: {path}: no such file or directory")
             return EXIT_INPUT
     try:
-        return [nio.detect(p, args.format) for p in args.inputs]
+        return [s for p in args.inputs for s in nio.input_sources(p, args.format)]
     except nio.UnknownFormatError as e:
         eprint(f"neardup {command}: {e}")
         return EXIT_USAGE

@@ -24,7 +24,7 @@ document (bad JSON, missing or non-string text field, invalid UTF-8, ...) become
 
 The parts, each in its own module (import the names from here, ``neardup.io``):
 
-- ``_sources``: formats, :class:`Source`, :func:`detect`, :func:`output_source`,
+- ``_sources``: formats, :class:`Source`, :func:`detect`, :func:`input_sources`, :func:`output_source`,
   :class:`FieldSpec` and the two errors;
 - ``_streams``: (de)compressing byte streams (:func:`open_read`, :func:`open_write`) and
   progress in bytes on disk;
@@ -49,6 +49,8 @@ from neardup.io._sources import (
     Source,
     UnknownFormatError,
     detect,
+    input_sources,
+    spark_parts,
     output_source,
 )
 from neardup.io._streams import ProgressFn as ProgressFn
@@ -68,6 +70,8 @@ __all__ = [
     "UnknownFormatError",
     "csv_header",
     "detect",
+    "input_sources",
+    "spark_parts",
     "doc_from_record",
     "open_read",
     "open_write",

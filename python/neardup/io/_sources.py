@@ -1,5 +1,5 @@
 """What an input or output is: its format and compression told from the name (:func:`detect`,
-:func:`output_source`), which fields hold the text, id and time (:class:`FieldSpec`), and the two
+:func:`output_source`; a Spark output directory is its part files, :func:`input_sources`), which fields hold the text, id and time (:class:`FieldSpec`), and the two
 errors of inputs (:class:`UnknownFormatError`, :class:`InputError`)."""
 
 from __future__ import annotations
@@ -117,6 +117,27 @@ def detect(path: str, format: str | None = None) -> Source:
     if format == "dir":
         raise UnknownFormatError(f"{path}: format 'dir' needs a directory")
     return Source(path, format, compression)
+
+
+def spark_parts(path: str) -> list[str] | None:
+    """The part files of a Spark (Hadoop) output directory, in part order: a directory with a
+    ``_SUCCESS`` marker and ``part-*`` files, as ``neardup dedup --engine spark`` writes. None:
+    ``path`` is not one."""
+    if not os.path.isfile(os.path.join(path, "_SUCCESS")):
+        return None
+    parts = sorted(n for n in os.listdir(path) if n.startswith("part-"))
+    return [os.path.join(path, n) for n in parts] if parts else None
+
+
+def input_sources(path: str, format: str | None = None) -> list[Source]:
+    """The inputs that ``path`` names: one file or directory as :func:`detect` tells it, or the part
+    files of a Spark output directory (:func:`spark_parts`), each told by its own name."""
+    parts = spark_parts(path) if os.path.isdir(path) else None
+    if parts is None:
+        return [detect(path, format)]
+    if format == "dir":
+        raise UnknownFormatError(f"{path}: a Spark output directory; its part files are read")
+    return [detect(p, format) for p in parts]
 
 
 def output_source(path: str, inputs: list[Source], format: str | None = None) -> Source:
