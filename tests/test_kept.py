@@ -69,3 +69,108 @@ def test_forgotten_rows_are_compacted_away_and_checks_answer_as_before(
     # later writes see the compacted rows under their ids
     found, rows = kept.check_and_add(["x"], norms[-1:], fps[-1:])
     assert [m.id for m in found[0]] == [ids[-1]] and rows == []
+
+
+def test_replacing_ids_over_and_over_keeps_the_engine_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An add under an id already held forgets the id's old row (at commit): those rows are
+    # compacted away like removed ones, so a service that keeps replacing the same ids does not
+    # grow without bound.
+    monkeypatch.setattr("neardup.kept.COMPACT_MIN_ROWS", 50)
+    policy = Policy()
+    kept = KeptTexts(policy)
+    ids = [f"doc{i}" for i in range(100)]
+    for version in range(30):
+        texts = [f"document {i} revision {version}: {i * 7919} items on shelf" for i in range(100)]
+        norms, fps = _prepared(policy, texts)
+        kept.commit(ids, kept.add(ids, norms, fps))
+        assert len(kept) == 100
+        # (compaction once forgotten rows reach max(50, live) = 100: at most 100 live + 100
+        # forgotten before this batch + the batch's 100)
+        assert len(kept._engine) <= 300, f"version {version}: {len(kept._engine)} rows"
+    # the latest texts are found under their ids, the replaced ones nowhere
+    assert [m.id for m in kept.check(norms[:1], fps[:1])[0]] == ["doc0"]
+    assert sum(i is not None for i in kept.ids()) == 100
+
+
+def test_a_failed_write_that_is_rolled_back_is_compacted_away(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("neardup.kept.COMPACT_MIN_ROWS", 50)
+    policy = Policy()
+    kept = KeptTexts(policy)
+    norms, fps = _prepared(policy, [f"a write that fails number {i} of many" for i in range(60)])
+    for _ in range(10):
+        kept.rollback(kept.add(["x"] * 60, norms, fps))
+    assert len(kept._engine) < 60 and len(kept) == 0
+
+
+def test_a_check_beside_a_compaction_answers_as_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One thread checks over and over while this one forgets the texts stored before the
+    # checked ones, so that each compaction renumbers the rows the checks find: every answer
+    # is the one the check gives with no compaction at all.
+    import sys
+    import threading
+
+    monkeypatch.setattr("neardup.kept.COMPACT_MIN_ROWS", 20)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # (threads take turns often: a check meets a compaction)
+    policy = Policy()
+    stable = [
+        f"notice {i}: parcel {i} arrives between {i} and noon at gate {i} of the depot"
+        for i in range(40)
+    ]
+    norms, fps = _prepared(policy, stable)
+    ids = [f"s{i}" for i in range(len(stable))]
+    queries, query_fps = _prepared(policy, [t + " today" for t in stable])
+    churn = [f"unrelated churn text {j} about {j * 104729} other things" for j in range(200)]
+    c_norms, c_fps = _prepared(policy, churn)
+    c_ids = [f"c{j}" for j in range(len(churn))]
+    expected = None
+    compactions = checks = 0
+    try:
+        for _ in range(25):
+            kept = KeptTexts(policy, memory_budget=4096)
+            kept.commit(c_ids, kept.add(c_ids, c_norms, c_fps))  # (rows 0..199)
+            kept.commit(ids, kept.add(ids, norms, fps))  # (rows 200..239, then lower)
+            if expected is None:
+                expected = kept.check(queries, query_fps)
+                assert all(m and m[0].id == ids[i] for i, m in enumerate(expected))
+            stop = threading.Event()
+            answers: list[object] = []
+            errors: list[BaseException] = []
+
+            def checker(
+                kept: KeptTexts = kept,
+                stop: threading.Event = stop,
+                answers: list[object] = answers,
+                errors: list[BaseException] = errors,
+            ) -> None:
+                try:
+                    while not stop.is_set():
+                        answers.append(kept.check(queries, query_fps))
+                except BaseException as e:  # pragma: no cover (reported below)
+                    errors.append(e)
+
+            thread = threading.Thread(target=checker)
+            thread.start()
+            try:
+                for step in range(0, len(c_ids), 10):
+                    generation = kept._generation
+                    kept.forget(c_ids[step : step + 10])
+                    compactions += kept._generation != generation
+            finally:
+                stop.set()
+                thread.join()
+            assert not errors, errors
+            assert len(kept._engine) < 100
+            checks += len(answers)
+            for answer in answers:
+                assert answer == expected
+            assert kept.check(queries, query_fps) == expected
+    finally:
+        sys.setswitchinterval(switch)
+    assert compactions >= 50 and checks > 0

@@ -7,10 +7,11 @@ check finds its candidates, ranks them and verifies them exactly as ``neardup de
 ``verify_limit`` verified (docs/quality.md, "Bounded work"). So the library, the service and
 the batch command give one answer.
 
-A removed, replaced or expired text's row is forgotten (never a candidate again); once
-forgotten rows outnumber the live ones (and number at least :data:`COMPACT_MIN_ROWS`), the
-engine drops them and renumbers the rest, so that a long-running service's memory follows the
-texts it holds, not all it ever held. Texts that a check-and-add does not keep leave nothing
+A removed, replaced or expired text's row (or a failed write's) is forgotten (never a candidate
+again); once forgotten rows outnumber the live ones (and number at least
+:data:`COMPACT_MIN_ROWS`), checked after every write that forgets rows, the engine drops them
+and renumbers the rest, so that a long-running service's memory follows the texts it holds, not
+all it ever held. Texts that a check-and-add does not keep leave nothing
 behind.
 """
 
@@ -232,15 +233,23 @@ class KeptTexts:
             self._row_of[i] = r
             self._id_of[r] = i
         self._forget_rows(old)
+        self._compact_when_due()
 
     def rollback(self, rows: Sequence[int]) -> None:
         """Take back the rows of a write that failed."""
         self._forget_rows(rows)
+        self._compact_when_due()
 
     def forget(self, ids: Iterable[Id]) -> None:
         """Forget the stored texts of ``ids`` (unknown ids are ignored)."""
         rows = [r for r in (self._row_of.pop(i, None) for i in ids) if r is not None]
         self._forget_rows(rows)
+        self._compact_when_due()
+
+    def _compact_when_due(self) -> None:
+        """The one rule of when rows are dropped, after every write that forgets some (a
+        forget, a replaced id's old row at commit, a rollback): :meth:`compact` with
+        :data:`COMPACT_MIN_ROWS`."""
         self.compact(COMPACT_MIN_ROWS)
 
     def compact(self, min_rows: int = 0) -> None:
