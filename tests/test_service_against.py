@@ -62,3 +62,17 @@ def test_a_directory_without_texts_is_refused(tmp_path: Path) -> None:
     assert neardup("index", "build", str(raw), str(src), "--raw").returncode == 0
     r = neardup("serve", "--data", str(tmp_path / "store"), "--port", "0", "--against", str(raw))
     assert r.returncode == 2 and "not a reference directory with stored texts" in r.stderr
+
+
+def test_near_pairs_list_a_reference_that_shares_the_id(tmp_path: Path) -> None:
+    # GET /v1/near/{id} leaves out the document itself, not a reference of the same id.
+    idx, refs = _references(tmp_path)
+    with ServerProcess(tmp_path / "store", "--against", str(idx)) as srv:
+        for doc_id, text in (("eval:4", near_copy(refs[4], 1)), ("other", refs[4])):
+            r = httpx.post(srv.url + "/v1/add", json={"id": doc_id, "text": text}, timeout=30)
+            assert r.status_code == 200, r.text
+        near = httpx.get(srv.url + "/v1/near/eval:4", timeout=30).json()["near"]
+        assert sorted(d["id"] for d in near) == ["eval:4", "other"]
+        assert all(d["similarity"] >= 0.8 for d in near)
+        near = httpx.get(srv.url + "/v1/near/other", timeout=30).json()["near"]
+        assert sorted(d["id"] for d in near) == ["eval:4", "eval:4"]  # the reference and the doc

@@ -310,6 +310,9 @@ class DedupService:
         text = document_record(doc_id, stored).get("text")
         if not isinstance(text, str):
             raise ApiError("invalid_value", "this store keeps no text to compare with", field="id")
+        near_of = getattr(self.backend, "near_of", None)  # (with --against: references too)
+        if near_of is not None:
+            return doc_id, list(near_of(doc_id, text))
         return doc_id, [m for m in self.backend.check(text) if m.id != doc_id]
 
     async def near(self, raw_id: str, id_type: str | None = None) -> bytes:

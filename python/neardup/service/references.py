@@ -108,6 +108,13 @@ class WithReferences:
         """The references ``text`` is a near-copy of, with the stored documents, best first."""
         return _best_first(self.references.check(text, k), list(self.backend.check(text, k)))
 
+    def near_of(self, id: Id, text: str) -> list[Match]:
+        """The near pairs of stored ``id`` whose text is ``text``: the references it is a
+        near-copy of (one may share its id: it is not the document itself), with the other
+        stored documents, best first."""
+        stored = [m for m in self.backend.check(text) if m.id != id]
+        return _best_first(self.references.check(text), stored)
+
     def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
         """:meth:`check` for each text."""
         refs = self.references.check_many(texts, k)
