@@ -164,6 +164,22 @@ def test_long_texts_are_cut_to_max_chars() -> None:
         pairs_from_corpus(texts, max_chars=0)
 
 
+def test_a_long_page_is_cut_by_its_main_text_not_its_markup() -> None:
+    # a page whose markup starts with more than max_chars of style: cut raw, nothing visible
+    # would be left; its main text is what the policy compares, so that is what is cut
+    from neardup.htmltext import main_text
+
+    head = "<html><head><style>" + "p.note { color: #333; margin: 0 }\n" * 200 + "</style></head>"
+    pages = [f"{head}<body><article><p>{t}</p></article></body></html>" for t in sample_texts(60)]
+    assert all(len(p) > 6000 for p in pages)
+    pairs = pairs_from_corpus(pages, copies=60, seed=3, max_chars=5000)
+    mains = {main_text(p)[:5000] for p in pages}
+    policy = Policy.default()
+    assert {p.a for p in pairs} <= mains  # (each pair starts from a text of the corpus)
+    assert all(policy.prepare(p.a) for p in pairs)
+    assert any(p.label for p in pairs) and not all(p.label for p in pairs)
+
+
 def test_cli_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     # stderr on a pseudo-terminal: the bars of pairs made and scored are drawn there
     primary, secondary = pty.openpty()

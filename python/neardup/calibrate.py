@@ -17,7 +17,9 @@ Like seed 003's distance figure, the plot shows how the duplicates and the other
 the Hamming distance, and what precision and recall each radius gives.
 
 Cost: texts are cut to ``max_chars`` (20,000) characters before pairs are made (the Levenshtein
-verifier is quadratic in a text's length: one 2 MB licence file took minutes); each distinct
+verifier is quadratic in a text's length: one 2 MB licence file took minutes); a longer HTML page
+is first read as the policy reads it, by its main text, which is cut (not the markup, whose
+first characters may hold no visible text at all); each distinct
 text is prepared, sketched and split into terms once; the fingerprints, sketches and Jaccard
 scores are computed in the core and the Levenshtein scores by rapidfuzz on every core, with
 scores under 0.5 (the lowest threshold evaluated) reported as 0. ``progress(n)`` callbacks are
@@ -43,6 +45,7 @@ from rapidfuzz.distance import Levenshtein
 
 from neardup._core import _sketch, _sketch_jaccard
 from neardup.dedup import Policy
+from neardup.htmltext import main_text
 from neardup.verify import VERIFIERS, cosine_of_terms, term_counts
 
 __all__ = [
@@ -182,6 +185,15 @@ class _Prepared:
         return float(_sketch_jaccard(self.sketch(a), self.sketch(b)))
 
 
+def cut_text(text: str, policy: Policy, max_chars: int) -> str:
+    """``text`` cut to its first ``max_chars`` characters; a longer HTML page (as
+    ``policy`` tells them) becomes its main text first (what the policy compares), and that is
+    cut: cutting the markup could leave a head of scripts and styles and no text."""
+    if len(text) > max_chars and policy.is_html(text):
+        text = main_text(text)
+    return text[:max_chars]
+
+
 def pairs_from_corpus(
     texts: Sequence[str],
     *,
@@ -195,17 +207,18 @@ def pairs_from_corpus(
     """Labelled pairs made from a corpus: ``copies`` edited copies plus hard negatives.
 
     Each pair is labelled by 5-gram Jaccard (after the policy's preparation) >= ``threshold``.
-    Texts are cut to their first ``max_chars`` characters; ``progress(n)`` is told of the pairs
+    Texts are cut to their first ``max_chars`` characters (a longer HTML page: of its main
+    text, see :func:`cut_text`); ``progress(n)`` is told of the pairs
     made (``copies`` copies, then as many negatives, at most one per text).
     """
     if copies < 1:
         raise ValueError(f"copies must be >= 1, got {copies}")
     if max_chars < 1:
         raise ValueError(f"max_chars must be >= 1, got {max_chars}")
-    texts = [t[:max_chars] for t in texts if t and t.strip()]
+    policy = policy or Policy.default()
+    texts = [c for c in (cut_text(t, policy, max_chars) for t in texts if t) if c.strip()]
     if len(texts) < 2:
         raise ValueError(f"the corpus needs at least 2 non-empty texts, got {len(texts)}")
-    policy = policy or Policy.default()
     prepared = _Prepared(policy)
     rng = random.Random(seed)
     out: list[LabelledPair] = []

@@ -86,7 +86,8 @@ def add_parser(sub: Any) -> None:
         "--max-chars",
         type=int,
         default=MAX_CHARS,
-        help=f"use the first this many characters of each text (--corpus; default: {MAX_CHARS})",
+        help=f"use the first this many characters of each text, of a longer HTML page its main "
+        f"text (--corpus; default: {MAX_CHARS})",
     )
     p.add_argument("--max-k", type=int, default=32, help="largest radius evaluated (default: 32)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the edits (default: 0)")
