@@ -187,23 +187,35 @@ class RedisDeduplicator(Closing):
         table_fp = np.concatenate([np.array([data[h][1] for h in hashes], np.uint64), p.fps])
         table_pos = np.array([data[h][0] for h in hashes] + list(range(_BATCH_POSITION,
                              _BATCH_POSITION + n)), np.int64)  # fmt: skip
-        nb = p.keys.shape[1]
         # A band list as one number: band << 32 | band key.
-        codes = (np.arange(nb, dtype=np.int64) << 32) | p.keys.astype(np.int64)
-        rows = {}
-        if m:
+        codes = (np.arange(p.keys.shape[1], dtype=np.int64) << 32) | p.keys.astype(np.int64)
+        # The stored candidates of each text: the rows of the records in its band lists (stale
+        # ones left out), one sorted array per text that has any.
+        list_code, list_row = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if m and len(found.records):
             table_h = np.frombuffer(b"".join(hashes), ">u8").astype(np.uint64)
-            table_ref = table_pos[:m].astype(np.uint64)
             sorter = np.argsort(table_h)
-            for (b, k), recs in found.lists.items():
-                h = np.ascontiguousarray(recs[:, :8]).view(">u8").ravel().astype(np.uint64)
-                ref = np.ascontiguousarray(recs[:, 8:]).view(">u8").ravel().astype(np.uint64)
-                row = sorter[np.searchsorted(table_h, h, sorter=sorter).clip(0, m - 1)]
-                ok = (table_h[row] == h) & (table_ref[row] == ref)  # (stale records go)
-                if ok.any():
-                    rows[(b << 32) | k] = row[ok].astype(np.int64)
-        stored = np.isin(codes, np.fromiter(rows, np.int64, len(rows))) & listed[:, None]
-        shared = np.zeros_like(stored)
+            recs = found.records
+            h = np.ascontiguousarray(recs[:, :8]).view(">u8").ravel().astype(np.uint64)
+            ref = np.ascontiguousarray(recs[:, 8:]).view(">u8").ravel().astype(np.int64)
+            row = sorter[np.searchsorted(table_h, h, sorter=sorter).clip(0, m - 1)]
+            ok = (table_h[row] == h) & (table_pos[row] == ref)
+            order = np.argsort(found.codes[ok], kind="stable")
+            list_code, list_row = found.codes[ok][order], row[ok][order]
+        lo = np.searchsorted(list_code, codes, "left")
+        count = (np.searchsorted(list_code, codes, "right") - lo) * listed[:, None]
+        per_text = count.sum(axis=1)
+        total = int(per_text.sum())
+        cands: dict[int, npt.NDArray[np.int64]] = {}
+        if total:
+            flat = count.ravel()
+            at = np.repeat(lo.ravel() - (np.cumsum(flat) - flat), flat) + np.arange(total)
+            pair = np.unique(np.repeat(np.arange(n, dtype=np.int64), per_text) * m + list_row[at])
+            text, cand = np.divmod(pair, m)
+            bounds = np.flatnonzero(np.diff(text)) + 1
+            for part_t, part_c in zip(np.split(text, bounds), np.split(cand, bounds)):
+                cands[int(part_t[0])] = part_c
+        shared = np.zeros(codes.shape, bool)
         if ids is not None:
             uniq, counts = np.unique(codes[listed], return_counts=True)
             shared = np.isin(codes, uniq[counts > 1]) & listed[:, None]
@@ -232,12 +244,11 @@ class RedisDeduplicator(Closing):
                         del cache[next(iter(cache))]
 
         def ranked(i: int, batch: list[int]) -> npt.NDArray[np.int64]:
-            parts = [rows[c] for c in codes[i][stored[i]].tolist()]
-            if batch:
-                parts.append(np.asarray(batch, np.int64) + m)
-            if not parts:
-                return np.zeros(0, np.int64)
-            idx = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
+            idx = cands.get(i, np.zeros(0, np.int64))
+            if batch:  # (after every stored row)
+                idx = np.concatenate([idx, np.asarray(batch, np.int64) + m])
+            if not len(idx):
+                return idx
             order = rule.rank(p.minhash[i], int(p.fps[i]), table_m[idx], table_fp[idx],
                               table_pos[idx])  # fmt: skip
             return idx[np.asarray(order, np.int64)]
@@ -256,8 +267,7 @@ class RedisDeduplicator(Closing):
                 texts_c.append(i)
             earlier[i] = sorted(before)
         first = {
-            i: ranked(i, earlier[i])
-            for i in np.flatnonzero(stored.any(axis=1) | shared.any(axis=1)).tolist()
+            i: ranked(i, earlier[i]) for i in sorted({*cands, *np.flatnonzero(shared.any(axis=1))})
         }
         read(r for top in first.values() for r in top.tolist())
         out: list[list[Match]] = []

@@ -13,12 +13,11 @@ from typing import Any
 __all__ = ["LIBRARY", "Functions"]
 
 #: Bumped with any change of the library's behaviour (old servers keep the older one).
-LIBRARY = "neardup3"
+LIBRARY = "neardup4"
 
-_LUA = """#!lua name=neardup3
+_LUA = """#!lua name=neardup4
 local F = {}
 local REC = 16
-local EMPTY = '\\0\\0\\0\\0\\0\\0\\0\\0\\0\\0\\0\\0\\0\\0\\0\\0'  -- no records
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -43,11 +42,17 @@ local function split(packed, width)
   return out
 end
 
--- Whether the values of fields still end with their heads (packed, 16 bytes each).
+-- Whether fields (values vals) are as read: heads packs, for each field read non-empty, its
+-- index (4 bytes, from 0) and its newest record then; every other field must still be empty.
 local function same(vals, heads)
-  for x, v in ipairs(vals) do
-    local h = string.sub(heads, REC * x - REC + 1, REC * x)
-    if (v and string.sub(v, -REC) or EMPTY) ~= h then return false end
+  local want = {}
+  for p = 1, #heads, 4 + REC do
+    local a, b, c, d = string.byte(heads, p, p + 3)
+    want[((a * 256 + b) * 256 + c) * 256 + d + 1] = string.sub(heads, p + 4, p + 3 + REC)
+  end
+  for x = 1, #vals do
+    local v = vals[x]
+    if (v and string.sub(v, -REC)) ~= (want[x] or false) then return false end
   end
   return true
 end
@@ -86,12 +91,12 @@ local function cut(key, fields, recs)
 end
 
 -- One version's data (args from a: id, ref, fp, m, band keys, text, timestamp); the ref and
--- band keys of the version it replaces.
+-- band keys of the version it replaces. Its (timestamp, id) go to the list times when given.
 local function put(key, times, args, a)
   local old = redis.call('HMGET', key, 'r', 'k')
   redis.call('HSET', key, 'i', args[a], 'r', args[a + 1], 'f', args[a + 2], 'm', args[a + 3],
              'k', args[a + 4], 'x', args[a + 5], 't', args[a + 6])
-  if times then redis.call('ZADD', times, args[a + 6], args[a]) end
+  if times then times[#times + 1] = args[a + 6]; times[#times + 1] = args[a] end
   return old
 end
 
@@ -109,9 +114,9 @@ F.data = function(keys, args)
   return out
 end
 
--- One server: store n versions when every band field they go to still ends with the head
--- read. keys: times, the band hashes, the n data keys. args: n, cap, then per band hash:
--- fields, heads ('': no check), records, counts (see append); then per version: id, ref, fp,
+-- One server: store n versions when every band field they go to is as read (see same).
+-- keys: times, the band hashes, the n data keys. args: n, cap, then per band hash: fields,
+-- heads ('-': no check), records, counts (see append); then per version: id, ref, fp,
 -- min-hash bytes, band keys, text, timestamp. {0} when a field changed (nothing written).
 F.add = function(keys, args)
   local n, cap = tonumber(args[1]), tonumber(args[2])
@@ -121,13 +126,13 @@ F.add = function(keys, args)
     local a = 3 + 4 * (j - 1)
     fields[j] = split(args[a], 4)
     vals[j] = chunked('HMGET', keys[1 + j], fields[j])
-    if args[a + 1] ~= '' and not same(vals[j], args[a + 1]) then return {0} end
+    if args[a + 1] ~= '-' and not same(vals[j], args[a + 1]) then return {0} end
   end
-  local cf, cr = {}, {}
+  local cf, cr, times = {}, {}, {}
   for j = 1, nb do cf[j] = {}; cr[j] = {} end
   for i = 1, n do
     local key = keys[1 + nb + i]
-    local old = put(key, keys[1], args, 3 + 4 * nb + 7 * (i - 1))
+    local old = put(key, times, args, 3 + 4 * nb + 7 * (i - 1))
     if old[1] then
       for j, f in ipairs(split(old[2], 4)) do
         cf[j][#cf[j] + 1] = f
@@ -140,11 +145,12 @@ F.add = function(keys, args)
     append(keys[1 + j], fields[j], vals[j], args[a + 2], args[a + 3], cap)
     if #cf[j] > 0 then cut(keys[1 + j], table.concat(cf[j]), table.concat(cr[j])) end
   end
+  chunked('ZADD', keys[1], times)
   return {1}
 end
 
 -- Redis Cluster, one band hash: reserve fields (args: token, ttl ms, fields, heads) when
--- each still ends with its head and no one else holds it. 1 or 0.
+-- each is as read (see same) and no one else holds it. 1 or 0.
 F.reserve = function(keys, args)
   local fields = split(args[3], 4)
   if not same(chunked('HMGET', keys[1], fields), args[4]) then return 0 end
@@ -229,16 +235,16 @@ F.unlist = function(keys, args)
 end
 
 if redis.register_function then
-  redis.register_function('neardup3_fields', F.fields)
-  redis.register_function('neardup3_data', F.data)
-  redis.register_function('neardup3_add', F.add)
-  redis.register_function('neardup3_reserve', F.reserve)
-  redis.register_function('neardup3_commit', F.commit)
-  redis.register_function('neardup3_cut', F.cut)
-  redis.register_function('neardup3_put', F.put)
-  redis.register_function('neardup3_drop', F.drop)
-  redis.register_function('neardup3_remove', F.remove)
-  redis.register_function('neardup3_unlist', F.unlist)
+  redis.register_function('neardup4_fields', F.fields)
+  redis.register_function('neardup4_data', F.data)
+  redis.register_function('neardup4_add', F.add)
+  redis.register_function('neardup4_reserve', F.reserve)
+  redis.register_function('neardup4_commit', F.commit)
+  redis.register_function('neardup4_cut', F.cut)
+  redis.register_function('neardup4_put', F.put)
+  redis.register_function('neardup4_drop', F.drop)
+  redis.register_function('neardup4_remove', F.remove)
+  redis.register_function('neardup4_unlist', F.unlist)
 end
 """
 

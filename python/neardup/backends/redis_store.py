@@ -64,13 +64,15 @@ class Doc(NamedTuple):
 class Found(NamedTuple):
     """What a read of band lists found: per band hash the band keys read (sorted) and the
     newest record of each (16 zero bytes: none); the newest ``limit`` records of each
-    non-empty list, newest first (``(n, 16)`` bytes; a record whose ref is not its id's in
-    ``data`` is stale); the data ``(ref, fingerprint, min-hash bytes, encoded id)`` of the
-    stored versions they name, by id hash; and the first of the refs reserved with the read."""
+    non-empty list (``(n, 16)`` bytes; a record whose ref is not its id's in ``data`` is
+    stale) with the list of each (``band << 32 | band key``); the data ``(ref, fingerprint,
+    min-hash bytes, encoded id)`` of the stored versions they name, by id hash; and the first
+    of the refs reserved with the read."""
 
     fields: list[npt.NDArray[np.uint32]]
     heads: list[npt.NDArray[np.uint8]]
-    lists: dict[Band, npt.NDArray[np.uint8]]
+    codes: npt.NDArray[np.int64]
+    records: npt.NDArray[np.uint8]
     data: dict[bytes, tuple[int, int, bytes, bytes]]
     first: int
 
@@ -169,22 +171,23 @@ class RedisStore:
         got = pipe.execute()
         first = int(got.pop()) - refs + 1 if refs else 0
         values = got[0] if not self.cluster else [v[0] for v in got]
-        heads = []
-        lists: dict[Band, npt.NDArray[np.uint8]] = {}
+        heads, codes, blobs, cap = [], [], [], self.limit * _REC
         for j, (fs, vs) in enumerate(zip(fields, values)):
             h = np.zeros((len(fs), _REC), np.uint8)
-            for x in [x for x, v in enumerate(vs) if v]:  # (most fields are empty)
-                v = vs[x]
-                h[x] = np.frombuffer(v[-_REC:], np.uint8)
-                lists[j, int(fs[x])] = np.frombuffer(v, np.uint8).reshape(-1, _REC)[-self.limit :][
-                    ::-1
-                ]
+            full = [x for x, v in enumerate(vs) if v]  # (most fields are empty)
+            if full:
+                tails = [vs[x][-cap:] for x in full]
+                h[full] = np.frombuffer(b"".join([t[-_REC:] for t in tails]), np.uint8).reshape(
+                    -1, _REC
+                )
+                counts = [len(t) // _REC for t in tails]
+                codes.append(np.repeat((j << 32) | fs[full].astype(np.int64), counts))
+                blobs.append(b"".join(tails))
             heads.append(h)
-        records: set[bytes] = set()
-        if lists:
-            every = np.ascontiguousarray(np.concatenate(list(lists.values())))
-            records = set(np.unique(every.view("V16").ravel()).tolist())
-        return Found(fields, heads, lists, self._data_of(records), first)
+        records = np.frombuffer(b"".join(blobs), np.uint8).reshape(-1, _REC)
+        code = np.concatenate(codes) if codes else np.zeros(0, np.int64)
+        unique = set(np.unique(records.view("V16").ravel()).tolist()) if len(records) else set()
+        return Found(fields, heads, code, records, self._data_of(unique), first)
 
     def refs(self, n: int) -> int:
         """Reserve ``n`` refs; the first."""
@@ -256,9 +259,9 @@ class RedisStore:
     def _grouped(
         self, docs: Sequence[Doc], found: Found | None
     ) -> list[tuple[bytes, bytes, bytes, bytes]]:
-        """Per band hash: the band keys the listed ``docs`` go to (packed, sorted), their
-        heads as read (packed; ``b""`` without ``found``), the docs' records in field order and
-        how many go to each field (2 bytes each)."""
+        """Per band hash: the band keys the listed ``docs`` go to (packed, sorted), the heads
+        of those read non-empty (4-byte index and record each; ``b"-"`` without ``found``: no
+        check), the docs' records in field order and how many go to each field (2 bytes each)."""
         listed = [d for d in docs if d.listed]
         nb = len(self._bands)
         if not listed:
@@ -272,9 +275,13 @@ class RedisStore:
             fields, inv = np.unique(keys[:, j], return_inverse=True)
             order = np.argsort(inv, kind="stable")
             counts = np.bincount(inv, minlength=len(fields)).astype(">u2").tobytes()
-            heads = b""
-            if found is not None:
-                heads = found.heads[j][np.searchsorted(found.fields[j], fields)].tobytes()
+            heads = b"-"  # (no check)
+            if found is not None:  # (index, newest record) of each field read non-empty
+                read = found.heads[j][np.searchsorted(found.fields[j], fields)]
+                full = np.flatnonzero(read.any(axis=1))
+                heads = np.concatenate(
+                    [full.astype(">u4").view(np.uint8).reshape(-1, 4), read[full]], axis=1
+                ).tobytes()
             out.append((fields.astype(">u4").tobytes(), heads, recs[order].tobytes(), counts))
         return out
 
