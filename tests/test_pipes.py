@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gzip
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -27,10 +29,15 @@ def test_jsonl_through_a_pipe_is_the_file_job(tmp_path: Path, sample_lines: list
     src.write_bytes(b"".join(sample_lines))
     out = tmp_path / "out.jsonl"
     assert neardup("dedup", str(src), "-o", str(out), "-q").returncode == 0
-    r = _piped("dedup", "-", "-o", "-", stdin=src.read_bytes())
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    r = _piped("dedup", "-", "-o", "-", "--temp-dir", str(spool), stdin=src.read_bytes())
     assert r.returncode == 0, r.stderr
     assert r.stdout == out.read_bytes()
-    assert b"-> -" in r.stderr and b"neardup-stdin" not in r.stdout
+    # the summary names standard output, not the temporary file, and the temporary files of
+    # standard input and output are gone
+    assert r.stderr.rstrip().endswith(b"-> -") and str(spool).encode() not in r.stderr
+    assert list(spool.iterdir()) == []
     # a compressed stream is told by its first bytes (with --format)
     r = _piped("dedup", "-", "-o", "-", "--format", "jsonl", stdin=gzip.compress(src.read_bytes()))
     assert r.returncode == 0, r.stderr
@@ -76,3 +83,60 @@ def test_pipe_errors_name_the_problem_and_write_nothing(tmp_path: Path) -> None:
     # a bad record fails the job: nothing reaches standard output
     r = _piped("dedup", "-", "-o", "-", stdin=b'{"text": "fine"}\n{"text": 3}\n')
     assert r.returncode == 1 and r.stdout == b"" and b"/stdin.jsonl:2: " in r.stderr
+
+
+def test_ctrl_c_while_standard_input_is_read_leaves_no_temporary_file(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    exe = shutil.which("neardup")
+    assert exe is not None
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        proc = subprocess.Popen(
+            [exe, "dedup", "-", "-o", "-", "--temp-dir", str(spool)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(b'{"id": 1, "text": "a first record of standard input"}\n' * 3000)
+        proc.stdin.flush()  # (and left open: the command is copying standard input)
+        deadline = time.monotonic() + 60
+        while not any(p.name.startswith("stdin.") for p in spool.rglob("*")):
+            assert time.monotonic() < deadline and proc.poll() is None, "no spool file"
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert b"Traceback" not in err and err.strip().endswith(b"interrupted")
+        assert list(spool.iterdir()) == [], sig
+
+
+def test_a_reader_that_stops_early_ends_the_job_quietly(tmp_path: Path) -> None:
+    # neardup dedup in.jsonl -o - | head -1: the reader goes away, the command ends like a
+    # Unix tool (141: 128 + SIGPIPE; no error line, no traceback) and leaves no temporary file
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(SAMPLE.read_bytes())
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    exe = shutil.which("neardup")
+    assert exe is not None
+    proc = subprocess.Popen(
+        [exe, "dedup", str(src), "-o", "-", "-q", "--temp-dir", str(spool)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=300) == 141, err
+    assert first.startswith(b"{") and err == b""
+    assert list(spool.iterdir()) == []
+    # the same through a shell pipeline: head's line, and the shell's status of the command
+    r = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {exe} dedup {src} -o - -q | head -1"],
+        capture_output=True,
+        timeout=300,
+    )
+    assert r.stdout == first and r.stderr == b"" and r.returncode == 141

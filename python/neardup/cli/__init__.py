@@ -3,17 +3,23 @@
 ``run(args) -> int`` executes it, returning the exit code.
 
 Exit codes: 0 success, 1 the job failed on its input (bad record with --on-error fail, ...),
-2 usage error (bad flags, unknown format), 130 interrupted.
+2 usage error (bad flags, unknown format), 130 interrupted, 141 standard output closed by its
+reader before all was written (``| head``: the exit status of a Unix tool killed by SIGPIPE,
+without a message).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from neardup import __version__
+
+#: Standard output closed by its reader: 128 + SIGPIPE, as a shell reports a tool it killed.
+EXIT_BROKEN_PIPE = 141
 
 # subcommand name -> module under neardup.cli; a module missing (not built yet) is skipped.
 SUBCOMMANDS = {
@@ -52,6 +58,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of standard output stopped (| head): end quietly, as a Unix tool killed by
+        # SIGPIPE does; what is still buffered for stdout goes nowhere (Python's flush at exit
+        # would print another error).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

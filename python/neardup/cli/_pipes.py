@@ -5,7 +5,12 @@ input is first copied to a temporary file (in ``--temp-dir``), which is then an 
 other: its format is ``--format``, else JSONL when it starts with ``{``; a gzip, xz or zstd
 stream is told by its first bytes. With ``-o -`` the kept records are written to a temporary
 file in the inputs' format (uncompressed) and copied to standard output once the job has
-succeeded, so a failed job writes nothing there. Both files are removed when the job ends.
+succeeded, so a failed job writes nothing there. Both files are in one temporary directory,
+removed however the job ends (done, failed, interrupted by Ctrl-C or SIGTERM).
+
+A reader that stops early (``neardup dedup in.jsonl -o - | head -1``) closes standard output:
+the copy stops quietly, as a standard Unix tool's does, and :func:`neardup.cli.main` exits with
+141 (128 + SIGPIPE), with no error line.
 """
 
 from __future__ import annotations
@@ -13,9 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from neardup import io as nio
 from neardup.kept import spill_directory
@@ -35,7 +43,8 @@ def uses_pipes(args: argparse.Namespace) -> bool:
 
 
 def _spool_stdin(directory: str, format: str | None) -> str:
-    """Copy standard input to a file named for its format and compression; returns its path."""
+    """Copy standard input to a file in ``directory`` named for its format and compression;
+    returns its path."""
     stream = sys.stdin.buffer
     head = stream.read(1 << 16)
     compression = next((ext for magic, ext in _MAGIC if head.startswith(magic)), "")
@@ -53,8 +62,7 @@ def _spool_stdin(directory: str, format: str | None) -> str:
     if format not in _SUFFIX or (format == "parquet" and compression):
         raise PipeError(f"-: standard input cannot be read as {format}")
     # (named stdin.*, so that a message about a record says where it came from)
-    path = os.path.join(tempfile.mkdtemp(prefix="neardup-", dir=directory), "stdin")
-    path += _SUFFIX[format] + compression
+    path = os.path.join(directory, "stdin" + _SUFFIX[format] + compression)
     with open(path, "wb") as f:
         f.write(head)
         shutil.copyfileobj(stream, f, 1 << 20)
@@ -68,32 +76,49 @@ def run_piped(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]
     for name in ("clusters", "pairs", "report"):
         if getattr(args, name, None) == STDIO:
             raise PipeError(f"--{name} -: only the kept documents (-o) go to standard output")
-    directory = spill_directory(args.temp_dir)
-    made: list[str] = []
+    directory = tempfile.mkdtemp(prefix="neardup-", dir=spill_directory(args.temp_dir))
     try:
-        if STDIO in args.inputs:
-            spooled = _spool_stdin(directory, args.format)
-            made.append(spooled)
-            args.inputs = [spooled if p == STDIO else p for p in args.inputs]
-        to_stdout = args.output == STDIO
-        if to_stdout:
-            formats = {nio.detect(p, args.format).format for p in args.inputs if os.path.exists(p)}
-            if "dir" in formats:
-                raise PipeError("-o -: directories of files cannot be written to standard output")
-            fmt = formats.pop() if len(formats) == 1 else "jsonl"  # (run() names a mix)
-            fd, out = tempfile.mkstemp(prefix="neardup-stdout-", suffix=_SUFFIX[fmt], dir=directory)
-            os.close(fd)
-            made.append(out)
-            args.output = out
-        code = run(args)
-        if to_stdout and code == 0:
-            with open(args.output, "rb") as f:
-                shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
-            sys.stdout.buffer.flush()
-        return code
+        with _sigterm_as_interrupt():
+            return _run_in(directory, args, run)
     finally:
-        for path in made:
-            if os.path.exists(path):
-                os.remove(path)
-            if os.path.basename(path).startswith("stdin."):
-                os.rmdir(os.path.dirname(path))
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run_in(
+    directory: str, args: argparse.Namespace, run: Callable[[argparse.Namespace], int]
+) -> int:
+    if STDIO in args.inputs:
+        spooled = _spool_stdin(directory, args.format)
+        args.inputs = [spooled if p == STDIO else p for p in args.inputs]
+    to_stdout = args.output == STDIO
+    if to_stdout:
+        formats = {nio.detect(p, args.format).format for p in args.inputs if os.path.exists(p)}
+        if "dir" in formats:
+            raise PipeError("-o -: directories of files cannot be written to standard output")
+        fmt = formats.pop() if len(formats) == 1 else "jsonl"  # (run() names a mix)
+        args.output = os.path.join(directory, "stdout" + _SUFFIX[fmt])
+    code = run(args)
+    if to_stdout and code == 0:
+        # (BrokenPipeError, a reader that stopped early, goes to neardup.cli.main)
+        with open(args.output, "rb") as f:
+            shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
+        sys.stdout.buffer.flush()
+    return code
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a job killed by its scheduler) ends the job as Ctrl-C does, so that the
+    temporary files are removed (Python's default for SIGTERM is to die on the spot)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
