@@ -135,3 +135,65 @@ def test_cli_reads_and_writes_saved_datasets(tmp_path: Path, ds: Any) -> None:
     r = neardup("dedup", str(src), "-o", str(tmp_path / "o2"), "--text-field", "body")
     assert r.returncode == 1 and "--text-field 'body' is not a column" in r.stderr
     assert not (tmp_path / "o2").exists()
+
+
+def _site_page(article: str, k: int) -> str:
+    # a site's menu and footer, not marked as such by the markup: boilerplate is what many of
+    # the corpus's pages share
+    menu = "".join(f"<div>Section {j} of the courier, news and more</div>" for j in range(12))
+    footer = "<div>Copyright the courier company, all rights reserved, since 1999</div>"
+    return (
+        f"<html><body>{menu}<div><p>{article}</p></div>"
+        f"<div>Related story {k} on the courier</div>{footer}</body></html>"
+    )
+
+
+def test_cli_prepares_saved_datasets_as_files_and_names_rows_by_their_id_column(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    # A saved dataset of pages goes through the preparation of file inputs (the corpus's
+    # boilerplate learnt first, the references prepared with it), and its `id` column names its
+    # rows (as a file's `id` field does) without --id-field / --against-id-field.
+    articles = [r["text"] for r in rows if len(r["text"]) > 150 and "<" not in r["text"]][:40]
+    corpus = [{"id": f"page-{i}", "text": _site_page(a, i)} for i, a in enumerate(articles)]
+    refs = [{"id": f"ref-{i}", "text": _site_page(articles[i], 100 + i)} for i in (5, 12)] + [
+        {"id": "ref-x", "text": _site_page("an unrelated reference about tides", 99)}
+    ]
+    datasets.Dataset.from_list(corpus).save_to_disk(str(tmp_path / "corpus"))
+    datasets.Dataset.from_list(refs).save_to_disk(str(tmp_path / "refs"))
+    for name, records in (("corpus", corpus), ("refs", refs)):
+        with open(tmp_path / f"{name}.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
+
+    files = tmp_path / "files-clusters.jsonl"
+    r = neardup("dedup", str(tmp_path / "corpus.jsonl"), "-o", str(tmp_path / "kept.jsonl"),
+                "--against", str(tmp_path / "refs.jsonl"), "--clusters", str(files))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    kept_ids = [json.loads(x)["id"] for x in open(tmp_path / "kept.jsonl", encoding="utf-8")]
+    by_file = [json.loads(x) for x in files.read_text("utf-8").splitlines()]
+    assert {"id": "page-5", "cluster": "ref-5"}.items() <= by_file[0].items()
+    assert len(kept_ids) == len(corpus) - 2
+
+    clusters = tmp_path / "ds-clusters.jsonl"
+    for against in (tmp_path / "refs", tmp_path / "refs.jsonl"):
+        out = tmp_path / f"out-{against.name}"
+        r = neardup("dedup", str(tmp_path / "corpus"), "-o", str(out), "--against",
+                    str(against), "--clusters", str(clusters))  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert datasets.load_from_disk(str(out))["id"] == kept_ids
+        assert [json.loads(x) for x in clusters.read_text("utf-8").splitlines()] == by_file
+    # and a dataset reference beside a file corpus
+    r = neardup("dedup", str(tmp_path / "corpus.jsonl"), "-o", str(tmp_path / "k2.jsonl"),
+                "--against", str(tmp_path / "refs"), "--clusters", str(clusters))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x) for x in clusters.read_text("utf-8").splitlines()] == by_file
+
+
+def test_cli_quiet_silences_the_progress_bars_of_datasets(tmp_path: Path, ds: Any) -> None:
+    ds.save_to_disk(str(tmp_path / "src"))
+    ds.select(range(10)).save_to_disk(str(tmp_path / "refs"))
+    r = neardup("dedup", str(tmp_path / "src"), "-o", str(tmp_path / "out"), "-q",
+                "--against", str(tmp_path / "refs"))  # fmt: skip
+    assert r.returncode == 0 and r.stderr == ""
+    r = neardup("dedup", str(tmp_path / "src"), "-o", str(tmp_path / "out2"))
+    assert r.returncode == 0 and "neardup dedup: read 800 rows" in r.stderr

@@ -126,33 +126,42 @@ def _stored(path: str) -> Iterator[tuple[Any, str]]:
         store.close()
 
 
-def _saved(path: str, spec: nio.FieldSpec) -> Iterator[tuple[Any, str]]:
+def _saved(path: str, spec: nio.FieldSpec, quiet: bool) -> Iterator[tuple[Any, str]]:
+    """The rows of a saved dataset, ids by the rule of every input (:func:`neardup.io.record_id`:
+    ``--against-id-field``, else the ``id`` column where there is one), else ``DIR:ROW``."""
     from datasets import load_from_disk
 
+    from neardup.cli._datasets import quiet_datasets
     from neardup.integrations.datasets import check_text_column, column_texts
 
-    ds = load_from_disk(path)
+    with quiet_datasets(quiet):
+        ds = load_from_disk(path)
     if spec.id_field is not None and spec.id_field not in ds.column_names:
         raise ReferenceInputError(f"--against {path}: no id column {spec.id_field!r}")
+    column = spec.id_field or ("id" if "id" in ds.column_names else None)
     row = 0
     try:
         check_text_column(ds, spec.text_field, "--against-text-field")
         for texts in column_texts(ds, spec.text_field, _CHUNK, "--against-text-field"):
-            if spec.id_field is not None:
-                ids = ds[row : row + len(texts)][spec.id_field]
-            else:
-                ids = [f"{path}:{row + i}" for i in range(len(texts))]
-            yield from zip(ids, texts)
-            row += len(texts)
+            values = ds[row : row + len(texts)][column] if column else [None] * len(texts)
+            for value, text in zip(values, texts):
+                try:
+                    doc_id = nio.record_id({column: value} if column else {}, spec.id_field)
+                except ValueError as e:
+                    raise ReferenceInputError(f"--against {path}: row {row}: {e}") from None
+                yield nio.id_or_place(doc_id, path, row), text
+                row += 1
     except ReferenceInputError:
         raise
     except ValueError as e:
         raise ReferenceInputError(f"--against {path}: {e}") from None
 
 
-def _read(ref: Reference, spec: nio.FieldSpec, on_error: str) -> Iterator[tuple[Any, str]]:
+def _read(
+    ref: Reference, spec: nio.FieldSpec, on_error: str, quiet: bool
+) -> Iterator[tuple[Any, str]]:
     if ref.dataset:
-        yield from _saved(ref.path, spec)
+        yield from _saved(ref.path, spec, quiet)
         return
     if ref.source is None:
         yield from _stored(ref.path)
@@ -163,7 +172,7 @@ def _read(ref: Reference, spec: nio.FieldSpec, on_error: str) -> Iterator[tuple[
             if on_error == "fail":
                 raise ReferenceInputError(f"--against {doc}")
             continue
-        yield (doc.id if doc.id is not None else f"{source.path}:{doc.line}"), doc.text
+        yield nio.id_or_place(doc.id, source.path, doc.line), doc.text
 
 
 def save_references(path: str, store: SqliteTextStore, policy: Policy) -> str | None:
@@ -220,7 +229,7 @@ def add_references(
         chunk_ids: list[Any] = []
         texts: list[str] = []
         try:
-            for i, text in _read(ref, spec, args.on_error):
+            for i, text in _read(ref, spec, args.on_error, bool(getattr(args, "quiet", False))):
                 chunk_ids.append(i)
                 texts.append(text)
                 if len(texts) >= _CHUNK:

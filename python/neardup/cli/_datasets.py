@@ -2,10 +2,13 @@
 
 The dataset is opened with ``datasets.load_from_disk`` (memory-mapped Arrow files), its
 ``--text-field`` column deduplicated by :func:`neardup.integrations.datasets.deduplicate_with`
-(the decision of every other input), and the kept rows are written with ``save_to_disk`` to
-OUT, a new directory that ``load_from_disk`` opens. The options of files that do not apply to a
-dataset (``--pairs``, ``--report``, ``--time-field``, ``--format``, ``--empty drop``) are refused
-before anything is read.
+(the decision and the preparation of every other input: with pages among the rows, the
+boilerplate pass over the whole column first; ids by the same rule, ``--id-field``, else the
+``id`` column where there is one, else the row number), and the kept rows are written with
+``save_to_disk`` to OUT, a new directory that ``load_from_disk`` opens. The options of files
+that do not apply to a dataset (``--pairs``, ``--report``, ``--time-field``, ``--format``,
+``--empty drop``) are refused before anything is read. ``-q`` silences the ``datasets``
+package's progress bars too.
 """
 
 from __future__ import annotations
@@ -13,10 +16,14 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from neardup import io as nio
 from neardup.cli._against import (
     ReferenceInputError,
     add_references,
@@ -28,6 +35,7 @@ from neardup.corpus import CorpusDeduper
 from neardup.io import counted, eprint
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+_BATCH = 16384
 
 
 def holds_saved_dataset(args: argparse.Namespace) -> bool:
@@ -56,11 +64,30 @@ def _refused(args: argparse.Namespace) -> str | None:
     return None
 
 
+@contextmanager
+def quiet_datasets(quiet: bool) -> Iterator[None]:
+    """With ``-q``, the ``datasets`` package's own progress bars (loading, saving, selecting)
+    are not shown either."""
+    if not quiet:
+        yield
+        return
+    from datasets.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            enable_progress_bars()
+
+
 def run_saved_dataset(args: argparse.Namespace) -> int:
     """Run ``neardup dedup`` over a saved dataset; returns the exit code."""
-    from neardup.cli.dedup import _write_clusters, _write_reference_clusters, make_policy
-
-    started = time.perf_counter()
     problem = _refused(args)
     if problem is None and args.keep == "newest":
         problem = "--keep newest needs times: a saved dataset takes --keep first or longest"
@@ -68,12 +95,29 @@ def run_saved_dataset(args: argparse.Namespace) -> int:
         eprint(f"neardup dedup: {problem}")
         return EXIT_USAGE
     try:
-        from datasets import load_from_disk
+        import datasets  # noqa: F401
 
-        from neardup.integrations.datasets import check_text_column, deduplicate_with
+        from neardup.integrations import datasets as _  # noqa: F401
     except ImportError as e:
         eprint(f"neardup dedup: a saved dataset needs pip install 'neardup[datasets]' ({e})")
         return EXIT_USAGE
+    with quiet_datasets(args.quiet):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from datasets import load_from_disk
+
+    from neardup.cli.dedup import (
+        Clusters,
+        _write_clusters,
+        _write_reference_clusters,
+        has_pages,
+        make_policy,
+    )
+    from neardup.integrations.datasets import check_text_column, column_texts, deduplicate_with
+
+    started = time.perf_counter()
     (path,) = args.inputs
     try:
         references = open_references(args.against, None)
@@ -90,8 +134,17 @@ def run_saved_dataset(args: argparse.Namespace) -> int:
         check_text_column(ds, args.text_field, "--text-field")
         if args.id_field is not None and args.id_field not in ds.column_names:
             raise ValueError(f"--id-field {args.id_field!r} is not a column of {path}")
+        # pages: the corpus's boilerplate is learnt first, as for the other inputs
+        first = next(column_texts(ds, args.text_field, _BATCH, "--text-field"), [])
+        if has_pages(policy, [first]):
+            for texts in column_texts(ds, args.text_field, _BATCH, "--text-field"):
+                deduper.learn_boilerplate(texts)
         reference_ids = add_references(deduper, references, args) if references else []
         kept, result = deduplicate_with(deduper, ds, args.text_field, keep=args.keep)
+        groups = Clusters.of(result)
+        ids: dict[int, Any] = {}
+        if args.clusters:
+            ids = _row_ids(ds, np.flatnonzero(groups.in_cluster | groups.of_reference), args)
         kept.save_to_disk(args.output)
     except ReferenceInputError as e:
         eprint(f"neardup dedup: {e}")
@@ -99,30 +152,20 @@ def run_saved_dataset(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as e:
         eprint(f"neardup dedup: {path}: {e}")
         return EXIT_INPUT
-    n = len(result.representative)
-    of_reference = result.reference >= 0
-    rows = np.arange(n, dtype=np.int64)
-    member = (result.representative != rows) & ~of_reference
-    rep = result.representative
-    in_cluster = member.copy()
-    in_cluster[rep[member]] = True
     if args.clusters:
-        need = np.flatnonzero(in_cluster | of_reference)
-        ids: dict[int, Any] = {int(r): int(r) for r in need}
-        if args.id_field is not None and need.size:
-            values = ds.select(need)[args.id_field]
-            ids = dict(zip(need.tolist(), values))
-        _write_clusters(args.clusters, rep, in_cluster, result.distance, ids)
+        _write_clusters(
+            args.clusters, result.representative, groups.in_cluster, result.distance, ids
+        )
         if references:
             _write_reference_clusters(args.clusters, result, reference_ids, ids)
     if not args.quiet:
-        n_kept = int(result.kept.sum())
-        clusters = len(np.unique(rep[member]))
+        n = len(result.representative)
+        n_kept = int(groups.kept.sum())
         removed = removed_summary(
             n - n_kept,
-            clusters,
-            int(of_reference.sum()),
-            len(np.unique(result.reference[of_reference])),
+            len(groups.reps),
+            int(groups.of_reference.sum()),
+            len(np.unique(result.reference[groups.of_reference])),
             len(reference_ids) if references else None,
         )
         eprint(
@@ -130,3 +173,20 @@ def run_saved_dataset(args: argparse.Namespace) -> int:
             f"{time.perf_counter() - started:.1f} s -> {args.output}"
         )
     return EXIT_OK
+
+
+def _row_ids(ds: Any, rows: npt.NDArray[np.int64], args: argparse.Namespace) -> dict[int, Any]:
+    """The ids of ``rows`` of the dataset, by the rule of every input
+    (:func:`neardup.io.record_id`: ``--id-field``, else the ``id`` column where there is one),
+    else the row number (as a file's row in ``--clusters``). ValueError names a bad one."""
+    column = args.id_field or ("id" if "id" in ds.column_names else None)
+    if column is None or not rows.size:
+        return {int(r): int(r) for r in rows}
+    out: dict[int, Any] = {}
+    for row, value in zip(rows.tolist(), ds.select(rows)[column]):
+        try:
+            doc_id = nio.record_id({column: value}, args.id_field)
+        except ValueError as e:
+            raise ValueError(f"row {row}: {e}") from None
+        out[row] = doc_id if doc_id is not None else row
+    return out

@@ -21,6 +21,7 @@ import time
 from array import array
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
@@ -42,6 +43,7 @@ from neardup.cli._datasets import holds_saved_dataset, run_saved_dataset
 from neardup.cli._pipes import PipeError, run_piped, uses_pipes
 from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
 from neardup.dedup import Policy
+from neardup.integrations import keep_order
 from neardup.io import counted, eprint
 
 EXIT_OK = 0
@@ -60,6 +62,7 @@ EXIT_CODES = """exit codes:
   1  input error: a missing or unreadable input, or a bad record with --on-error fail
   2  usage error: bad flags, unknown format, output format differs from the inputs'
   130  interrupted
+  141  -o -: standard output closed before all was written (e.g. | head)
 """
 
 KEEP_POLICIES = ("first", "longest", "newest")
@@ -374,22 +377,6 @@ class _FileSlots:
     bad: list[int] = field(default_factory=list)
 
 
-def keep_order_for(
-    policy: str, lengths: npt.NDArray[np.int64], times: npt.NDArray[np.float64] | None
-) -> npt.NDArray[np.int64] | None:
-    """Rows from most to least preferred as the one to keep (None: input order)."""
-    n = len(lengths)
-    rows = np.arange(n, dtype=np.int64)
-    if policy == "first":
-        return None
-    if policy == "longest":
-        return rows[np.lexsort((rows, -lengths))]
-    if policy == "newest":
-        assert times is not None
-        return rows[np.lexsort((rows, -times))]
-    raise ValueError(f"--keep {policy!r} is not one of {', '.join(KEEP_POLICIES)}")
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``neardup dedup``; returns the exit code."""
     if uses_pipes(args) and not getattr(args, "output_label", None):
@@ -399,6 +386,8 @@ def run(args: argparse.Namespace) -> int:
         except (PipeError, nio.UnknownFormatError) as e:
             eprint(f"neardup dedup: {e}")
             return EXIT_USAGE
+        except BrokenPipeError:
+            raise  # (standard output closed by its reader: neardup.cli.main ends quietly)
         except OSError as e:
             eprint(f"neardup dedup: -: {e}")
             return EXIT_INPUT
@@ -583,7 +572,7 @@ def run(args: argparse.Namespace) -> int:
     time_arr = None
     if args.time_field:
         time_arr = np.frombuffer(times, dtype=np.float64) if n else np.zeros(0, np.float64)
-    order = keep_order_for(args.keep, length_arr, time_arr)
+    order = keep_order(args.keep, length_arr, time_arr)
     t_read = time.perf_counter()
     progress = Progress(n, "pass 2/3: grouping", args.quiet, unit="docs")
     try:
@@ -606,16 +595,13 @@ def run(args: argparse.Namespace) -> int:
     t_group = time.perf_counter()
     rows = np.arange(n, dtype=np.int64)
     rep = result.representative
-    kept = rep == rows
-    of_reference = result.reference >= 0 if references else np.zeros(n, dtype=bool)
-    member = ~kept & ~of_reference  # (members of the corpus's own clusters)
+    groups = Clusters.of(result)
+    kept, of_reference, in_cluster = groups.kept, groups.of_reference, groups.in_cluster
+    cluster_reps = groups.reps
     empty = result.empty
     n_empty = int(empty.sum())
     if args.empty == "drop":
         kept = kept & ~empty  # (an empty document is nobody's copy: it stays out of clusters)
-    in_cluster = member.copy()
-    in_cluster[rep[member]] = True
-    cluster_reps = np.unique(rep[member])
 
     plan = None
     if args.report:
@@ -756,6 +742,32 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@dataclass
+class Clusters:
+    """Which rows of a decision are in which group (the one rule of ``--clusters`` and the
+    summary, for files and saved datasets alike)."""
+
+    kept: npt.NDArray[np.bool_]  # its own representative
+    of_reference: npt.NDArray[np.bool_]  # dropped as a near-copy of a reference
+    member: npt.NDArray[np.bool_]  # dropped as a near-copy of a kept row of the corpus
+    in_cluster: npt.NDArray[np.bool_]  # a member, or a kept row that has members
+    reps: npt.NDArray[np.int64]  # the kept row of each cluster, ascending
+
+    @classmethod
+    def of(cls, result: CorpusResult) -> Clusters:
+        """The groups of ``result`` (:meth:`neardup.corpus.CorpusDeduper.result`)."""
+        rep = result.representative
+        n = rep.size
+        kept = rep == np.arange(n, dtype=np.int64)
+        of_reference = (
+            result.reference >= 0 if result.reference.size == n else np.zeros(n, dtype=bool)
+        )
+        member = ~kept & ~of_reference
+        in_cluster = member.copy()
+        in_cluster[rep[member]] = True
+        return cls(kept, of_reference, member, in_cluster, np.unique(rep[member]))
+
+
 def _write_clusters(
     path: str,
     rep: npt.NDArray[np.int64],
@@ -798,20 +810,28 @@ def _write_reference_clusters(
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def _has_pages(sources: list[nio.Source], spec: nio.FieldSpec, policy: Policy) -> bool:
-    """Whether the inputs hold HTML pages: always with ``--html yes``, never with ``no``; with
-    ``auto``, when the first block of some input has one (a page further down an input of
-    text only is prepared with what its chunk teaches)."""
-    if policy.html is not True and policy.html != "auto":
-        return False
+def has_pages(policy: Policy, first_blocks: Iterable[Sequence[str]]) -> bool:
+    """Whether the inputs hold HTML pages, so that the boilerplate pass runs over them first:
+    always with ``--html yes``, never with ``no``; with ``auto``, when the first block of some
+    input (``first_blocks``, one per input) has one (a page further down an input of text only
+    is prepared with what its chunk teaches)."""
     if policy.html is True:
         return True
-    for source in sources:
-        for batch in nio.read_batches(source, spec):
-            if any(policy.is_html(t) for t in batch.texts):
-                return True
-            break
-    return False
+    if policy.html != "auto":
+        return False
+    return any(any(policy.is_html(t) for t in block) for block in first_blocks)
+
+
+def _has_pages(sources: list[nio.Source], spec: nio.FieldSpec, policy: Policy) -> bool:
+    """:func:`has_pages` of file inputs."""
+
+    def first_blocks() -> Iterator[list[str]]:
+        for source in sources:
+            for batch in nio.read_batches(source, spec):
+                yield batch.texts
+                break
+
+    return has_pages(policy, first_blocks())
 
 
 def _write_pairs(

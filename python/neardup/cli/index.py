@@ -248,12 +248,6 @@ def _fingerprinter_from(settings: dict[str, Any]) -> TextFingerprinter:
     return TextFingerprinter(_policy_from(settings), raw=bool(settings.get("raw", False)))
 
 
-def _doc_id(doc: nio.Doc, source: nio.Source) -> Any:
-    if doc.id is not None:
-        return doc.id
-    return f"{source.path}:{doc.line}"
-
-
 def run_build(args: argparse.Namespace) -> int:
     """Run ``neardup index build``; returns the exit code."""
     if not 0 <= args.k <= 64:
@@ -338,7 +332,7 @@ def run_build(args: argparse.Namespace) -> int:
                     if skipped <= 10 and not args.quiet:
                         progress.message(f"neardup index build: skipped {doc}")
                     continue
-                ids.append(_doc_id(doc, source))
+                ids.append(nio.id_or_place(doc.id, source.path, doc.line))
                 texts.append(doc.text)
                 times.append(doc.time)
                 if len(texts) >= _CHUNK:
@@ -497,7 +491,7 @@ def _query(
                 if not args.quiet:
                     eprint(f"neardup index query: skipped {doc}")
                 continue
-            queries.append(_doc_id(doc, source))
+            queries.append(nio.id_or_place(doc.id, source.path, doc.line))
             texts.append(doc.text)
             if len(texts) >= _CHUNK:
                 flush()

@@ -34,6 +34,7 @@ except ImportError as e:  # pragma: no cover (the extra is missing)
     ) from e
 
 from neardup.corpus import CorpusDeduper, CorpusResult
+from neardup.integrations import keep_order
 from neardup.policy import Policy
 
 __all__ = [
@@ -147,13 +148,8 @@ def deduplicate_with(
         if keep == "longest":
             lengths.append(np.fromiter(map(len, texts), np.int64, len(texts)))
         deduper.feed(texts)
-    order = None
-    if keep == "longest":
-        n = len(deduper)
-        size = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
-        rows = np.arange(n, dtype=np.int64)
-        order = rows[np.lexsort((rows, -size))]
-    result = deduper.result(order)
+    size = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    result = deduper.result(keep_order(keep, size))
     kept: npt.NDArray[np.bool_] = result.kept
     if isinstance(dataset, hf.Dataset):
         return dataset.select(np.flatnonzero(kept)), result

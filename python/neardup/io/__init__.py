@@ -24,12 +24,12 @@ document (bad JSON, missing or non-string text field, invalid UTF-8, ...) become
 
 The parts, each in its own module (import the names from here, ``neardup.io``):
 
-- ``_sources``: formats, :class:`Source`, :func:`detect`, :func:`input_sources`, :func:`output_source`,
-  :class:`FieldSpec` and the two errors;
+- ``_sources``: formats, :class:`Source`, :func:`detect`, :func:`input_sources`,
+  :func:`spark_parts`, :func:`output_source`, :class:`FieldSpec` and the two errors;
 - ``_streams``: (de)compressing byte streams (:func:`open_read`, :func:`open_write`) and
   progress in bytes on disk;
-- ``_records``: :class:`Doc`, :class:`DocBatch`, :func:`parse_time`, :func:`doc_from_record`,
-  :func:`parse_json_line`;
+- ``_records``: :class:`Doc`, :class:`DocBatch`, :func:`parse_time`, the id rule
+  (:func:`record_id`, :func:`id_or_place`), :func:`doc_from_record`, :func:`parse_json_line`;
 - ``_lines``: the block parser of JSONL and text lines (2 MiB blocks into columns);
 - ``_readers``: pass 1, :func:`read_docs` and :func:`read_batches`, and the CSV/TSV, Parquet and
   directory readers;
@@ -41,7 +41,15 @@ from __future__ import annotations
 import sys
 
 from neardup.io._readers import csv_header, dir_files, read_batches, read_docs
-from neardup.io._records import Doc, DocBatch, doc_from_record, parse_json_line, parse_time
+from neardup.io._records import (
+    Doc,
+    DocBatch,
+    doc_from_record,
+    id_or_place,
+    parse_json_line,
+    parse_time,
+    record_id,
+)
 from neardup.io._sources import (
     FORMATS,
     FieldSpec,
@@ -50,8 +58,8 @@ from neardup.io._sources import (
     UnknownFormatError,
     detect,
     input_sources,
-    spark_parts,
     output_source,
+    spark_parts,
 )
 from neardup.io._streams import ProgressFn as ProgressFn
 from neardup.io._streams import open_read, open_write
@@ -73,6 +81,7 @@ __all__ = [
     "input_sources",
     "spark_parts",
     "doc_from_record",
+    "id_or_place",
     "open_read",
     "open_write",
     "output_source",
@@ -80,6 +89,7 @@ __all__ = [
     "parse_time",
     "read_batches",
     "read_docs",
+    "record_id",
 ]
 
 # The classes are neardup.io's, wherever they are defined: that is the name their reprs,

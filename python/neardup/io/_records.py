@@ -1,12 +1,13 @@
 """Documents and how one record becomes one: :class:`Doc`, the columns of :class:`DocBatch`, the
-time field (:func:`parse_time`), a parsed record (:func:`doc_from_record`) and one JSONL or text
-line (:func:`parse_json_line`, :func:`parse_text_line`)."""
+time field (:func:`parse_time`), a record's id (:func:`record_id`, :func:`id_or_place`), a
+parsed record (:func:`doc_from_record`) and one JSONL or text line (:func:`parse_json_line`,
+:func:`parse_text_line`)."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -143,6 +144,30 @@ def _has_surrogates(s: str) -> bool:
     return False
 
 
+def record_id(record: Mapping[str, Any], id_field: str | None) -> Any:
+    """The id of a record (a row of any input, a dataset's included): its ``id_field``, else its
+    ``id`` where it has one, else None (the caller names it: :func:`id_or_place`); a string or
+    an integer. ``ValueError`` for a missing ``id_field`` or an id of another kind."""
+    if id_field is None:
+        doc_id = record.get("id")
+    else:
+        try:
+            doc_id = record[id_field]
+        except KeyError:
+            raise ValueError(f"no id field {id_field!r}") from None
+    if doc_id is not None and not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
+        raise ValueError(f"id is {describe(doc_id)}, expected a string or integer")
+    return doc_id
+
+
+def id_or_place(doc_id: Any, path: str, line: int | None) -> Any:
+    """The id of a document that must have one (``index build``, ``index query``,
+    ``dedup --against``): its record's id (:func:`record_id`), else where it is,
+    ``FILE:LINE`` (a Parquet file's row: its number from 1; a saved dataset's row: its index,
+    from 0, ``DIR:ROW``)."""
+    return doc_id if doc_id is not None else f"{path}:{line}"
+
+
 def doc_from_record(
     record: Any, spec: FieldSpec, path: str, slot: int, line: int, kind: str
 ) -> Doc | InputError:
@@ -164,17 +189,10 @@ def doc_from_record(
         )
     if kind != "jsonl" and _has_surrogates(text):
         return InputError(path, line, f"field {spec.text_field!r} is not valid UTF-8", slot)
-    if spec.id_field is None:
-        doc_id = record.get("id")
-    else:
-        try:
-            doc_id = record[spec.id_field]
-        except KeyError:
-            return InputError(path, line, f"no id field {spec.id_field!r}", slot)
-    if doc_id is not None and not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
-        return InputError(
-            path, line, f"id is {describe(doc_id)}, expected a string or integer", slot
-        )
+    try:
+        doc_id = record_id(record, spec.id_field)
+    except ValueError as e:
+        return InputError(path, line, str(e), slot)
     t: float | None = None
     if spec.time_field is not None:
         try:
