@@ -124,3 +124,43 @@ def test_query_bad_fingerprint(tmp_path: Path, rows: list[dict[str, Any]]) -> No
     assert r.returncode == 2 and "--fingerprint 'xyz' is not 16 hex digits" in r.stderr
     r = neardup("index", "query", str(tmp_path / "idx"), "--fingerprint", str(1 << 64))
     assert r.returncode == 2 and "out of range" in r.stderr
+
+
+@needs_durable_index
+def test_build_refuses_an_id_repeated_among_its_inputs(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    # Stored, the second document of an id would silently replace the first: within one build
+    # it is a bad record, named with where the id came first (an id already in the directory
+    # from an earlier build is still replaced: that is how a directory is updated).
+    from neardup.textstore import SqliteTextStore
+
+    a, b, c = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    _write(a, [{"id": "q1", "text": rows[0]["text"]}, {"id": "q2", "text": rows[1]["text"]}])
+    _write(b, [{"id": "q2", "text": rows[2]["text"]}, {"id": "q3", "text": rows[3]["text"]}])
+    _write(c, [{"id": 7, "text": rows[4]["text"]}, {"id": 7, "text": rows[5]["text"]}])
+    idx = tmp_path / "idx"
+    r = neardup("index", "build", str(idx), str(a), str(b))
+    assert r.returncode == 1
+    assert f"{b}:1: id 'q2' repeats the id of {a}:2: ids must be unique" in r.stderr
+    r = neardup("index", "build", str(tmp_path / "idx-c"), str(c))
+    assert r.returncode == 1 and f"{c}:2: id 7 repeats the id of {c}:1" in r.stderr
+    # --on-error skip: the later one is left out, and counted
+    r = neardup("index", "build", str(idx), str(a), str(b), "--on-error", "skip")
+    assert r.returncode == 0, r.stderr
+    assert f"skipped {b}:1: id 'q2' repeats the id of {a}:2" in r.stderr
+    assert "added 3 documents (1 repeated id skipped); " in r.stderr
+    store = SqliteTextStore(str(idx / "texts.sqlite"))
+    try:
+        assert store.get("q2") == rows[1]["text"] and len(store) == 3
+    finally:
+        store.close()
+    # a later build replaces an id already there
+    _write(c, [{"id": "q2", "text": rows[6]["text"]}])
+    r = neardup("index", "build", str(idx), str(c))
+    assert r.returncode == 0 and "holds 3" in r.stderr
+    store = SqliteTextStore(str(idx / "texts.sqlite"))
+    try:
+        assert store.get("q2") == rows[6]["text"]
+    finally:
+        store.close()

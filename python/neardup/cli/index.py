@@ -4,8 +4,11 @@
 durable index at DIR (made when missing, added to when it exists), and stores their texts in
 ``DIR/texts.sqlite`` for verification: ids come from ``--id-field`` (default: the ``id`` field
 where present, else ``FILE:LINE``; a directory's files by relative path), times from
-``--time-field`` (default: now). Adding an id that is already there replaces it. The directory
-is what ``neardup dedup --against DIR`` reads (the texts, not the original inputs).
+``--time-field`` (default: now). Adding an id that is already there (from an earlier build)
+replaces it; an id that comes twice among the inputs of one build is a bad record, named with
+where it came first (``--on-error fail``: exit 1; ``skip``: the later one is left out and
+counted), as storing it would silently replace the first. The directory is what
+``neardup dedup --against DIR`` reads (the texts, not the original inputs).
 
 ``neardup index query DIR (--text TEXT | --fingerprint FP | INPUT…)`` prints one JSON line per
 query: ``{"query": <the INPUT record's id>, "fingerprint": "<hex>", "matches": [{"id": …,
@@ -105,8 +108,9 @@ def add_parser(subparsers: Any) -> None:
         help="add the documents of INPUT… to the index at DIR",
         description=(
             "Fingerprint the documents of INPUT… and add them, with their texts, to DIR (made "
-            "when missing; an id already there is replaced). `neardup dedup --against DIR` and "
-            "`neardup index query DIR` read it."
+            "when missing; an id already there from an earlier build is replaced, an id that "
+            "comes twice among the inputs is a bad record, see --on-error). `neardup dedup "
+            "--against DIR` and `neardup index query DIR` read it."
         ),
         epilog=BUILD_EXAMPLES + INDEX_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -317,9 +321,18 @@ def run_build(args: argparse.Namespace) -> int:
         texts.clear()
         times.clear()
 
+    seen: set[Any] = set()  # (the ids of this build: one that comes again is refused)
+    repeated = 0
     try:
         for source in sources:
             for doc in nio.read_docs(source, spec, progress.advance):
+                if not isinstance(doc, nio.InputError):
+                    doc_id = nio.id_or_place(doc.id, source.path, doc.line)
+                    if doc_id in seen:
+                        repeated += 1
+                        doc = _repeated(doc_id, source, doc, sources, spec, skipped < 10)
+                    else:
+                        seen.add(doc_id)
                 if isinstance(doc, nio.InputError):
                     if args.on_error == "fail":
                         progress.close()
@@ -332,7 +345,7 @@ def run_build(args: argparse.Namespace) -> int:
                     if skipped <= 10 and not args.quiet:
                         progress.message(f"neardup index build: skipped {doc}")
                     continue
-                ids.append(nio.id_or_place(doc.id, source.path, doc.line))
+                ids.append(doc_id)
                 texts.append(doc.text)
                 times.append(doc.time)
                 if len(texts) >= _CHUNK:
@@ -348,12 +361,60 @@ def run_build(args: argparse.Namespace) -> int:
         Progress.status("", args.quiet)
     _close(index, store)
     if not args.quiet:
+        left_out = [
+            counted(skipped - repeated, "bad record") if skipped > repeated else "",
+            f"{counted(repeated, 'repeated id')}" if repeated else "",
+        ]
         eprint(
             f"neardup index build: added {counted(added, 'document')}"
-            + (f" ({counted(skipped, 'bad record')} skipped)" if skipped else "")
+            + (f" ({' and '.join(x for x in left_out if x)} skipped)" if skipped else "")
             + f"; {args.index_dir} holds {size:,}"
         )
     return EXIT_OK
+
+
+def _repeated(
+    doc_id: Any,
+    source: nio.Source,
+    doc: nio.Doc,
+    sources: list[nio.Source],
+    spec: nio.FieldSpec,
+    name_first: bool,
+) -> nio.InputError:
+    """A document whose id an earlier document of the same build has: a bad record (stored,
+    it would replace the earlier one unseen). Names where the id was first met when
+    ``name_first`` (read again from the inputs; only for the first few, as they are shown)."""
+    where = ""
+    if name_first:
+        for s in sources:
+            first = next(
+                (
+                    d
+                    for d in nio.read_docs(s, spec)
+                    if not isinstance(d, nio.InputError)
+                    and nio.id_or_place(d.id, s.path, d.line) == doc_id
+                ),
+                None,
+            )
+            if first is not None:
+                path, line = _place(s, first)
+                where = f" of {path}" + (f":{line}" if line is not None else "")
+                break
+    path, line = _place(source, doc)
+    return nio.InputError(
+        path,
+        line,
+        f"id {doc_id!r} repeats the id{where}: ids must be unique among the inputs of a build "
+        "(an id already in the directory from an earlier build is replaced)",
+        doc.slot,
+    )
+
+
+def _place(source: nio.Source, doc: nio.Doc) -> tuple[str, int | None]:
+    """Where a document is: its file and line (a directory's file: its path)."""
+    if source.format == "dir":
+        return os.path.join(source.path, str(doc.id)), None
+    return source.path, doc.line
 
 
 def _close(index: Any, store: SqliteTextStore | None = None) -> None:
