@@ -47,7 +47,6 @@ from typing import Any
 
 try:
     import pandas as pd  # noqa: F401  (needed by the workers)
-    from pyspark import StorageLevel
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 except ModuleNotFoundError as e:  # pragma: no cover - exercised only without the extra
@@ -147,8 +146,9 @@ def dedup_frames(
       ``"keep"`` (default) or ``"drop"``.
     - ``bounds``: the Spark job's own limits (:class:`Bounds`).
 
-    The frames are lazy: writing them runs the rest of the job; the stages they share stay
-    cached until :meth:`Frames.unpersist`.
+    The stages the frames share are computed here and held on the executors (checkpoints,
+    memory then disk) until :meth:`Frames.unpersist`; writing the frames runs the rest of the
+    job.
     """
     if text_col not in df.columns:
         raise ValueError(f"text_col {text_col!r} is not a column of df: {df.columns}")
@@ -170,8 +170,10 @@ def dedup_frames(
     stats: dict[str, Any] = {}
     cached: list[DataFrame] = []
 
-    def keep_cached(frame: DataFrame) -> DataFrame:
-        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    def keep_cached(frame: DataFrame, compute: bool = True) -> DataFrame:
+        # computed now (a checkpoint: later plans name it in one line), freed by unpersist
+        if compute:
+            frame = _job.checkpoint(frame)
         cached.append(frame)
         return frame
 

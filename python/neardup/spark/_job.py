@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,10 +81,35 @@ class Frames:
     cached: list[DataFrame] = field(default_factory=list)
 
     def unpersist(self) -> None:
-        """Frees what the job cached on the executors (once the frames are written)."""
+        """Frees what the job holds on the executors, once the frames are written: the frames
+        cannot be computed after it (their stages read the rows it frees)."""
         for df in self.cached:
-            df.unpersist()
+            release(df)
         self.cached.clear()
+
+
+def checkpoint(frame: DataFrame) -> DataFrame:
+    """``frame`` computed now and held on the executors (memory, else disk), as a frame whose
+    plan is a scan of those rows: a later stage's plan names it in one line instead of
+    repeating the plans it came from. (A ``persist``-ed frame's plan prints the whole plan it
+    caches, and the job's frames share their stages many times over: the clusters' plan
+    printed 33 MB for 170 rows, which the driver builds for every query it runs and keeps for
+    the last ones; a 1 GB driver ran out of heap on the fourth job.)"""
+    return frame.localCheckpoint(eager=True)
+
+
+def release(frame: DataFrame) -> None:
+    """Frees the rows of a :func:`checkpoint`-ed frame on the executors (``unpersist`` does
+    not reach them: they are an RDD's blocks, not a cached plan's); for another frame,
+    ``unpersist``. Only once no frame still to be computed reads them."""
+    try:
+        plan = frame._jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            plan.rdd().unpersist(False)
+            return
+    except Exception:  # noqa: BLE001 - not a JVM-backed frame (Spark Connect): Spark's cleaner
+        pass
+    frame.unpersist()
 
 
 # -- preparation -------------------------------------------------------------------------------
@@ -275,7 +300,11 @@ def verified_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy, limit: int
 
 
 def resolve(
-    docs: DataFrame, policy: Policy, bounds: Bounds, stats: dict[str, Any], cache: Any
+    docs: DataFrame,
+    policy: Policy,
+    bounds: Bounds,
+    stats: dict[str, Any],
+    cache: Callable[..., DataFrame],
 ) -> tuple[DataFrame, DataFrame]:
     """The verified pairs and the decision over the distinct documents ``docs``: returns
     ``(edges, state)``.
@@ -289,7 +318,7 @@ def resolve(
     how often this repair runs)."""
     if policy.verifier != "jaccard":
         edges = cache(radius_pairs(docs, policy))
-        return edges, cache(decide(edges, bounds, stats))
+        return edges, cache(decide(edges, bounds, stats), False)
     bands = policy.band_shape[0]
     limit = bands * max(bounds.heads + bounds.window, policy.bucket_limit) + 1
     checked = cache(band_pairs(docs, bounds.heads, bounds.window))
@@ -299,7 +328,7 @@ def resolve(
     log.info("%d candidate pairs (%.1f s)", stats["candidate_pairs"], time.perf_counter() - started)
     repairs = 0
     while True:
-        state = cache(decide(edges, bounds, stats))
+        state = cache(decide(edges, bounds, stats), False)
         log.info("decision %d taken (%.1f s)", repairs, time.perf_counter() - started)
         dropped = state.where(F.col("st") == DROPPED).select(F.col("node").alias(POS))
         kept = docs.join(dropped, POS, "left_anti").select(POS, "keys")
@@ -316,14 +345,14 @@ def resolve(
             "check %d: %d more pairs of kept documents, %d passing (%.1f s)",
             repairs + 1, n_extra, n_found, time.perf_counter() - started,
         )  # fmt: skip
-        old = (checked, edges, state, extra)
-        checked = cache(checked.unionByName(extra).localCheckpoint())
+        old = (checked, edges, state, extra, found)
+        checked = cache(checked.unionByName(extra))
         if not n_found:
             break
         repairs += 1
-        edges = cache(edges.unionByName(found).localCheckpoint())
+        edges = cache(edges.unionByName(found))
         for frame in old:
-            frame.unpersist()
+            release(frame)
     stats["repairs"] = repairs
     stats["verified_pairs"] = edges.count()
     return edges, state
@@ -493,7 +522,7 @@ def decide(edges: DataFrame, bounds: Bounds, stats: dict[str, Any]) -> DataFrame
         .distinct()
         .withColumn("st", F.lit(UNDECIDED))
     )
-    state = nodes.localCheckpoint()
+    state = checkpoint(nodes)
     active = edges.select("a", "b")
     rounds = 0
     undecided = state.count()
@@ -509,25 +538,24 @@ def decide(edges: DataFrame, bounds: Bounds, stats: dict[str, Any]) -> DataFrame
             )
         )
         previous = state
-        state = (
-            state.join(seen, state["node"] == seen["b"], "left")
-            .select(
-                "node",
-                F.when(F.col("st") != UNDECIDED, F.col("st"))
-                .when(F.col("any_kept") == 1, F.lit(DROPPED))
-                .when(F.col("any_open") == 1, F.lit(UNDECIDED))
-                .otherwise(F.lit(KEPT))
-                .alias("st"),
-            )
-            .localCheckpoint()
+        state = state.join(seen, state["node"] == seen["b"], "left").select(
+            "node",
+            F.when(F.col("st") != UNDECIDED, F.col("st"))
+            .when(F.col("any_kept") == 1, F.lit(DROPPED))
+            .when(F.col("any_open") == 1, F.lit(UNDECIDED))
+            .otherwise(F.lit(KEPT))
+            .alias("st"),
         )
+        state = checkpoint(state)
         undecided = state.where(F.col("st") == UNDECIDED).count()
-        previous.unpersist()
+        release(previous)
         log.info("decision round %d: %d documents undecided", rounds, undecided)
     stats["rounds"] = rounds
     stats["decided_in_one_task"] = int(undecided)
     if undecided:
-        state = _decide_rest(state, active)
+        rest = checkpoint(_decide_rest(state, active))
+        release(state)
+        state = rest
     return state
 
 
