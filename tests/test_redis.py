@@ -20,6 +20,7 @@ redis = pytest.importorskip("redis", reason="the [redis] extra is required")
 from neardup import IncompatibleIndexError  # noqa: E402
 from neardup.backends.redis import RedisDeduplicator  # noqa: E402
 from neardup.dedup import Deduplicator, Policy  # noqa: E402
+from neardup.stores import Store  # noqa: E402
 from neardup.verify import jaccard  # noqa: E402
 from redis_servers import RedisServer, fresh_ns  # noqa: E402
 
@@ -124,6 +125,8 @@ def test_api(redis_url: str) -> None:
         assert d.check(base) == [] and len(d) == 2
         stats = d.stats()
         assert stats["documents"] == 2 and stats["policy"] == Policy.default().to_dict()
+        assert stats["cluster"] is False and stats["namespace"] == d.store.settings["namespace"]
+        assert isinstance(d.store, Store)  # (the store interface of neardup.stores)
         assert stats["checks"] >= 4 and stats["conflicts"] == 0
         with pytest.raises(ValueError, match="k=3"):
             d.check(base, k=3)

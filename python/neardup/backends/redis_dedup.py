@@ -23,10 +23,10 @@ import numpy.typing as npt
 
 from neardup._closing import Closing
 from neardup.backends.redis_connect import connect, redact
-from neardup.backends.redis_functions import missing_function
-from neardup.backends.redis_store import Doc, Found, RedisStore, dec_id, enc_id
+from neardup.backends.redis_store import RedisStore
 from neardup.dedup import Match, Policy, check_text, check_texts, check_writes
 from neardup.kept import rule_for
+from neardup.stores import Doc, Found, Store, dec_id, enc_id
 from neardup.textstore import Id, check_id
 
 __all__ = ["RedisDeduplicator"]
@@ -106,7 +106,7 @@ class RedisDeduplicator(Closing):
         self.fingerprinter = self.policy.make_fingerprinter()
         self.rule = rule_for(self.policy)
         self.retention = None if retention is None else float(retention)
-        self.store = RedisStore(
+        self.store: Store = RedisStore(
             client,
             namespace=namespace,
             cluster=cluster,
@@ -125,6 +125,10 @@ class RedisDeduplicator(Closing):
             "checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0, "conflicts": 0,
         }  # fmt: skip
         self._closed = False
+
+    #: Check-and-add is atomic between writers (the store's conditional add), so writes may
+    #: run on several threads at once (the service runs batches beside its writer).
+    concurrent_writes = True
 
     #: Prepared texts of candidates kept per process (oldest dropped first).
     norm_cache: int = 65_536
@@ -315,16 +319,13 @@ class RedisDeduplicator(Closing):
         return out
 
     def _retrying(self, op: Any) -> Any:
-        """``op()``, once more after loading the library again into a server that lost it."""
-        import redis
-
+        """``op()``, once more when the store has recovered from what it raised."""
         self._ensure_open()
         try:
             return op()
-        except redis.exceptions.ResponseError as e:
-            if not missing_function(e):
+        except Exception as e:
+            if not self.store.recover(e):
                 raise
-            self.store.fn.reload()
             return op()
 
     def _after_write(self, n: int) -> None:
@@ -454,8 +455,7 @@ class RedisDeduplicator(Closing):
             "documents": count,
             **counters,
             "store": self.url,
-            "namespace": self.store.namespace,
-            "cluster": self.store.cluster,
+            **self.store.settings,
             "retention": self.retention,
             "policy": self.policy.to_dict(),
         }
@@ -464,20 +464,20 @@ class RedisDeduplicator(Closing):
         """Close the connections (idempotent)."""
         if not self._closed:
             self._closed = True
-            self.store.client.close()
+            self.store.close()
 
     def __contains__(self, id: object) -> bool:
         try:
             key = enc_id(check_id(id))
         except (TypeError, ValueError):
             return False
-        return bool(self._retrying(lambda: self.store.contains(key)))
+        return self._retrying(lambda: self.store.get(key)) is not None
 
     def __len__(self) -> int:
         return int(self._retrying(self.store.count))
 
     def __repr__(self) -> str:
         return (
-            f"RedisDeduplicator({self.url or 'redis'}, namespace={self.store.namespace!r}, "
-            f"policy={self.policy!r})"
+            f"RedisDeduplicator({self.url or 'redis'}, "
+            f"namespace={self.store.settings['namespace']!r}, policy={self.policy!r})"
         )

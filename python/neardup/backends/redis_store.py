@@ -25,15 +25,16 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from neardup._core import IncompatibleIndexError
-from neardup.backends.redis_functions import Functions
+from neardup.backends.redis_functions import Functions, missing_function
+from neardup.stores import Doc, Found, dec_id, enc_id
 
-__all__ = ["FORMAT_VERSION", "Doc", "Found", "RedisStore", "dec_id", "enc_id"]
+__all__ = ["FORMAT_VERSION", "Doc", "Found", "RedisStore", "dec_id", "enc_id"]  # (re-exported)
 
 #: The data format of a namespace (2: the SimHash blocks of earlier versions, refused).
 FORMAT_VERSION = 3
@@ -46,52 +47,13 @@ _REC = 16
 Band = tuple[int, int]  # (band, band key): one band list
 
 
-class Doc(NamedTuple):
-    """A version to store: encoded id, ref (its number from :meth:`RedisStore.refs` or a
-    read), fingerprint, min-hash bytes, band keys (4 bytes each, big-endian), text, timestamp,
-    and whether it goes into the band lists (a text with nothing to compare does not)."""
-
-    id: bytes
-    ref: int
-    fp: int
-    minhash: bytes
-    keys: bytes
-    text: bytes
-    timestamp: float
-    listed: bool
-
-
-class Found(NamedTuple):
-    """What a read of band lists found: per band hash the band keys read (sorted) and the
-    newest record of each (16 zero bytes: none); the newest ``limit`` records of each
-    non-empty list (``(n, 16)`` bytes; a record whose ref is not its id's in ``data`` is
-    stale) with the list of each (``band << 32 | band key``); the data ``(ref, fingerprint,
-    min-hash bytes, encoded id)`` of the stored versions they name, by id hash; and the first
-    of the refs reserved with the read."""
-
-    fields: list[npt.NDArray[np.uint32]]
-    heads: list[npt.NDArray[np.uint8]]
-    codes: npt.NDArray[np.int64]
-    records: npt.NDArray[np.uint8]
-    data: dict[bytes, tuple[int, int, bytes, bytes]]
-    first: int
-
-
-def enc_id(id: int | str) -> bytes:
-    return f"i{id}".encode() if isinstance(id, int) else b"s" + id.encode()
-
-
-def dec_id(raw: bytes) -> int | str:
-    s = raw.decode()
-    return int(s[1:]) if s[0] == "i" else s[1:]
-
-
 def _hash(id: bytes) -> bytes:
     return hashlib.blake2b(id, digest_size=8).digest()
 
 
 class RedisStore:
-    """Band lists, versions and their texts in Redis (``cluster``: a Redis Cluster client).
+    """Band lists, versions and their texts in Redis (``cluster``: a Redis Cluster client):
+    a :class:`neardup.stores.Store`.
 
     ``bands`` and ``limit`` come from the policy (``band_shape``, ``bucket_limit``);
     ``retention`` (seconds): versions older than that are not read as candidates nor counted
@@ -119,6 +81,7 @@ class RedisStore:
         self._times = f"{{{namespace}}}:t"
         self._config = f"{{{namespace}}}:config"
         self.fn = Functions(client)
+        self.settings: dict[str, Any] = {"namespace": namespace, "cluster": cluster}
         #: Data of stored versions by record (id hash + ref), one server only.
         self.cache: dict[bytes, tuple[int, int, bytes, bytes, float]] = {}
         self.cache_size = 65_536
@@ -144,6 +107,16 @@ class RedisStore:
                 + "; ".join(diffs)
                 + "): open it with those, or use another namespace"
             )
+
+    def recover(self, exc: BaseException) -> bool:
+        """Load the library again into a server that lost it (restarted without persistence)."""
+        if not missing_function(exc):
+            return False
+        self.fn.reload()
+        return True
+
+    def close(self) -> None:
+        self.client.close()
 
     def _key(self, id: bytes) -> bytes:
         return self._data + _hash(id)
@@ -245,9 +218,6 @@ class RedisStore:
     def get(self, id: bytes) -> str | None:
         i, x, t = self.client.hmget(self._key(id), "i", "x", "t")
         return x.decode() if i == id and float(t) >= self._horizon() else None
-
-    def contains(self, id: bytes) -> bool:
-        return self.get(id) is not None
 
     def count(self) -> int:
         """Stored versions (those past the retention window are not counted)."""
