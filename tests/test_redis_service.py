@@ -62,9 +62,31 @@ def test_two_services_share_one_redis(any_url: str, tmp_path: Path) -> None:
         assert all(r.status_code == 200 for r in replies), [r.text for r in replies]
         added = sorted(r.json()["id"].split("-")[0] for r in replies if r.json()["added"])
         assert added == [f"g{g}" for g in range(8)]
+        # batch requests run beside each other (not through the writer): near-copies spread
+        # over batches sent at once to both services are added exactly once per group too
+        batches: list[tuple[str, list[dict[str, str]]]] = [
+            ((a, b)[k % 2].url, []) for k in range(6)
+        ]
+        for g in range(8):
+            base = _text(rng)
+            for j in range(6):
+                words = base.split()
+                words[rng.randrange(len(words))] = f"edit{j}"
+                batches[(g + j) % 6][1].append({"id": f"h{g}-{j}", "text": " ".join(words)})
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            replies = list(
+                pool.map(
+                    lambda job: post(job[0] + "/v1/check-and-add/batch", {"items": job[1]}),
+                    batches,
+                )
+            )
+        assert all(r.status_code == 200 for r in replies), [r.text for r in replies]
+        results = [x for r in replies for x in r.json()["results"]]
+        added = sorted(x["id"].split("-")[0] for x in results if x["added"])
+        assert added == [f"h{g}" for g in range(8)]
         for srv in (a, b):
             stats = httpx.get(srv.url + "/v1/stats", timeout=30).json()
-            assert stats.get("count", stats.get("documents")) == 9, stats
+            assert stats.get("count", stats.get("documents")) == 17, stats
         # a removal through b is seen by a
         assert httpx.delete(b.url + "/v1/documents/doc-1", timeout=30).status_code in (200, 204)
         assert httpx.get(a.url + "/v1/documents/doc-1", timeout=30).status_code == 404
