@@ -3,7 +3,7 @@
 A reference is any input the command reads (a file of a known format, a directory of .txt/.html
 files, a Hugging Face dataset saved with ``save_to_disk``) or a reference directory written by
 ``neardup index build`` (its texts are stored in ``DIR/texts.sqlite``, so the reference corpus is
-read from there, not from where it came from).
+read from there, not from where it came from; opened read-only, :class:`StoredTexts`).
 References are fed to :meth:`neardup.corpus.CorpusDeduper.add_references` before the corpus:
 kept first, never written out; a corpus document that is a near-copy of one is dropped and the
 outputs name the reference's id (its record's id, else ``FILE:LINE``, or the id it was stored
@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sqlite3
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +27,14 @@ from neardup.corpus import CorpusDeduper
 from neardup.io import counted
 from neardup.kept import saved_engine_path
 from neardup.policy import Policy
-from neardup.textstore import SqliteTextStore
+from neardup.textstore import (
+    _U64_MASK,
+    LAST_SEQ,
+    CorruptTextStoreError,
+    SqliteTextStore,
+    _text,
+    _unkey,
+)
 
 #: The stored texts of an index directory (``neardup index build``), what ``--against`` reads.
 REFERENCE_TEXTS = "texts.sqlite"
@@ -117,8 +126,56 @@ def open_references(paths: list[str], format: str | None) -> list[Reference]:
     return out
 
 
+class StoredTexts:
+    """The text store of an index directory (``DIR/texts.sqlite``), opened read-only: a
+    reference directory is only read (``--against``, ``index query``), so it may be on a
+    read-only disk or belong to another user. SQLite's ``mode=ro``; where even that cannot
+    open it (a store in write-ahead-log mode whose directory cannot be written: no shared-memory
+    file can be made beside it), ``immutable=1``: the file is read as it is, without locks. Ids
+    and texts are decoded by the store's own rules (:mod:`neardup.textstore`)."""
+
+    def __init__(self, directory: str) -> None:
+        self.path = os.path.join(directory, REFERENCE_TEXTS)
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+        try:
+            self._db = sqlite3.connect(uri, uri=True)
+            self._db.execute("SELECT 1 FROM texts LIMIT 1").fetchall()
+        except sqlite3.OperationalError:
+            self._db.close()
+            self._db = sqlite3.connect(uri + "&immutable=1", uri=True)
+        try:
+            self._db.execute("SELECT 1 FROM texts LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as e:
+            self._db.close()
+            raise CorruptTextStoreError(f"text store {self.path!r} cannot be read: {e}") from e
+
+    @property
+    def last_seq(self) -> int:
+        """The store's last sequence number (:attr:`SqliteTextStore.last_seq`)."""
+        (row,) = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM texts").fetchall()
+        meta = self._db.execute("SELECT value FROM meta WHERE name = ?", (LAST_SEQ,)).fetchall()
+        return max(int(row[0]), int(meta[0][0]) if meta else 0)
+
+    def ids_by_seq(self) -> list[Any]:
+        """Every id, in the order written."""
+        rows = self._db.execute("SELECT kind, key FROM texts ORDER BY seq")
+        return [_unkey(kind, key) for kind, key in rows]
+
+    def items(self) -> Iterator[tuple[Any, str, int | None]]:
+        """Every ``(id, text, fingerprint)`` (None: not stored), in the order written."""
+        rows = self._db.execute("SELECT kind, key, text, fp FROM texts ORDER BY seq")
+        for kind, key, text, fp in rows:
+            yield _unkey(kind, key), _text(text), None if fp is None else fp & _U64_MASK
+
+    def close(self) -> None:
+        self._db.close()
+
+
 def _stored(path: str) -> Iterator[tuple[Any, str]]:
-    store = SqliteTextStore(os.path.join(path, REFERENCE_TEXTS), sync="off")
+    try:
+        store = StoredTexts(path)
+    except CorruptTextStoreError as e:
+        raise ReferenceInputError(f"--against {path}: {e}") from None
     try:
         for i, text, _ in store.items():
             yield i, text
@@ -194,9 +251,12 @@ def _load_saved(deduper: CorpusDeduper, ref: Reference) -> list[Any] | None:
     saved = saved_engine_path(os.path.join(ref.path, REFERENCE_TEXTS))
     if len(deduper) or deduper.references or not os.path.isfile(saved):
         return None
-    store = SqliteTextStore(os.path.join(ref.path, REFERENCE_TEXTS), sync="off")
     try:
-        ids, _ = store.ids_by_seq()
+        store = StoredTexts(ref.path)
+    except CorruptTextStoreError as e:
+        raise ReferenceInputError(f"--against {ref.path}: {e}") from None
+    try:
+        ids = store.ids_by_seq()
         deduper.load_references(saved, ids, store.last_seq)
     except (CorruptIndexError, IncompatibleIndexError) as e:
         _logger.warning("%s; reading the texts instead", e)

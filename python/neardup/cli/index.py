@@ -29,6 +29,7 @@ a corrupt index), 2 usage error.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -39,7 +40,7 @@ import numpy as np
 from neardup import Index
 from neardup import io as nio
 from neardup._core import PRESETS
-from neardup.cli._against import REFERENCE_TEXTS, save_references
+from neardup.cli._against import REFERENCE_TEXTS, StoredTexts, save_references
 from neardup.cli.dedup import (
     EXIT_INPUT,
     EXIT_OK,
@@ -53,7 +54,7 @@ from neardup.cli.dedup import (
 from neardup.cli.fingerprint import TextFingerprinter, make_policy
 from neardup.dedup import Deduplicator, Match, Policy
 from neardup.io import counted
-from neardup.textstore import SqliteTextStore
+from neardup.textstore import MemoryTextStore, SqliteTextStore
 
 SETTINGS_FILE = "neardup-cli.json"
 _CHUNK = 16384
@@ -444,12 +445,23 @@ def run_query(args: argparse.Namespace) -> int:
     except ValueError as e:
         eprint(f"neardup index query: {e}")
         return EXIT_INPUT
+    texts_path = os.path.join(args.index_dir, REFERENCE_TEXTS)
     try:
         index = _open_index(args.index_dir, None, settings)
-    except (OSError, ValueError, RuntimeError) as e:
+    except OSError as e:
+        if not _cannot_write(args.index_dir, e):
+            eprint(f"neardup index query: {args.index_dir}: {e}")
+            return EXIT_INPUT
+        if not (settings.get("texts") and os.path.isfile(texts_path)):
+            eprint(
+                f"neardup index query: {args.index_dir}: {e}: a directory of fingerprints only "
+                "(--raw) is opened for writing; copy it somewhere writable"
+            )
+            return EXIT_INPUT
+        return _query_read_only(args, settings, fingerprinter)
+    except (ValueError, RuntimeError) as e:
         eprint(f"neardup index query: {args.index_dir}: {e}")
         return EXIT_INPUT
-    texts_path = os.path.join(args.index_dir, REFERENCE_TEXTS)
     checker = None
     if args.fingerprint is None and settings.get("texts") and os.path.isfile(texts_path):
         # The stored texts go into the decision engine, as neardup dedup --against loads them.
@@ -478,6 +490,53 @@ def run_query(args: argparse.Namespace) -> int:
             checker.close()  # (the index and the store with it)
         else:
             _close(index)
+
+
+def _cannot_write(directory: str, error: OSError) -> bool:
+    """Whether opening ``directory`` failed as it cannot be written (no permission, a read-only
+    file system): the durable index's error carries no errno, only its message."""
+    if isinstance(error, PermissionError) or error.errno in (errno.EACCES, errno.EROFS):
+        return True
+    said = str(error)
+    return not os.access(directory, os.W_OK) or "(os error 13)" in said or "(os error 30)" in said
+
+
+def _query_read_only(
+    args: argparse.Namespace, settings: dict[str, Any], fingerprinter: TextFingerprinter
+) -> int:
+    """``index query`` of a directory that cannot be written (a read-only disk, another
+    user's): its text store read read-only (:class:`~neardup.cli._against.StoredTexts`) into
+    a deduplicator in memory, its index made from the stored fingerprints (the durable index
+    opens its files for writing). The same answers; the texts are prepared and sketched again
+    (the saved engine is for a store opened in place), and a ``--fingerprint`` query's default
+    radius is 3."""
+    Progress.status("neardup index query: loading the stored texts (read-only)…", args.quiet)
+    try:
+        stored = StoredTexts(args.index_dir)
+        try:
+            memory = MemoryTextStore()
+            ids, fps = [], []
+            for i, text, fp in stored.items():
+                memory.put(i, text)
+                ids.append(i)
+                fps.append(fp if fp is not None else int(fingerprinter.many([text])[0]))
+        finally:
+            stored.close()
+    except ValueError as e:
+        eprint(f"neardup index query: {e}")
+        return EXIT_INPUT
+    index = Index(k=3)
+    if ids:
+        index.add_many(ids, np.asarray(fps, dtype=np.uint64))
+    checker = Deduplicator(policy=_policy_from(settings), index=index, store=memory)
+    Progress.status("", args.quiet)
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+    try:
+        return _query(args, index, fingerprinter, None if args.fingerprint else checker, out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+        checker.close()
 
 
 def _emit(out: Any, query: Any, fp: int, matches: list[Match]) -> None:
