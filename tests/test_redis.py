@@ -184,6 +184,23 @@ def test_retention_and_expire(redis_url: str) -> None:
         assert d.check_and_add("e", texts[0]) == (True, [])
 
 
+def test_large_batches(redis_url: str) -> None:
+    """Batches past the library's chunks (2,000 fields split at once, 4,000 arguments a
+    call): the answers of the embedded store."""
+    rng = random.Random(6)
+    vocab = _vocab(rng, 20_000)
+    texts = [" ".join(rng.choice(vocab) for _ in range(12)) for _ in range(4600)]
+    texts[4500:] = [t + " x" for t in texts[:100]]  # near-copies of the first ones
+    local = Deduplicator()
+    with _open(redis_url) as d:
+        d.add_many(list(range(2500)), texts[:2500])
+        local.add_many(list(range(2500)), texts[:2500])
+        ids = list(range(2500, 4600))
+        want = _answers(local.check_and_add_many(ids, texts[2500:]))
+        assert _answers(d.check_and_add_many(ids, texts[2500:])) == want
+        assert len(d) == len(local) == 4500
+
+
 def test_a_server_that_lost_the_functions(redis_url: str) -> None:
     with _open(redis_url) as d:
         d.add("a", "some text to find again later")

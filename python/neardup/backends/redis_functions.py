@@ -26,6 +26,10 @@ end
 
 -- Calls of cmd on key with the items of list (unpack has a limit).
 local function chunked(cmd, key, list)
+  if #list <= 4000 then
+    local got = #list > 0 and redis.call(cmd, key, unpack(list))
+    return type(got) == 'table' and got or {}
+  end
   local out = {}
   for s = 1, #list, 4000 do
     local part = redis.call(cmd, key, unpack(list, s, math.min(s + 3999, #list)))
@@ -36,10 +40,18 @@ local function chunked(cmd, key, list)
   return out
 end
 
+-- The pieces of width bytes of packed (struct.unpack: a C loop, up to 2000 at a time).
 local function split(packed, width)
-  local out = {}
-  for p = 1, #packed, width do out[#out + 1] = string.sub(packed, p, p + width - 1) end
-  return out
+  local out, n, p = nil, #packed / width, 1
+  while n > 0 do
+    local k = math.min(n, 2000)
+    local part = {struct.unpack(string.rep('c' .. width, k), packed, p)}
+    p = part[k + 1]
+    part[k + 1] = nil
+    if not out then out = part else for x = 1, k do out[#out + 1] = part[x] end end
+    n = n - k
+  end
+  return out or {}
 end
 
 -- Whether fields (values vals) are as read: heads packs, for each field read non-empty, its
@@ -60,14 +72,14 @@ end
 -- Append records to fields whose values are vals: blob holds them in field order, counts (2
 -- bytes each, big-endian) says how many go to each; a value keeps its newest cap records.
 local function append(key, fields, vals, blob, counts, cap)
-  local set, p = {}, 1
-  for x, f in ipairs(fields) do
-    local c = string.byte(counts, 2 * x - 1) * 256 + string.byte(counts, 2 * x)
-    local v = (vals[x] or '') .. string.sub(blob, p, p + REC * c - 1)
-    p = p + REC * c
-    if #v > cap * REC then v = string.sub(v, -cap * REC) end
-    set[#set + 1] = f
-    set[#set + 1] = v
+  local set, n, p, most = {}, 0, 1, cap * REC
+  for x = 1, #fields do
+    local hi, lo = string.byte(counts, 2 * x - 1, 2 * x)
+    local e = p + REC * (hi * 256 + lo)
+    local v = vals[x]
+    v = v and v .. string.sub(blob, p, e - 1) or string.sub(blob, p, e - 1)
+    if #v > most then v = string.sub(v, -most) end
+    set[n + 1], set[n + 2], n, p = fields[x], v, n + 2, e
   end
   chunked('HSET', key, set)
 end
