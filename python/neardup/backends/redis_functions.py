@@ -102,13 +102,12 @@ local function cut(key, fields, recs)
   end
 end
 
--- One version's data (args from a: id, ref, fp, m, band keys, text, timestamp); the ref and
+-- One version's data (id, ref, fp, min-hash bytes, band keys, text, timestamp); the ref and
 -- band keys of the version it replaces. Its (timestamp, id) go to the list times when given.
-local function put(key, times, args, a)
+local function put(key, times, i, r, f, m, k, x, t)
   local old = redis.call('HMGET', key, 'r', 'k')
-  redis.call('HSET', key, 'i', args[a], 'r', args[a + 1], 'f', args[a + 2], 'm', args[a + 3],
-             'k', args[a + 4], 'x', args[a + 5], 't', args[a + 6])
-  if times then times[#times + 1] = args[a + 6]; times[#times + 1] = args[a] end
+  redis.call('HSET', key, 'i', i, 'r', r, 'f', f, 'm', m, 'k', k, 'x', x, 't', t)
+  if times then times[#times + 1] = t; times[#times + 1] = i end
   return old
 end
 
@@ -128,8 +127,9 @@ end
 
 -- One server: store n versions when every band field they go to is as read (see same).
 -- keys: times, the band hashes, the n data keys. args: n, cap, then per band hash: fields,
--- heads ('-': no check), records, counts (see append); then per version: id, ref, fp,
--- min-hash bytes, band keys, text, timestamp. {0} when a field changed (nothing written).
+-- heads ('-': no check), records, counts (see append); then the versions' refs, min-hash
+-- bytes and band keys, each packed (fixed widths); then per version: id, fp, text, timestamp.
+-- {0} when a field changed (nothing written).
 F.add = function(keys, args)
   local n, cap = tonumber(args[1]), tonumber(args[2])
   local nb = #keys - 1 - n
@@ -142,9 +142,13 @@ F.add = function(keys, args)
   end
   local cf, cr, times = {}, {}, {}
   for j = 1, nb do cf[j] = {}; cr[j] = {} end
+  local a = 3 + 4 * nb
+  local refs, ms, ks = split(args[a], 8), split(args[a + 1], #args[a + 1] / n),
+                       split(args[a + 2], 4 * nb)
   for i = 1, n do
-    local key = keys[1 + nb + i]
-    local old = put(key, times, args, 3 + 4 * nb + 7 * (i - 1))
+    local key, b = keys[1 + nb + i], a + 4 * i - 1
+    local old = put(key, times, args[b], refs[i], args[b + 1], ms[i], ks[i], args[b + 2],
+                    args[b + 3])
     if old[1] then
       for j, f in ipairs(split(old[2], 4)) do
         cf[j][#cf[j] + 1] = f
@@ -205,7 +209,7 @@ end
 
 -- Redis Cluster: one version's data (args: see put); the old ref and band keys.
 F.put = function(keys, args)
-  return put(keys[1], nil, args, 1)
+  return put(keys[1], nil, unpack(args))
 end
 
 -- Delete a version's data when it is of id args[1] with a timestamp < args[2]: its ref and

@@ -267,9 +267,10 @@ class RedisStore:
         args: list[Any] = [len(docs), 2 * self.limit]
         for g in groups:
             args += g
+        args += [b"".join([d.ref.to_bytes(8, "big") for d in docs]),
+                 b"".join([d.minhash for d in docs]), b"".join([d.keys for d in docs])]  # fmt: skip
         for d in docs:
-            args += [d.id, d.ref.to_bytes(8, "big"), d.fp, d.minhash, d.keys, d.text,
-                     repr(d.timestamp)]  # fmt: skip
+            args += [d.id, d.fp, d.text, repr(d.timestamp)]
         keys = [self._times, *self._bands, *(self._key(d.id) for d in docs)]
         return bool(self.fn.call(self.client, "add", keys, args)[0])
 
