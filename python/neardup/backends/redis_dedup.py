@@ -307,16 +307,12 @@ class RedisDeduplicator(Closing):
         tss: Sequence[float | None], first: int,
     ) -> list[Doc]:  # fmt: skip
         """The versions of texts ``rows`` to store; text i's ref is ``first + i``."""
-        now = time.time()
-        out = []
-        for i in rows:
-            ts = tss[i]
-            raw_keys = p.keys[i].astype(">u4").tobytes()
-            out.append(
-                Doc(enc_id(ids[i]), first + i, int(p.fps[i]), p.minhash[i].tobytes(), raw_keys,
-                    texts[i].encode(), now if ts is None else float(ts), p.listed[i])
-            )  # fmt: skip
-        return out
+        now, keys, fps = time.time(), p.keys.astype(">u4"), p.fps.tolist()
+        return [
+            Doc(enc_id(ids[i]), first + i, fps[i], p.minhash[i].tobytes(), keys[i].tobytes(),
+                texts[i].encode(), now if tss[i] is None else float(tss[i]), p.listed[i])  # type: ignore[arg-type]
+            for i in rows
+        ]  # fmt: skip
 
     def _retrying(self, op: Any) -> Any:
         """``op()``, once more when the store has recovered from what it raised."""
