@@ -174,3 +174,24 @@ def test_a_check_beside_a_compaction_answers_as_without_it(
     finally:
         sys.setswitchinterval(switch)
     assert compactions >= 50 and checks > 0
+
+
+def test_a_check_during_a_replace_lists_the_id_once() -> None:
+    """A commit that replaces an id names the new row before the engine forgets the old one;
+    a check in that moment (here: run from inside the commit, where another thread's check
+    could run) lists the id once, with its new text."""
+    policy = Policy()
+    seen: list[list[str]] = []
+
+    class Watched(KeptTexts):
+        def _forget_rows(self, rows):  # type: ignore[no-untyped-def]
+            if rows:
+                seen.append([m.id for m in self.check(norms[:1], fps[:1])[0]])
+            super()._forget_rows(rows)
+
+    kept = Watched(policy)
+    norms, fps = _prepared(policy, [TEXT, TEXT + "!"])
+    kept.commit(["a"], kept.add(["a"], norms[:1], fps[:1]))
+    kept.commit(["a"], kept.add(["a"], norms[1:], fps[1:]))
+    assert seen == [["a"]]
+    assert [m.id for m in kept.check(norms[:1], fps[:1])[0]] == ["a"]

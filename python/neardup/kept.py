@@ -157,11 +157,15 @@ class KeptTexts:
     def _matches(
         self, found: Iterable[tuple[int, int, float]], pending: dict[int, Id] | None = None
     ) -> list[Match]:
-        id_of = self._id_of
+        id_of, row_of = self._id_of, self._row_of
         n = len(id_of)
         out = []
         for r, d, s in found:
             i = id_of[r] if r < n else None
+            if i is not None and row_of.get(i) != r:
+                # the id's text before a replace (or a forget) that is under way: its current
+                # row, if any, answers for it
+                continue
             if i is None and pending:
                 i = pending.get(r)  # (a row of the same call)
             if i is not None:  # (else a row still being written, or of a call that failed)

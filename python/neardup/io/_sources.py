@@ -1,6 +1,7 @@
 """What an input or output is: its format and compression told from the name (:func:`detect`,
-:func:`output_source`; a Spark output directory is its part files, :func:`input_sources`), which fields hold the text, id and time (:class:`FieldSpec`), and the two
-errors of inputs (:class:`UnknownFormatError`, :class:`InputError`)."""
+:func:`output_source`; a Spark output directory is its part files, :func:`input_sources`),
+which fields hold the text, id and time (:class:`FieldSpec`), and the two errors of inputs
+(:class:`UnknownFormatError`, :class:`InputError`)."""
 
 from __future__ import annotations
 
