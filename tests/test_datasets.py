@@ -182,6 +182,10 @@ def test_cli_prepares_saved_datasets_as_files_and_names_rows_by_their_id_column(
         assert r.returncode == 0, r.stderr
         assert datasets.load_from_disk(str(out))["id"] == kept_ids
         assert [json.loads(x) for x in clusters.read_text("utf-8").splitlines()] == by_file
+    # the library call prepares a dataset of pages the same way (boilerplate learnt first)
+    kept_ds = nd.deduplicate(datasets.load_from_disk(str(tmp_path / "corpus")),
+                             against=datasets.load_from_disk(str(tmp_path / "refs")))  # fmt: skip
+    assert kept_ds["id"] == kept_ids
     # and a dataset reference beside a file corpus
     r = neardup("dedup", str(tmp_path / "corpus.jsonl"), "-o", str(tmp_path / "k2.jsonl"),
                 "--against", str(tmp_path / "refs"), "--clusters", str(clusters))  # fmt: skip

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +140,18 @@ class Policy:
     def is_html(self, text: str) -> bool:
         """Whether ``text`` is read as an HTML page under this policy."""
         return self.html is True or (self.html == "auto" and looks_like_html(text))
+
+    def has_pages(self, first_blocks: Iterable[Sequence[str]]) -> bool:
+        """Whether a corpus holds HTML pages, so that its boilerplate is learnt over all of it
+        before anything is prepared: always with ``html=True``, never with ``False``; with
+        ``"auto"``, when the first block of some input (``first_blocks``, one per input) has
+        one (a page further down an input of text only is prepared with what its chunk
+        teaches)."""
+        if self.html is True:
+            return True
+        if self.html != "auto":
+            return False
+        return any(any(self.is_html(t) for t in block) for block in first_blocks)
 
     def prepare(self, text: str) -> str:
         """The text both stages see: the main visible text of an HTML page (see

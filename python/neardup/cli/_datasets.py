@@ -112,10 +112,13 @@ def _run(args: argparse.Namespace) -> int:
         Clusters,
         _write_clusters,
         _write_reference_clusters,
-        has_pages,
         make_policy,
     )
-    from neardup.integrations.datasets import check_text_column, column_texts, deduplicate_with
+    from neardup.integrations.datasets import (
+        check_text_column,
+        deduplicate_with,
+        learn_boilerplate,
+    )
 
     started = time.perf_counter()
     (path,) = args.inputs
@@ -135,10 +138,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.id_field is not None and args.id_field not in ds.column_names:
             raise ValueError(f"--id-field {args.id_field!r} is not a column of {path}")
         # pages: the corpus's boilerplate is learnt first, as for the other inputs
-        first = next(column_texts(ds, args.text_field, _BATCH, "--text-field"), [])
-        if has_pages(policy, [first]):
-            for texts in column_texts(ds, args.text_field, _BATCH, "--text-field"):
-                deduper.learn_boilerplate(texts)
+        learn_boilerplate(deduper, ds, args.text_field, _BATCH)
         reference_ids = add_references(deduper, references, args) if references else []
         kept, result = deduplicate_with(deduper, ds, args.text_field, keep=args.keep)
         groups = Clusters.of(result)

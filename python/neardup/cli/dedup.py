@@ -21,7 +21,7 @@ import time
 from array import array
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
@@ -810,20 +810,8 @@ def _write_reference_clusters(
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def has_pages(policy: Policy, first_blocks: Iterable[Sequence[str]]) -> bool:
-    """Whether the inputs hold HTML pages, so that the boilerplate pass runs over them first:
-    always with ``--html yes``, never with ``no``; with ``auto``, when the first block of some
-    input (``first_blocks``, one per input) has one (a page further down an input of text only
-    is prepared with what its chunk teaches)."""
-    if policy.html is True:
-        return True
-    if policy.html != "auto":
-        return False
-    return any(any(policy.is_html(t) for t in block) for block in first_blocks)
-
-
 def _has_pages(sources: list[nio.Source], spec: nio.FieldSpec, policy: Policy) -> bool:
-    """:func:`has_pages` of file inputs."""
+    """:meth:`Policy.has_pages` of file inputs."""
 
     def first_blocks() -> Iterator[list[str]]:
         for source in sources:
@@ -831,7 +819,7 @@ def _has_pages(sources: list[nio.Source], spec: nio.FieldSpec, policy: Policy) -
                 yield batch.texts
                 break
 
-    return has_pages(policy, first_blocks())
+    return policy.has_pages(first_blocks())
 
 
 def _write_pairs(

@@ -44,6 +44,7 @@ __all__ = [
     "deduplicate",
     "deduplicate_with",
     "feed_references",
+    "learn_boilerplate",
 ]
 
 #: Which row of a group of near-copies stays: the first, or the one with the longest text.
@@ -101,6 +102,21 @@ def _check(dataset: Any, name: str) -> None:
             + (" (a DatasetDict: pick a split, e.g. ds['train'])" if isinstance(
                 dataset, (hf.DatasetDict, hf.IterableDatasetDict)) else "")
         )  # fmt: skip
+
+
+def learn_boilerplate(
+    deduper: CorpusDeduper, dataset: AnyDataset, column: str = "text", batch_size: int = _BATCH
+) -> bool:
+    """When ``dataset``'s ``column`` holds HTML pages (:meth:`Policy.has_pages` of its first
+    batch), let ``deduper`` learn the corpus's boilerplate from all of it, as the command does
+    for file inputs, before references or rows are prepared; returns whether it did."""
+    check_text_column(dataset, column, "column")
+    first = next(column_texts(dataset, column, batch_size, "column"), [])
+    if not deduper.policy.has_pages([first]):
+        return False
+    for texts in column_texts(dataset, column, batch_size, "column"):
+        deduper.learn_boilerplate(texts)
+    return True
 
 
 def feed_references(
@@ -173,6 +189,7 @@ def deduplicate(
     :func:`deduplicate_with`."""
     _check(dataset, "dataset")
     deduper = CorpusDeduper(policy)
+    learn_boilerplate(deduper, dataset, column, batch_size)
     if against is not None:
         feed_references(deduper, against, against_column or column, batch_size)
     kept, _ = deduplicate_with(deduper, dataset, column, keep=keep, batch_size=batch_size)
