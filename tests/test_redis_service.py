@@ -62,8 +62,8 @@ def test_two_services_share_one_redis(any_url: str, tmp_path: Path) -> None:
         assert all(r.status_code == 200 for r in replies), [r.text for r in replies]
         added = sorted(r.json()["id"].split("-")[0] for r in replies if r.json()["added"])
         assert added == [f"g{g}" for g in range(8)]
-        # batch requests run beside each other (not through the writer): near-copies spread
-        # over batches sent at once to both services are added exactly once per group too
+        # near-copies spread over batch requests sent at once to both services: added exactly
+        # once per group too
         batches: list[tuple[str, list[dict[str, str]]]] = [
             ((a, b)[k % 2].url, []) for k in range(6)
         ]

@@ -126,10 +126,6 @@ class RedisDeduplicator(Closing):
         }  # fmt: skip
         self._closed = False
 
-    #: Check-and-add is atomic between writers (the store's conditional add), so writes may
-    #: run on several threads at once (the service runs batches beside its writer).
-    concurrent_writes = True
-
     #: Prepared texts of candidates kept per process (oldest dropped first).
     norm_cache: int = 65_536
 

@@ -82,11 +82,6 @@ class DedupService:
             commit=commit if self._defer else None,
         )
         self.readers = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="neardup-read")
-        # A store whose check-and-add is atomic between writers (Redis: a conditional add)
-        # takes batch writes beside the writer, on the readers, so that one batch's decision
-        # runs while the store applies another's (single writes still go through the writer,
-        # which groups them).
-        self._batches_beside = bool(getattr(backend, "concurrent_writes", False))
         self._sweeper: asyncio.Task[None] | None = None
         self.last_sweep: float | None = None
         self.closed = False
@@ -256,7 +251,7 @@ class DedupService:
         """POST /v1/add/batch."""
         now = time.time()
         items = [self._stamp(it, now) for it in await self._parse(parse_add_batch, body)]
-        fps = await self._write_batch(ADD_BATCH, self._add_group, items)
+        fps = await self.writer.submit(ADD_BATCH, items) if items else []
         self.metrics.count_documents(checked=len(items), added=len(items))
         return orjson.dumps({"results": [self._stored(it, fp) for it, fp in zip(items, fps)]})
 
@@ -269,20 +264,11 @@ class DedupService:
             {"id": item.id, "added": bool(added), "duplicates": duplicates_of(matches)}
         )
 
-    async def _write_batch(
-        self, kind: str, apply: Callable[[list[AddItem]], list[Any]], items: list[AddItem]
-    ) -> list[Any]:
-        if not items:
-            return []
-        if self._batches_beside:
-            return await self._read(apply, items)
-        return await self.writer.submit(kind, items)  # type: ignore[no-any-return]
-
     async def check_and_add_batch(self, body: bytes) -> bytes:
         """POST /v1/check-and-add/batch."""
         # Items without a timestamp are stamped by the backend as it adds them.
         items = await self._parse(parse_add_batch, body)
-        outcomes = await self._write_batch(CHECK_AND_ADD_BATCH, self._check_and_add_group, items)
+        outcomes = await self.writer.submit(CHECK_AND_ADD_BATCH, items) if items else []
         added = sum(1 for a, _ in outcomes if a)
         self.metrics.count_documents(checked=len(items), added=added, duplicate=len(items) - added)
         return orjson.dumps(
