@@ -317,8 +317,7 @@ def resolve(
     wherever its limits do not bind, whatever ``heads`` and ``window`` are (they only decide
     how often this repair runs)."""
     if policy.verifier != "jaccard":
-        edges = cache(radius_pairs(docs, policy))
-        return edges, cache(decide(edges, bounds, stats), False)
+        return _resolve_radius(docs, policy, bounds, stats, cache)
     bands = policy.band_shape[0]
     limit = bands * max(bounds.heads + bounds.window, policy.bucket_limit) + 1
     checked = cache(band_pairs(docs, bounds.heads, bounds.window))
@@ -350,6 +349,45 @@ def resolve(
         if not n_found:
             break
         repairs += 1
+        edges = cache(edges.unionByName(found))
+        for frame in old:
+            release(frame)
+    stats["repairs"] = repairs
+    stats["verified_pairs"] = edges.count()
+    return edges, state
+
+
+def _resolve_radius(
+    docs: DataFrame,
+    policy: Policy,
+    bounds: Bounds,
+    stats: dict[str, Any],
+    cache: Callable[..., DataFrame],
+) -> tuple[DataFrame, DataFrame]:
+    """:func:`resolve` without a verifier. The candidates are bounded per block key
+    (:func:`radius_candidates`) and kept when within the radius; then, until nothing changes
+    (at most ``bounds.max_repairs`` times), the kept documents are paired exactly with each
+    other (:func:`radius_pairs`): the local engine drops a document iff a kept earlier one is
+    within its radius, so once no two kept documents are, the kept set is the local engine's.
+    Kept documents are few per block key (no two within the radius), so that self-join is
+    small where the first pass's would be a square (a hot block of near-identical
+    fingerprints)."""
+    checked = cache(radius_candidates(docs, policy, bounds.heads, bounds.window))
+    edges = cache(pairs_in_radius(checked, docs, policy))
+    stats["candidate_pairs"] = checked.count()
+    repairs = 0
+    while True:
+        state = cache(decide(edges, bounds, stats), False)
+        dropped = state.where(F.col("st") == DROPPED).select(F.col("node").alias(POS))
+        kept = docs.join(dropped, POS, "left_anti").select(POS, "fp", "len")
+        found = cache(radius_pairs(kept, policy))
+        n_found = found.count()
+        stats["candidate_pairs"] += n_found
+        log.info("check %d: %d pairs of kept documents within the radius", repairs + 1, n_found)
+        if repairs >= bounds.max_repairs or not n_found:
+            break
+        repairs += 1
+        old = (edges, state, found)
         edges = cache(edges.unionByName(found))
         for frame in old:
             release(frame)
@@ -444,12 +482,11 @@ def verify_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy) -> DataFrame
     )
 
 
-def radius_pairs(docs: DataFrame, policy: Policy) -> DataFrame:
-    """Without a verifier: the pairs within the SimHash radius of the later one's length
-    (``Policy.radius``), exactly, by the block keys of the index's layout (pigeonhole: two
-    fingerprints within k share a block value within the block's probe radius). Each pair has
-    similarity 1.0, as the local engine gives. A hot block (many near-identical
-    fingerprints that are not exact copies) is compared pairwise: see docs/batch.md."""
+def _block_keys(docs: DataFrame, policy: Policy) -> DataFrame:
+    """``(key, POS, exact)`` per document of ``docs`` (``POS``, ``fp``): the block keys of the
+    index's layout for the policy's largest radius -- each block's own value (``exact``) and
+    the values within the block's probe radius -- so that two fingerprints within the radius
+    share a key where one of them is exact (pigeonhole)."""
     k = policy.k_max
     layout = BlockLayout(default_blocks(k))
     radii = layout.radii(k)
@@ -478,24 +515,70 @@ def radius_pairs(docs: DataFrame, policy: Policy) -> DataFrame:
                 }
             )
 
-    keyed = docs.select(POS, "fp").mapInPandas(explode, f"key long, {POS} long, exact boolean")
-    keyed = keyed.join(docs.select(POS, "fp", "len"), POS)
+    return docs.select(POS, "fp").mapInPandas(explode, f"key long, {POS} long, exact boolean")
+
+
+def _in_radius(
+    pa: Column, pb: Column, fa: Column, fb: Column, la: Column, lb: Column, policy: Policy
+) -> Column:
+    """Whether two documents are within the SimHash radius of the later one's length."""
+    later_len = F.when(pa < pb, lb).otherwise(la)
+    radius = F.when(later_len <= policy.short_chars, policy.k_short).otherwise(policy.k_long)
+    return F.bit_count(fa.bitwiseXOR(fb)) <= radius
+
+
+def radius_candidates(docs: DataFrame, policy: Policy, heads: int, window: int) -> DataFrame:
+    """Candidate pairs ``(a, b)`` without a verifier, bounded like :func:`band_pairs`: in each
+    block key's bucket (:func:`_block_keys`), in preference order, every document with the
+    bucket's first ``heads`` documents whose own block value the key is and those among the
+    ``window`` documents just before it, so a hot block costs ``heads + window`` pairs per
+    document, not a square."""
+    keyed = _block_keys(docs, policy)
+    w = Window.partitionBy("key").orderBy(POS)
+    own = F.when(F.col("exact"), F.col(POS))
+    earlier = F.array(*[F.nth_value(own, k, ignoreNulls=True).over(w) for k in range(1, heads + 1)])
+    if window > 0:
+        earlier = F.concat(earlier, F.collect_list(own).over(w.rowsBetween(-window, -1)))
+    near = keyed.select(F.col(POS).alias("b"), earlier.alias("e"))
+    cands = F.filter("e", lambda x: x.isNotNull() & (x < F.col("b")))
+    return near.select("b", F.explode(cands).alias("a")).select("a", "b").distinct()
+
+
+def pairs_in_radius(pairs: DataFrame, docs: DataFrame, policy: Policy) -> DataFrame:
+    """The candidate pairs ``(a, b)`` within the radius, as verified pairs ``(a, b, d, sim)``
+    (similarity 1.0, as the local engine gives without a verifier)."""
+    side = docs.select(POS, "fp", "len")
+    joined = pairs.join(
+        side.select(F.col(POS).alias("a"), F.col("fp").alias("fa"), F.col("len").alias("la")), "a"
+    ).join(
+        side.select(F.col(POS).alias("b"), F.col("fp").alias("fb"), F.col("len").alias("lb")), "b"
+    )
+    a, b, fa, fb = F.col("a"), F.col("b"), F.col("fa"), F.col("fb")
+    return joined.where(_in_radius(a, b, fa, fb, F.col("la"), F.col("lb"), policy)).select(
+        "a", "b", F.bit_count(fa.bitwiseXOR(fb)).cast("long").alias("d"), F.lit(1.0).alias("sim")
+    )
+
+
+def radius_pairs(docs: DataFrame, policy: Policy) -> DataFrame:
+    """Every pair of ``docs`` within the SimHash radius of the later one's length
+    (``Policy.radius``), exactly, by the block keys of the index's layout; ``(a, b, d, sim)``.
+    A self-join of each block key's bucket: run on the kept documents only (which are never
+    within the radius of each other once the decision is right), see :func:`resolve`."""
+    keyed = _block_keys(docs, policy).join(docs.select(POS, "fp", "len"), POS)
     one = keyed.where(F.col("exact")).select(
         "key", F.col(POS).alias("pa"), F.col("fp").alias("fa"), F.col("len").alias("la")
     )
     other = keyed.select(
         "key", F.col(POS).alias("pb"), F.col("fp").alias("fb"), F.col("len").alias("lb")
     )
-    d = F.expr("bit_count(fa ^ fb)")
-    later_len = F.when(F.col("pa") < F.col("pb"), F.col("lb")).otherwise(F.col("la"))
-    radius = F.when(later_len <= policy.short_chars, policy.k_short).otherwise(policy.k_long)
+    pa, pb, fa, fb = F.col("pa"), F.col("pb"), F.col("fa"), F.col("fb")
     return (
         one.join(other, "key")
-        .where((F.col("pa") != F.col("pb")) & (d <= radius))
+        .where((pa != pb) & _in_radius(pa, pb, fa, fb, F.col("la"), F.col("lb"), policy))
         .select(
-            F.least("pa", "pb").alias("a"),
-            F.greatest("pa", "pb").alias("b"),
-            d.cast("long").alias("d"),
+            F.least(pa, pb).alias("a"),
+            F.greatest(pa, pb).alias("b"),
+            F.bit_count(fa.bitwiseXOR(fb)).cast("long").alias("d"),
             F.lit(1.0).alias("sim"),
         )
         .dropDuplicates(["a", "b"])
