@@ -284,12 +284,12 @@ def render(site: Site, lines: list[str], rng: random.Random) -> str:
 # Real Debian HTML pages and their main text
 
 
-_OPEN_OR_CLOSE = re.compile(r"<(/?)(div|ul)\b[^>]*>", re.I)
+_OPEN_OR_CLOSE = re.compile(r"<(/?)(div|ul|nav)\b[^>]*>", re.I)
 
 
 def _element_end(markup: str, start: int) -> int:
-    """End offset of the <div>/<ul> element whose start tag begins at ``start``."""
-    tag = re.match(r"<(div|ul)\b", markup[start:], re.I)
+    """End offset of the <div>/<ul>/<nav> element whose start tag begins at ``start``."""
+    tag = re.match(r"<(div|ul|nav)\b", markup[start:], re.I)
     assert tag is not None
     name = tag.group(1).lower()
     depth = 0
@@ -347,7 +347,10 @@ def real_main_lines(path: str, markup: str) -> list[str]:
         if m is None:
             return []
         part = markup[m.start() : _element_end(markup, m.start())]
+    # Tables of contents: DocBook's div.toc, Sphinx's toctree and its local contents.
     part = _drop_elements(part, r"<div class=\"toc\"")
+    part = _drop_elements(part, r"<div class=\"toctree-wrapper\b")
+    part = _drop_elements(part, r"<nav class=\"contents\b")
     return _lines_of(part)
 
 
