@@ -145,7 +145,7 @@ CASES: list[tuple[str, str, str, bool]] = [
     ),
     # Attribute values with '>' and quotes; class names matched as words.
     (
-        "<div data-x='a>b' class=\"x\">kept</div><div class='Side_Bar sidebar'>no</div>",
+        "<div data-x='a>b' class=\"x\">kept</div><div class='sidemenu Mega_Menu'>no</div>",
         "kept",
         "kept\nno",
         True,
@@ -263,3 +263,111 @@ def test_batch_after_fork_does_not_hang() -> None:
     with ctx.Pool(1) as pool:
         got = pool.apply_async(_many_in_child, (pages,)).get(timeout=60)
     assert got == expected
+
+
+# Issue 24, item 1: real documentation pages (DocBook XHTML, Sphinx) lost their text.
+
+XHTML_PAGE = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n'
+    '<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.1//EN" '
+    '"http://www.w3.org/TR/xhtml11/DTD/xhtml11.dtd">\n'
+    '<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Chapter 1</title>'
+    '<script type="text/javascript" src="x.js"/><link rel="stylesheet" href="a.css"/></head>'
+    '<body><div class="navheader"><a href="ch00.html">Prev</a></div>'
+    '<div class="chapter"><h1 class="title"><a id="_the_menu_system"/>The menu system</h1>'
+    '<div class="nav"/><p>Menus are described here at some length.</p>'
+    '<div class="sidebar"><p class="title"><strong>Note</strong></p>'
+    "<p>A box in the text, not the page's side column.</p></div></div></body></html>"
+)
+
+
+def test_xhtml_page_is_read_as_a_page() -> None:
+    # An XML declaration (and a byte-order mark, comments, other processing instructions)
+    # before the doctype: the page was taken for plain text and its markup fingerprinted.
+    assert looks_like_html(XHTML_PAGE)
+    assert looks_like_html("\ufeff<?xml version='1.0'?><!-- c --><html><body>x")
+    assert looks_like_html('<?xml version="1.0"?>\n<?xml-stylesheet href="s.css"?>\n<html>')
+    assert not looks_like_html('<?xml version="1.0"?>\n<rss version="2.0"><channel>')
+    assert not looks_like_html("<?php echo 1; ?> plain")
+    from neardup.dedup import Policy
+
+    assert Policy.default().is_html(XHTML_PAGE)
+
+
+def test_xhtml_self_closing_tags_close() -> None:
+    # In an XHTML document "/>" closes any element: <a id=x/> marks a place, <div class=nav/>
+    # is empty, <script src=x/> holds no script (read as HTML each swallowed what follows).
+    assert main_text(XHTML_PAGE) == (
+        "The menu system\nMenus are described here at some length.\n"
+        "Note\nA box in the text, not the page's side column."
+    )
+    assert visible_text(XHTML_PAGE).startswith("Prev\nThe menu system\n")
+    # The XHTML namespace on <html> says so too; in an HTML document "/>" is ignored, as
+    # browsers ignore it: the nav div holds what follows up to its end tag.
+    body = '<body><div class="nav"/><p>text</p></div><p>after</p></body></html>'
+    assert main_text('<html xmlns="http://www.w3.org/1999/xhtml">' + body) == "text\nafter"
+    assert main_text("<!DOCTYPE html><html>" + body) == "after"
+
+
+def test_anchor_without_href_is_not_a_link() -> None:
+    # <a name=x/> read as HTML stays open: its text was link text, so the heading and
+    # paragraphs after it were dropped as a link list.
+    page = "<body><p>Intro.</p><div><a name='s1'/><h2>Heading</h2><p>Text of the chapter.</p></div>"
+    assert main_text(page) == "Intro.\nHeading\nText of the chapter."
+    assert main_text("<p><a id=x>Placeholder words</a> and more</p>") == (
+        "Placeholder words and more"
+    )
+    # A link is an <a> with href, whatever its value.
+    assert main_text("<p><a href=''>all link text</a></p><p>kept</p>") == "kept"
+
+
+def test_anchor_start_tag_closes_an_open_anchor() -> None:
+    # Links do not nest: a forgotten </a> ends at the next <a>, as the tree builder does.
+    page = "<div><a href=/1>one<p><a href=/2>two</a> and then a long sentence of text.</p></div>"
+    assert main_text(page) == "two and then a long sentence of text."
+    # ... but not across a table cell.
+    cell = "<a href=/1><table><tr><td><a href=/2>x</a> y</td></tr></table></a><p>plain</p>"
+    assert main_text(cell) == "plain"
+
+
+def test_ids_of_sections_headings_and_anchors_name_their_topic() -> None:
+    # Sphinx and Markdown derive a section's or heading's id from its title.
+    page = (
+        "<body><section id='file-menu-shell-and-editor'><h3 id='the-menu'>File menu</h3>"
+        "<p>Open a new file.</p></section><a class='share' id='comments'>text</a>"
+        "<div id='main-menu'>dropped</div><section class='comments'>dropped</section></body>"
+    )
+    assert main_text(page) == "File menu\nOpen a new file.\ntext"
+
+
+def test_sidebar_is_not_a_boilerplate_word() -> None:
+    # "sidebar" names DocBook's in-text boxes as well as side columns: its prose stays, its link
+    # lists go by link density, its repeated lines by the corpus-wide pass.
+    page = (
+        "<body><div class='sidebar'><ul><li><a href=/a>A</a></li><li><a href=/b>B</a></li></ul>"
+        "<p>Tip: a paragraph in a box.</p></div><div class='sphinxsidebar'>gone</div></body>"
+    )
+    assert main_text(page) == "Tip: a paragraph in a box."
+
+
+def test_link_density_of_lists_and_rows() -> None:
+    # A table cell or list item that is one link (a package name) stays with its row.
+    table = (
+        "<table><tr><th>package</th><th>description</th></tr>"
+        "<tr><td><a href=/p/libc6>libc6</a></td><td><a href=/pop>V:930</a></td>"
+        "<td>GNU C Library: shared libraries</td></tr>"
+        "<tr><td><a href=/p/x>x</a></td><td><a href=/y>a long link text here</a></td></tr>"
+        "</table>"
+    )
+    assert main_text(table) == "package\ndescription\nlibc6\nV:930\nGNU C Library: shared libraries"
+    # A list of links still goes whole, and a prose list keeps its linked items.
+    links = "<ul><li><a href=/1>Home</a></li><li><a href=/2>About us</a></li><li>Blog</li></ul>"
+    prose = (
+        "<ol><li><a href=/t>tar</a></li><li>archives files into one with their metadata</li></ol>"
+    )
+    assert main_text(links + prose) == "tar\narchives files into one with their metadata"
+    # Nested lists are judged apart: the inner list of links goes, the item's prose stays.
+    nested = (
+        "<ul><li>An item with enough text to keep<ul><li><a href=/1>sub</a></li></ul></li></ul>"
+    )
+    assert main_text(nested) == "An item with enough text to keep"

@@ -2,7 +2,11 @@
 that the Rust (html5ever) extractor is compared with in tests/test_htmltext.py (no tests here).
 
 This is the pure-Python code that neardup.htmltext held before the extraction moved into the core
-(commit 2591e7c), unchanged except for the names of its two entry points.
+(commit 2591e7c), with the names of its two entry points changed and the later rule changes made
+in both (issue 24, item 1): an ``<a>`` without ``href`` is not link text, an ``<a>`` start tag
+ends an ``<a>`` left open (not past a table cell), the class/id of an ``<a>`` and the id of a
+``section`` or heading do not name boilerplate, "sidebar" is not a boilerplate word, and the
+link density of a list or table row is that of all its items.
 """
 
 from __future__ import annotations
@@ -25,34 +29,43 @@ _VOID = frozenset(
      "track", "wbr", "param"}
 )  # fmt: skip
 _BOILER_NAME = re.compile(
-    r"(?:^|[\s_-])(?:nav|navbar|navigation|navheader|navfooter|menu|footer|sidebar|sphinxsidebar|"
+    r"(?:^|[\s_-])(?:nav|navbar|navigation|navheader|navfooter|menu|footer|sphinxsidebar|"
     r"related|breadcrumbs?|banner|masthead|comments?|share|social|copyright|cookie|"
     r"advert|ads|promo|subscribe|toc|pagination|pager)(?:$|[\s_-])",
     re.I,
 )
 _BOILER_ROLE = frozenset({"navigation", "banner", "contentinfo", "complementary", "search"})
+# Elements whose id is a fragment target named after their topic, not a boilerplate name.
+_ID_NAMES_TOPIC = frozenset({"a", "section", "h1", "h2", "h3", "h4", "h5", "h6"})
+# An <a> start tag does not end an <a> opened outside these.
+_LINK_SCOPE = frozenset({"td", "th", "caption", "object", "applet", "marquee", "template"})
+# Lists and table rows: their items' link density is judged together.
+_GROUPS = frozenset({"ul", "ol", "dl", "tr"})
 _WS = re.compile(r"[ \t\r\f\v\n]+")
 
 
 class _Extractor:
     def __init__(self, drop_boilerplate: bool) -> None:
         self.drop = drop_boilerplate
-        self.stack: list[tuple[str, bool, bool]] = []  # (tag, hidden-or-boiler, main)
+        # (tag, hidden-or-boiler, main, link, group)
+        self.stack: list[tuple[str, bool, bool, bool, int]] = []
         self.hidden_depth = 0
         self.main_depth = 0
         self.link_depth = 0
         self.saw_main = False
-        # Blocks: [text parts, link chars, in main]
-        self.blocks: list[tuple[str, int, bool]] = []
+        # Blocks: (text, link chars, in main, group: the innermost ul/ol/dl/tr, 0 for none)
+        self.blocks: list[tuple[str, int, bool, int]] = []
         self.parts: list[str] = []
         self.link_chars = 0
         self.block_in_main = False
+        self.groups = 0
+        self.group = 0
 
     def _flush(self) -> None:
         if self.parts:
             text = " ".join("".join(self.parts).split())
             if text:
-                self.blocks.append((text, self.link_chars, self.block_in_main))
+                self.blocks.append((text, self.link_chars, self.block_in_main, self.group))
             self.parts = []
         self.link_chars = 0
         self.block_in_main = self.main_depth > 0
@@ -67,7 +80,9 @@ class _Extractor:
         for name, value in attrs:
             if not value:
                 continue
-            if name in ("class", "id") and _BOILER_NAME.search(value):
+            if name == "class" and tag != "a" and _BOILER_NAME.search(value):
+                return True
+            if name == "id" and tag not in _ID_NAMES_TOPIC and _BOILER_NAME.search(value):
                 return True
             if name == "role" and value.strip().lower() in _BOILER_ROLE:
                 return True
@@ -80,41 +95,52 @@ class _Extractor:
             self._flush()
         if tag in _VOID:
             return
+        if tag == "a":
+            # Links do not nest: an <a> ends the <a> left open (not past a table cell).
+            for i in range(len(self.stack) - 1, -1, -1):
+                if self.stack[i][0] in _LINK_SCOPE:
+                    break
+                if self.stack[i][0] == "a":
+                    self._pop_effects(self.stack.pop(i))
+                    break
         boiler = self._is_boiler(tag, attrs)
         is_main = tag in _MAIN_TAGS or (
             bool(attrs) and any(n == "role" and (v or "").lower() == "main" for n, v in attrs)
         )
-        self.stack.append((tag, boiler, is_main))
+        link = tag == "a" and any(n == "href" for n, _ in attrs)
+        group = 0
+        if tag in _GROUPS:
+            self.groups += 1
+            group = self.group = self.groups
+        self.stack.append((tag, boiler, is_main, link, group))
         if boiler:
             self.hidden_depth += 1
         if is_main:
             self.main_depth += 1
             self.saw_main = True
             self.block_in_main = True
-        if tag == "a":
+        if link:
             self.link_depth += 1
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _BLOCK:
             self._flush()
 
+    def _pop_effects(self, entry: tuple[str, bool, bool, bool, int]) -> None:
+        _, boiler, is_main, link, group = entry
+        if boiler:
+            self.hidden_depth -= 1
+        if is_main:
+            self.main_depth -= 1
+        if link:
+            self.link_depth -= 1
+        if group:
+            self.group = next((g for *_, g in reversed(self.stack) if g), 0)
+
     def handle_endtag(self, tag: str) -> None:
         if tag in _VOID:
             if tag in _BLOCK:
                 self._flush()
-            return
-        stack = self.stack
-        if stack and stack[-1][0] == tag:  # the common, well-nested case
-            _, boiler, is_main = stack.pop()
-            if tag in _BLOCK:
-                self._flush()
-            if boiler:
-                self.hidden_depth -= 1
-            if is_main:
-                self.main_depth -= 1
-            if tag == "a":
-                self.link_depth -= 1
-            self.block_in_main = self.main_depth > 0
             return
         # Close up to the matching open tag (tolerates unclosed <p>, <li>, ...).
         for i in range(len(self.stack) - 1, -1, -1):
@@ -122,16 +148,12 @@ class _Extractor:
                 break
         else:
             return
-        if tag in _BLOCK or any(t in _BLOCK for t, _, _ in self.stack[i:]):
+        if tag in _BLOCK or any(e[0] in _BLOCK for e in self.stack[i:]):
             self._flush()
-        for t, boiler, is_main in reversed(self.stack[i:]):
-            if boiler:
-                self.hidden_depth -= 1
-            if is_main:
-                self.main_depth -= 1
-            if t == "a":
-                self.link_depth -= 1
+        closed = self.stack[i:]
         del self.stack[i:]
+        for entry in reversed(closed):
+            self._pop_effects(entry)
         self.block_in_main = self.main_depth > 0
 
     def handle_data(self, data: str) -> None:
@@ -143,7 +165,7 @@ class _Extractor:
         if self.link_depth:
             self.link_chars += len(data.strip())
 
-    def result(self) -> list[tuple[str, int, bool]]:
+    def result(self) -> list[tuple[str, int, bool, int]]:
         self._flush()
         return self.blocks
 
@@ -158,7 +180,7 @@ _RAW_TEXT = frozenset({"script", "style", "textarea", "title", "xmp", "noscript"
 _RAW_END: dict[str, re.Pattern[str]] = {
     t: re.compile(rf"</{t}\s*>", re.I) for t in _RAW_TEXT
 }  # fmt: skip
-_ATTR_HINT = re.compile(r"class|id|role|hidden", re.I)
+_ATTR_HINT = re.compile(r"class|id|role|hidden|href", re.I)
 
 
 def _attrs(raw: str) -> list[tuple[str, str | None]]:
@@ -246,7 +268,7 @@ def _scan(markup: str, p: _Extractor) -> None:
             p.handle_endtag(tag)
 
 
-def _extract(markup: str, drop_boilerplate: bool) -> list[tuple[str, int, bool]]:
+def _extract(markup: str, drop_boilerplate: bool) -> list[tuple[str, int, bool, int]]:
     if not isinstance(markup, str):
         raise TypeError(f"markup must be str, got {type(markup).__name__}")
     p = _Extractor(drop_boilerplate)
@@ -261,14 +283,28 @@ def _extract(markup: str, drop_boilerplate: bool) -> list[tuple[str, int, bool]]
 
 def regex_visible_text(markup: str) -> str:
     """The former visible_text."""
-    return "\n".join(t for t, _, _ in _extract(markup, False))
+    return "\n".join(b[0] for b in _extract(markup, False))
 
 
 def regex_main_text(markup: str, max_link_density: float = 0.5) -> str:
     """The former main_text, with today's fallback: a page whose main text is empty gets its
     visible text."""
     blocks = _extract(markup, True)
-    kept = [t for t, links, _ in blocks if links <= max_link_density * len(t)]
+    groups: dict[int, list[int]] = {}
+    for t, links, _, group in blocks:
+        if group:
+            g = groups.setdefault(group, [0, 0])
+            g[0] += links
+            g[1] += len(t)
+    kept = [
+        t
+        for t, links, _, group in blocks
+        if (
+            groups[group][0] <= max_link_density * groups[group][1]
+            if group
+            else links <= max_link_density * len(t)
+        )
+    ]
     main = "\n".join(kept)
     visible = regex_visible_text(markup) if not main.strip() else ""
     return visible if visible.strip() else main

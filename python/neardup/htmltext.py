@@ -36,13 +36,17 @@ __all__ = [
     "visible_text",
 ]
 
+# What may come before the first tag of a page: a byte-order mark, whitespace, comments, and an
+# XML declaration or other processing instructions (XHTML pages start with ``<?xml ...?>``).
 _HTML_START = re.compile(
-    r"\A\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)\b", re.I | re.S
+    r"\A\ufeff?\s*(?:(?:<!--.*?-->|<\?[^>]*>)\s*)*<(?:!doctype\s+html|html|head|body)\b",
+    re.I | re.S,
 )
 
 
 def looks_like_html(text: str) -> bool:
-    """True when ``text`` starts like an HTML document (doctype, <html>, <head> or <body>)."""
+    """True when ``text`` starts like an HTML document (doctype, <html>, <head> or <body>), after
+    a byte-order mark, whitespace, comments and an XML declaration (XHTML: ``<?xml ...?>``)."""
     return bool(_HTML_START.match(text[:2048]))
 
 

@@ -52,8 +52,21 @@ pub fn main_text(html: &str, max_link_density: f64) -> String {
 /// [`main_text`] and whether it is the page's whole visible text because the extraction left
 /// nothing (what a report counts: pages whose main text could not be told apart).
 pub fn main_text_and_fallback(html: &str, max_link_density: f64) -> (String, bool) {
-    let main = join(extract(html, true), |b| {
-        b.link_chars as f64 <= max_link_density * b.chars as f64
+    let blocks = extract(html, true);
+    // Link and text characters of every list and table row: their items are judged together.
+    let mut groups: std::collections::HashMap<usize, (usize, usize)> = Default::default();
+    for b in blocks.iter().filter(|b| b.group != 0) {
+        let g = groups.entry(b.group).or_default();
+        g.0 += b.link_chars;
+        g.1 += b.chars;
+    }
+    let main = join(blocks, |b| {
+        let (links, chars) = if b.group == 0 {
+            (b.link_chars, b.chars)
+        } else {
+            groups[&b.group]
+        };
+        links as f64 <= max_link_density * chars as f64
     });
     if main.trim().is_empty() {
         let all = visible_text(html);
@@ -91,13 +104,18 @@ pub fn visible_text_many<S: AsRef<str> + Sync>(pages: &[S]) -> Vec<String> {
     pool::map(pages, wanted, 4, |p| visible_text(p.as_ref()))
 }
 
-/// One block of text: collapsed text, its length and link-text length in characters, and
-/// whether it lies in the page's marked main content.
+/// One block of text: collapsed text, its length and link-text length in characters, whether
+/// it lies in the page's marked main content, and the list or table row it is an item of.
 struct Block {
     text: String,
     chars: usize,
     link_chars: usize,
     in_main: bool,
+    /// The innermost `ul`/`ol`/`dl`/`tr` open around the block (numbered from 1 in document
+    /// order), 0 for none: the link density of a list or a row is that of all its items, so a
+    /// table cell or list item that is one link (a package name in a table of packages, a term
+    /// in a glossary) stays with its row, while a list of links goes whole.
+    group: usize,
 }
 
 fn join(blocks: Vec<Block>, keep: impl Fn(&Block) -> bool) -> String {
@@ -259,7 +277,6 @@ const BOILER_WORDS: &[&str] = &[
     "navfooter",
     "menu",
     "footer",
-    "sidebar",
     "sphinxsidebar",
     "related",
     "breadcrumb",
@@ -317,8 +334,13 @@ fn is_boiler_role(value: &str) -> bool {
 
 struct Open {
     tag: String,
+    /// A list or table row: the [`Block::group`] of the blocks inside it.
+    group: usize,
     boiler: bool,
     main: bool,
+    /// An `<a>` with an `href`: a hyperlink, whose text is link text. An `<a>` without one is a
+    /// placeholder or a fragment target (`<a id=x>`, `<a name=x>`), its text ordinary text.
+    link: bool,
 }
 
 /// An element whose content is dropped whole (hidden or boilerplate): its tokens are only read
@@ -336,6 +358,12 @@ struct Skip {
 
 struct State {
     drop: bool,
+    /// An XHTML document (an XML declaration before the first tag, or the XHTML namespace on
+    /// `<html>`): self-closing syntax closes any element, as its author's XML meant
+    /// (`<a id="x"/>`, `<script src="x"/>`, `<div class="nav"/>` are empty).
+    xhtml: bool,
+    /// No start tag seen yet (an XML declaration only counts before the first tag).
+    at_start: bool,
     stack: Vec<Open>,
     hidden_depth: usize,
     main_depth: usize,
@@ -350,6 +378,9 @@ struct State {
     parts: String,
     link_chars: usize,
     block_in_main: bool,
+    /// Groups opened so far; the innermost open one.
+    groups_opened: usize,
+    group: usize,
     /// Character tokens since the last other token: one piece of text between two tags.
     run: String,
 }
@@ -358,6 +389,8 @@ impl State {
     fn new(drop: bool) -> Self {
         State {
             drop,
+            xhtml: false,
+            at_start: true,
             stack: Vec::new(),
             hidden_depth: 0,
             main_depth: 0,
@@ -370,6 +403,8 @@ impl State {
             parts: String::new(),
             link_chars: 0,
             block_in_main: false,
+            groups_opened: 0,
+            group: 0,
             run: String::new(),
         }
     }
@@ -392,6 +427,7 @@ impl State {
                     chars,
                     link_chars: self.link_chars,
                     in_main: self.block_in_main,
+                    group: self.group,
                 });
             }
             self.parts.clear();
@@ -401,6 +437,16 @@ impl State {
     }
 
     fn is_boiler(&self, tag: &str, attrs: &[html5ever::Attribute]) -> bool {
+        // The class or id of an `<a>` names a link or the place it marks, never a container of
+        // the page's furniture (links are judged by link density). The id of a section or a
+        // heading is a fragment target that documentation generators derive from the heading's
+        // text (Sphinx's `<section id="file-menu-shell-and-editor">`, DocBook's
+        // `<a id="_the_menu_system"/>`, Markdown's `<h2 id="comments">`): it names the topic.
+        let class_names = tag != "a";
+        let id_names = !matches!(
+            tag,
+            "a" | "section" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6"
+        );
         if is_hidden(tag) || (tag == "title" && self.before_body) {
             return true;
         }
@@ -416,7 +462,8 @@ impl State {
                 return false;
             }
             match &*a.name.local {
-                "class" | "id" => names_boilerplate(value),
+                "class" => class_names && names_boilerplate(value),
+                "id" => id_names && names_boilerplate(value),
                 "role" => is_boiler_role(value),
                 "hidden" | "aria-hidden" => {
                     let v = value.to_lowercase();
@@ -465,18 +512,35 @@ impl State {
 
     fn start_tag(&mut self, tag: &Tag) -> Option<RawKind> {
         let name: &str = &tag.name;
+        if self.at_start {
+            self.at_start = false;
+            if name == "html" {
+                self.xhtml |= tag.attrs.iter().any(|a| {
+                    &*a.name.local == "xmlns"
+                        && a.value.trim_matches(is_space) == "http://www.w3.org/1999/xhtml"
+                });
+            }
+        }
+        // Self-closing syntax closes the element: always in foreign content (`svg`, `math`),
+        // and in an XHTML document for every element.
+        let xml_closed = tag.self_closing && self.xhtml;
         if let Some(sk) = &mut self.skip {
             if sk.tag == "head" && sk.head_inner.is_empty() && !in_head_allowed(name) {
                 // A body element ends a head that was never closed.
                 self.end_tag("head");
             } else {
-                if name == sk.tag && name != "head" && !(tag.self_closing && sk.foreign) {
+                let closed = xml_closed || (tag.self_closing && sk.foreign);
+                if name == sk.tag && name != "head" && !closed {
                     sk.depth += 1;
                 }
-                if sk.tag == "head" && !is_void(name) && name != "head" {
+                if sk.tag == "head" && !is_void(name) && name != "head" && !closed {
                     sk.head_inner.push(name.to_string());
                 }
-                return if sk.foreign { None } else { raw_kind(name) };
+                return if sk.foreign || closed {
+                    None
+                } else {
+                    raw_kind(name)
+                };
             }
         }
         if self.before_body && !in_head_allowed(name) {
@@ -485,8 +549,11 @@ impl State {
         if is_block(name) {
             self.flush();
         }
-        if is_void(name) || (tag.self_closing && self.foreign_depth > 0) {
+        if is_void(name) || xml_closed || (tag.self_closing && self.foreign_depth > 0) {
             return None;
+        }
+        if name == "a" {
+            self.close_open_link();
         }
         let boiler = self.is_boiler(name, &tag.attrs);
         let main = matches!(name, "main" | "article")
@@ -502,15 +569,28 @@ impl State {
             self.saw_main = true;
             self.block_in_main = true;
         }
-        match name {
-            "a" => self.link_depth += 1,
-            "svg" | "math" => self.foreign_depth += 1,
-            _ => {}
+        let link = name == "a" && tag.attrs.iter().any(|a| &*a.name.local == "href");
+        let group = if matches!(name, "ul" | "ol" | "dl" | "tr") {
+            self.groups_opened += 1;
+            self.groups_opened
+        } else {
+            0
+        };
+        if group != 0 {
+            self.group = group;
+        }
+        if link {
+            self.link_depth += 1;
+        }
+        if matches!(name, "svg" | "math") {
+            self.foreign_depth += 1;
         }
         self.stack.push(Open {
             tag: name.to_string(),
+            group,
             boiler,
             main,
+            link,
         });
         if self.foreign_depth > 0 {
             if boiler {
@@ -557,10 +637,37 @@ impl State {
         if o.main {
             self.main_depth -= 1;
         }
-        match o.tag.as_str() {
-            "a" => self.link_depth -= 1,
-            "svg" | "math" => self.foreign_depth -= 1,
-            _ => {}
+        if o.link {
+            self.link_depth -= 1;
+        }
+        if matches!(o.tag.as_str(), "svg" | "math") {
+            self.foreign_depth -= 1;
+        }
+        if o.group != 0 {
+            self.group = self
+                .stack
+                .iter()
+                .rev()
+                .map(|o| o.group)
+                .find(|&g| g != 0)
+                .unwrap_or(0);
+        }
+    }
+
+    /// An `<a>` start tag ends the `<a>` still open in the same cell or object (the tree
+    /// builder's adoption agency: links do not nest, so a forgotten `</a>` or an HTML reading of
+    /// XHTML's `<a id="x"/>` ends at the next link). The elements opened inside it stay open.
+    fn close_open_link(&mut self) {
+        for i in (0..self.stack.len()).rev() {
+            match self.stack[i].tag.as_str() {
+                "a" => {
+                    let o = self.stack.remove(i);
+                    self.pop_effects(&o);
+                    return;
+                }
+                "td" | "th" | "caption" | "object" | "applet" | "marquee" | "template" => return,
+                _ => {}
+            }
         }
     }
 
@@ -617,7 +724,14 @@ impl TokenSink for Sink {
                     TagKind::EndTag => st.end_tag(&tag.name),
                 }
             }
-            Token::CommentToken(_) | Token::DoctypeToken(_) => st.take_run(),
+            Token::CommentToken(c) => {
+                // `<?xml ...?>` is read as a bogus comment "?xml ...".
+                if st.at_start && c.starts_with("?xml") && c[4..].starts_with(is_space) {
+                    st.xhtml = true;
+                }
+                st.take_run();
+            }
+            Token::DoctypeToken(_) => st.take_run(),
             Token::EOFToken => {
                 st.take_run();
                 st.flush();

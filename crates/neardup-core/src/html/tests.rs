@@ -156,3 +156,48 @@ fn a_page_of_link_lists_falls_back_to_its_visible_text() {
     let article = "<html><body><nav><a href=a>Alpha</a></nav><p>Body text here.</p></body></html>";
     assert_eq!(main_text(article, 0.5), "Body text here.");
 }
+
+#[test]
+fn xhtml_self_closing_tags_close() {
+    let page = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<html><head>\
+        <script src=\"x.js\"/><title>T</title></head><body><p>Intro.</p>\
+        <div><h1><a id=\"_the_menu\"/>Heading</h1><div class=\"nav\"/><p>Text.</p></div>";
+    assert_eq!(main0(page), "Intro.\nHeading\nText.");
+    let ns = "<html xmlns=\"http://www.w3.org/1999/xhtml\"><body><div class=nav/><p>a</p>";
+    assert_eq!(main0(ns), "a");
+    // In HTML "/>" is ignored: the div holds what follows.
+    assert_eq!(
+        main0("<html><body><p>b</p><div class=\"nav\"/><p>a</p>"),
+        "b"
+    );
+}
+
+#[test]
+fn anchors_without_href_and_unclosed_anchors() {
+    assert_eq!(
+        main0("<p>Intro.</p><div><a name=x/><h2>Heading</h2><p>Text.</p></div>"),
+        "Intro.\nHeading\nText."
+    );
+    assert_eq!(
+        main0("<div><a href=/1>one<p><a href=/2>two</a> and a long sentence.</p></div>"),
+        "two and a long sentence."
+    );
+    assert_eq!(
+        main0("<a href=/1><table><tr><td><a href=/2>x</a> y</td></tr></table></a><p>p</p>"),
+        "p"
+    );
+}
+
+#[test]
+fn topic_ids_and_sidebars_are_content() {
+    let page = "<section id=file-menu><h3 id=menu>File menu</h3><p>Open.</p></section>\
+        <div class=sidebar><p>A box.</p></div><div id=menu>x</div>";
+    assert_eq!(main0(page), "File menu\nOpen.\nA box.");
+}
+
+#[test]
+fn lists_and_rows_are_judged_whole() {
+    let page = "<table><tr><td><a href=/p>libc6</a></td><td>GNU C Library: shared libs</td></tr>\
+        </table><ul><li><a href=/1>Home</a></li><li><a href=/2>News</a></li><li>Blog</li></ul>";
+    assert_eq!(main0(page), "libc6\nGNU C Library: shared libs");
+}
