@@ -16,6 +16,8 @@ near-copies; ``templated``: one notice with a new number each).
 
 Run: ``python benches/redis_backend.py --quick`` (5,000 stored, 3 s a run) or
 ``python benches/redis_backend.py`` (20,000 stored, 10 s a run); ``--stream templated``.
+``--cpu``: only the CPU that the batch path costs the client and redis-server per 1,000 texts
+(in-process ``check_and_add_many``, 10 batches; figures that do not follow the machine's load).
 (Named ``redis_backend`` so that it does not shadow the ``redis`` package in this folder.)
 """
 
@@ -110,6 +112,31 @@ def peer(port: int, stored: list[str], stream: list[str]) -> dict[str, float]:
     return {"dps": len(stream) / took, "added": added}
 
 
+def cpu(port: int, stored: list[str], bodies: list[bytes], batch: int) -> dict[str, float]:
+    """CPU per 1,000 texts of ``check_and_add_many`` in batches of ``batch``, in-process: the
+    client's ``process_time`` and redis-server's ``used_cpu_user + used_cpu_sys`` (neither
+    depends much on the machine's load, unlike rates)."""
+    from neardup.backends.redis import RedisDeduplicator
+
+    def server(d: Any) -> float:
+        info = d.store.client.info("cpu")
+        return float(info["used_cpu_user"] + info["used_cpu_sys"])
+
+    with RedisDeduplicator.from_url(f"redis://127.0.0.1:{port}/0?namespace=cpu") as d:
+        for s in range(0, len(stored), 5000):
+            d.add_many(list(range(s, s + len(stored[s : s + 5000]))), stored[s : s + 5000])
+        items = [orjson.loads(b) for b in bodies]
+        client = redis_cpu = 0.0
+        for s in range(0, len(items), batch):
+            chunk = items[s : s + batch]
+            r0, c0 = server(d), time.process_time()
+            d.check_and_add_many([x["id"] for x in chunk], [x["text"] for x in chunk])
+            client += time.process_time() - c0
+            redis_cpu += server(d) - r0
+    per = 1e6 / len(items)  # (s per text -> ms per 1,000 texts)
+    return {"client_ms": client * per, "redis_ms": redis_cpu * per}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="5,000 stored, 3 s a run")
@@ -121,6 +148,9 @@ def main() -> None:
     parser.add_argument("--stream", choices=("distinct", "templated"), default="distinct")
     parser.add_argument("--load", choices=["auto", "wrk", "python"], default="auto")
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument(
+        "--cpu", action="store_true", help="only the CPU per 1,000 texts of the batch path"
+    )
     args = parser.parse_args()
     items = args.items if args.items is not None else (5_000 if args.quick else 20_000)
     args.duration = args.duration or (3.0 if args.quick else 10.0)
@@ -133,6 +163,20 @@ def main() -> None:
     )
     results: dict[str, Any] = {"items": items, "stream": args.stream}
     proc, port = start_redis(work)
+    if args.cpu:
+        try:
+            bodies = request_bodies(10 * args.batch_size, items, vocab, "c", 99, args.stream)
+            got = cpu(port, stored, bodies, args.batch_size)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            shutil.rmtree(work, ignore_errors=True)
+        print(
+            f"  check_and_add_many in batches of {args.batch_size:,}, in-process: client "
+            f"{got['client_ms']:.1f} ms CPU, redis-server {got['redis_ms']:.1f} ms CPU per "
+            "1,000 texts"
+        )
+        return
     try:
         from neardup.backends.redis import RedisDeduplicator
 
