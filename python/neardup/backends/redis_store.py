@@ -44,8 +44,6 @@ RESERVE_TTL_MS = 5000
 _NEVER = "1e300"  # a time after every timestamp
 _REC = 16
 
-Band = tuple[int, int]  # (band, band key): one band list
-
 
 def _hash(id: bytes) -> bytes:
     return hashlib.blake2b(id, digest_size=8).digest()
