@@ -10,9 +10,11 @@ would make different articles of a site look alike and hide a copy re-published 
 2. when the page marks its content (``<main>``, ``<article>``, ``role="main"``) only that part is
    kept;
 3. boilerplate containers are dropped: ``nav``, ``header``, ``footer``, ``aside``, ``form`` and
-   elements whose ``class``/``id``/``role`` names navigation, menus, sidebars, footers, related
-   links, breadcrumbs, banners, comments, sharing or cookie notices;
-4. link lists are dropped: a block whose text is mostly link text (link density > 0.5).
+   elements whose ``class``/``id``/``role`` names navigation, menus, footers, related links,
+   breadcrumbs, banners, comments, sharing or cookie notices (not the class/id of an ``<a>``,
+   nor the id of a section or heading: a fragment target named after its title);
+4. link lists are dropped: a block whose text is mostly link text (link density > 0.5; link
+   text is that of an ``<a href>``), the items of a list or table row judged together.
 
 The markup is read in the Rust core by html5ever's tokenizer (the WHATWG HTML tokenizer:
 character references, comments, CDATA, raw-text and script-data states, quoted attributes) with a

@@ -7,10 +7,12 @@
 //!    `svg`, `iframe`, `object`, comments);
 //! 2. when the page marks its content (`<main>`, `<article>`, `role="main"`) only that is kept;
 //! 3. boilerplate containers are dropped: `nav`, `header`, `footer`, `aside`, `form`, `button`,
-//!    `select`, `menu`, and elements whose `class`/`id`/`role` names navigation, menus, sidebars,
-//!    footers, related links, breadcrumbs, banners, comments, sharing or cookie notices, or that
-//!    are marked `hidden="hidden"`/`"true"` or `aria-hidden="true"`;
-//! 4. blocks whose text is mostly link text (link density above a limit) are dropped.
+//!    `select`, `menu`, and elements whose `class`/`id`/`role` names navigation, menus,
+//!    footers, related links, breadcrumbs, banners, comments, sharing or cookie notices (not the
+//!    class/id of an `<a>`, nor the id of a section or heading), or that are marked
+//!    `hidden="hidden"`/`"true"` or `aria-hidden="true"`;
+//! 4. blocks whose text is mostly link text (the text of `<a href>`; link density above a
+//!    limit) are dropped; the items of a list or a table row are judged together.
 //!
 //! The markup is read by html5ever's tokenizer (the WHATWG tokenizer: character references,
 //! comments, CDATA, raw-text and script-data states, quoted attributes). Elements are then kept
