@@ -251,8 +251,9 @@ class Deduplicator(Closing):
             self._kept = self._loaded_kept()
 
     def _saved_engine_path(self) -> str | None:
-        """Where the decision engine's rows are saved: beside a SQLite text store's file,
-        named after it (:func:`~neardup.kept.saved_engine_path`), when the fingerprinter is the policy's (None: not saved)."""
+        """Where the decision engine's rows are saved: beside a SQLite text store's file, named
+        after it (:func:`~neardup.kept.saved_engine_path`), when the fingerprinter is the
+        policy's (None: not saved)."""
         if not isinstance(self.store, SqliteTextStore) or not os.path.isfile(self.store.path):
             return None
         if fingerprinter_config(self.fingerprinter) is None:
