@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -440,8 +441,6 @@ def test_a_held_driver_gives_the_local_kept_set_on_big_families(
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     assert jvm.java.lang.Runtime.getRuntime().maxMemory() <= 1 << 30
-    import sys
-
     sys.path.insert(0, str(BENCHES))
     import workloads
 
@@ -459,7 +458,7 @@ def test_a_held_driver_gives_the_local_kept_set_on_big_families(
     took = time.perf_counter() - started
     parts = nio.input_sources(str(out))
     assert len(parts) >= 1 and all(p.format == "jsonl" for p in parts)
-    kept = [json.loads(line)["id"] for p in parts for line in open(p.path, encoding="utf-8")]
+    kept = [x["id"] for p in parts for x in _lines(Path(p.path))]
     assert kept == np.flatnonzero(res.kept).tolist()
     assert summary["documents"] == len(texts) and summary["kept"] == len(kept)
     print(f"{len(texts)} texts: {summary['kept']} kept, Spark {took:.1f} s, {summary}")
