@@ -25,7 +25,9 @@ counts (rows, rounds), never rows:
    before it (window functions), so a hot bucket costs ``heads + window`` pairs per document,
    not a square. The rule's ranking drops the pairs whose estimated similarity is out of reach
    (``NearRule.rank``), and the rest are verified exactly (``NearRule.verify``), grouped by
-   their later document.
+   their later document. Without a verifier the buckets are SimHash block keys, bounded alike,
+   and a pair passes within the radius; the kept documents are then paired exactly with each
+   other (:func:`neardup.spark._job.resolve`).
 4. **Decision**: the lexicographically first maximal independent set of the verified pairs, in
    rounds (:func:`neardup.spark._job.decide`), then each dropped document's representative (a
    grouped minimum).
