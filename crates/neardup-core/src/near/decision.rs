@@ -78,11 +78,8 @@ impl Ring {
     }
 }
 
-/// Rows visited together by [`Decision::visit_many`]: their candidate searches run on the pool
-/// against the tables as they were before the first of them.
-const CHUNK: usize = 64;
-/// Visits of fewer rows run on this thread.
-const PARALLEL_MIN_ROWS: usize = 256;
+/// Checks of fewer texts (read-only searches, [`Decision::search_all`]) run on this thread.
+const PARALLEL_MIN_CHECKS: usize = 8;
 
 /// Working memory of candidate searches (one per thread).
 #[derive(Default)]
@@ -132,15 +129,6 @@ pub(super) struct Decision {
     pub(super) outcome: Outcome,
     /// Per thread of the pool (and one for this thread, the first).
     scratch: Vec<Mutex<Scratch>>,
-}
-
-/// Whether a text of band `keys` meets a bucket that has changed (`touched`) since its search.
-fn is_stale(touched: &foldhash::HashSet<(usize, u32)>, keys: &[u32]) -> bool {
-    !touched.is_empty()
-        && keys
-            .iter()
-            .enumerate()
-            .any(|(band, &k)| touched.contains(&(band, k)))
 }
 
 impl Decision {
@@ -398,94 +386,49 @@ impl Decision {
         Ok(matches)
     }
 
-    /// Rows searched together (their searches on the pool against the tables as they were
-    /// before the first of them): [`CHUNK`] for many rows, else one by one.
-    fn step(&self, n: usize) -> usize {
-        if self.simhash.is_none() && n >= PARALLEL_MIN_ROWS && pool::num_threads() >= 2 {
-            CHUNK
-        } else {
-            1
-        }
-    }
-
     /// Visits `rows` in order: each row's matches among the kept rows (best first), recorded
     /// as its outcome; a row without any is kept (in all-pairs mode every row is, and each
-    /// match is recorded as a pair). The searches of a chunk
-    /// of rows run on the pool against the tables before the chunk, then the rows are settled
-    /// in order, and a row that shares a band key with a row kept earlier in its chunk (its
-    /// bucket has changed since) is searched again.
+    /// match is recorded as a pair).
     pub(super) fn visit_many(&mut self, engine: &Engine, rows: &[i64]) -> Result<Vec<Vec<Found>>> {
-        let b = engine.cfg.bands;
         let mut out = Vec::with_capacity(rows.len());
-        let mut touched: foldhash::HashSet<(usize, u32)> = foldhash::HashSet::default();
-        for chunk in rows.chunks(self.step(rows.len())) {
-            let mut probes: Vec<Probe> =
-                chunk.iter().map(|&r| engine.probe_of(r as usize)).collect();
-            let early = self.search_all(engine, &mut probes);
-            touched.clear();
-            for ((&r, early), mut probe) in chunk.iter().zip(early).zip(probes) {
-                let row = r as usize;
-                self.place(row)?;
-                let keys = &engine.keys[row * b..(row + 1) * b];
-                let found = if is_stale(&touched, keys) {
-                    self.search_here(engine, &mut probe)?
-                } else {
-                    early?
-                };
-                out.push(self.settle(engine, row, found)?);
-                if self.is_in_tables(row) {
-                    touched.extend(keys.iter().enumerate().map(|(band, &k)| (band, k)));
-                }
-            }
+        for &r in rows {
+            let row = r as usize;
+            self.place(row)?;
+            let mut probe = engine.probe_of(row);
+            let found = self.search_here(engine, &mut probe)?;
+            out.push(self.settle(engine, row, found)?);
         }
         Ok(out)
     }
 
     /// Check-and-keep of texts in order: each text's matches among the kept rows (best first);
     /// a text with none is stored as the next row of `engine` and kept (pushed to `kept`), and
-    /// its row is returned with the matches (-1: not kept). Searched in chunks as
-    /// [`Decision::visit_many`] does.
+    /// its row is returned with the matches (-1: not kept).
     pub(super) fn keep_new(
         &mut self,
         engine: &mut Engine,
-        mut probes: Vec<Probe>,
+        probes: Vec<Probe>,
         kept: &mut Vec<usize>,
     ) -> Result<Vec<(Vec<Found>, i64)>> {
         let mut out = Vec::with_capacity(probes.len());
-        let mut touched: foldhash::HashSet<(usize, u32)> = foldhash::HashSet::default();
-        let step = self.step(probes.len());
-        let mut start = 0;
-        while start < probes.len() {
-            let end = (start + step).min(probes.len());
-            let early = self.search_all(engine, &mut probes[start..end]);
-            touched.clear();
-            for (probe, early) in probes[start..end].iter_mut().zip(early) {
-                let (matches, counts) = if is_stale(&touched, &probe.keys) {
-                    self.search_here(engine, probe)?
-                } else {
-                    early?
-                };
-                self.count(counts);
-                if !matches.is_empty() {
-                    out.push((matches, -1));
-                    continue;
-                }
-                let probe = std::mem::take(probe);
-                let empty = probe.length == 0 || (engine.cfg.verify && probe.count == 0);
-                let keys = probe.keys.clone();
-                let row = engine.push(probe)?;
-                self.grow(engine.len());
-                self.place(row)?;
-                kept.push(row);
-                if empty {
-                    self.outcome.empty[row] = true;
-                } else {
-                    self.insert(engine, row)?;
-                    touched.extend(keys.into_iter().enumerate());
-                }
-                out.push((matches, row as i64));
+        for mut probe in probes {
+            let (matches, counts) = self.search_here(engine, &mut probe)?;
+            self.count(counts);
+            if !matches.is_empty() {
+                out.push((matches, -1));
+                continue;
             }
-            start = end;
+            let empty = probe.length == 0 || (engine.cfg.verify && probe.count == 0);
+            let row = engine.push(probe)?;
+            self.grow(engine.len());
+            self.place(row)?;
+            kept.push(row);
+            if empty {
+                self.outcome.empty[row] = true;
+            } else {
+                self.insert(engine, row)?;
+            }
+            out.push((matches, row as i64));
         }
         Ok(out)
     }
@@ -538,7 +481,8 @@ impl Decision {
             && (self.all_pairs || self.outcome.representative[row] == row as i64)
     }
 
-    /// The searches of `probes` against the tables as they are (on the pool for many).
+    /// The searches of `probes` against the tables as they are (on the pool for many): the
+    /// read-only checks, which change no table between them.
     pub(super) fn search_all(
         &self,
         engine: &Engine,
@@ -549,7 +493,7 @@ impl Decision {
             let mut sc = slot.lock().unwrap_or_else(PoisonError::into_inner);
             self.search(engine, p, &mut sc)
         };
-        pool::install(probes.len() >= 2 * PARALLEL_MIN_ROWS / CHUNK, |par| {
+        pool::install(probes.len() >= PARALLEL_MIN_CHECKS, |par| {
             if par {
                 probes
                     .par_iter_mut()
