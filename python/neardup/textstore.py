@@ -42,6 +42,7 @@ __all__ = [
     "TextStore",
     "check_id",
     "check_timestamp",
+    "read_last_seq",
 ]
 
 Id = Union[int, str]
@@ -203,6 +204,15 @@ class MemoryTextStore:
         """Nothing to release."""
 
 
+def read_last_seq(db: sqlite3.Connection) -> int:
+    """The sequence number of the last row written to the text store open in ``db``: the
+    largest stored, or the one recorded with the last write (the last rows may have been
+    removed since: the recorded number still counts them)."""
+    row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM texts").fetchone()
+    meta = db.execute("SELECT value FROM meta WHERE name = ?", (LAST_SEQ,)).fetchone()
+    return max(int(row[0]), 0 if meta is None else int(meta[0]))
+
+
 def _storable(text: str) -> str | bytes:
     """``text`` as SQLite can store it: itself, or, when it holds a lone surrogate (not
     Unicode, so not UTF-8: half of an emoji from a JSON ``\\ud83d`` escape), its UTF-8 bytes
@@ -330,10 +340,7 @@ class SqliteTextStore:
         db.execute(
             "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
         )
-        row = db.execute("SELECT COALESCE(MAX(seq), 0) FROM texts").fetchone()
-        meta = db.execute("SELECT value FROM meta WHERE name = ?", (LAST_SEQ,)).fetchone()
-        # (The last rows may have been removed since: the recorded number still counts them.)
-        self._seq = max(int(row[0]), 0 if meta is None else int(meta[0]))
+        self._seq = read_last_seq(db)
         problems = [r[0] for r in db.execute("PRAGMA quick_check(5)")]
         if problems != ["ok"]:
             raise sqlite3.DatabaseError("; ".join(problems))
