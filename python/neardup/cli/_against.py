@@ -29,11 +29,11 @@ from neardup.kept import saved_engine_path
 from neardup.policy import Policy
 from neardup.textstore import (
     _U64_MASK,
-    LAST_SEQ,
     CorruptTextStoreError,
     SqliteTextStore,
     _text,
     _unkey,
+    read_last_seq,
 )
 
 #: The stored texts of an index directory (``neardup index build``), what ``--against`` reads.
@@ -152,9 +152,7 @@ class StoredTexts:
     @property
     def last_seq(self) -> int:
         """The store's last sequence number (:attr:`SqliteTextStore.last_seq`)."""
-        (row,) = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM texts").fetchall()
-        meta = self._db.execute("SELECT value FROM meta WHERE name = ?", (LAST_SEQ,)).fetchall()
-        return max(int(row[0]), int(meta[0][0]) if meta else 0)
+        return read_last_seq(self._db)
 
     def ids_by_seq(self) -> list[Any]:
         """Every id, in the order written."""
@@ -189,27 +187,20 @@ def _saved(path: str, spec: nio.FieldSpec, quiet: bool) -> Iterator[tuple[Any, s
     from datasets import load_from_disk
 
     from neardup.cli._datasets import quiet_datasets
-    from neardup.integrations.datasets import check_text_column, column_texts
+    from neardup.integrations.datasets import check_text_column, column_texts, row_ids
 
     with quiet_datasets(quiet):
         ds = load_from_disk(path)
     if spec.id_field is not None and spec.id_field not in ds.column_names:
         raise ReferenceInputError(f"--against {path}: no id column {spec.id_field!r}")
-    column = spec.id_field or ("id" if "id" in ds.column_names else None)
     row = 0
     try:
         check_text_column(ds, spec.text_field, "--against-text-field")
         for texts in column_texts(ds, spec.text_field, _CHUNK, "--against-text-field"):
-            values = ds[row : row + len(texts)][column] if column else [None] * len(texts)
-            for value, text in zip(values, texts):
-                try:
-                    doc_id = nio.record_id({column: value} if column else {}, spec.id_field)
-                except ValueError as e:
-                    raise ReferenceInputError(f"--against {path}: row {row}: {e}") from None
+            ids = row_ids(ds, range(row, row + len(texts)), spec.id_field)
+            for doc_id, text in zip(ids, texts):
                 yield nio.id_or_place(doc_id, path, row), text
                 row += 1
-    except ReferenceInputError:
-        raise
     except ValueError as e:
         raise ReferenceInputError(f"--against {path}: {e}") from None
 

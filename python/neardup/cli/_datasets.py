@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup import io as nio
 from neardup.cli._against import (
     ReferenceInputError,
     add_references,
@@ -179,14 +178,10 @@ def _row_ids(ds: Any, rows: npt.NDArray[np.int64], args: argparse.Namespace) -> 
     """The ids of ``rows`` of the dataset, by the rule of every input
     (:func:`neardup.io.record_id`: ``--id-field``, else the ``id`` column where there is one),
     else the row number (as a file's row in ``--clusters``). ValueError names a bad one."""
-    column = args.id_field or ("id" if "id" in ds.column_names else None)
-    if column is None or not rows.size:
-        return {int(r): int(r) for r in rows}
-    out: dict[int, Any] = {}
-    for row, value in zip(rows.tolist(), ds.select(rows)[column]):
-        try:
-            doc_id = nio.record_id({column: value}, args.id_field)
-        except ValueError as e:
-            raise ValueError(f"row {row}: {e}") from None
-        out[row] = doc_id if doc_id is not None else row
-    return out
+    from neardup.integrations.datasets import row_ids
+
+    listed = rows.tolist()
+    return {
+        r: (doc_id if doc_id is not None else r)
+        for r, doc_id in zip(listed, row_ids(ds, listed, args.id_field))
+    }

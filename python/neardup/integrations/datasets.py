@@ -35,6 +35,7 @@ except ImportError as e:  # pragma: no cover (the extra is missing)
 
 from neardup.corpus import CorpusDeduper, CorpusResult
 from neardup.integrations import keep_order
+from neardup.io import record_id
 from neardup.policy import Policy
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "deduplicate_with",
     "feed_references",
     "learn_boilerplate",
+    "row_ids",
 ]
 
 #: Which row of a group of near-copies stays: the first, or the one with the longest text.
@@ -102,6 +104,22 @@ def _check(dataset: Any, name: str) -> None:
             + (" (a DatasetDict: pick a split, e.g. ds['train'])" if isinstance(
                 dataset, (hf.DatasetDict, hf.IterableDatasetDict)) else "")
         )  # fmt: skip
+
+
+def row_ids(dataset: Any, rows: Sequence[int], id_field: str | None) -> list[Any]:
+    """The ids of ``rows`` of a dataset by the rule of every input (:func:`neardup.io.record_id`:
+    its ``id_field`` column, else an ``id`` column where there is one); None for a row without
+    one (the caller names it). ValueError names a bad row."""
+    column = id_field or ("id" if "id" in dataset.column_names else None)
+    if column is None or not len(rows):
+        return [None] * len(rows)
+    out = []
+    for row, value in zip(rows, dataset.select(rows)[column]):
+        try:
+            out.append(record_id({column: value}, id_field))
+        except ValueError as e:
+            raise ValueError(f"row {row}: {e}") from None
+    return out
 
 
 def learn_boilerplate(
