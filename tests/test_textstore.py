@@ -171,3 +171,210 @@ def test_big_batches_and_repeated_ids_keep_the_order_of_the_rows(tmp_path: Path)
     assert changes[-1] == (7, 1200, 5000.0, None) and changes[0][:2] == (0, 0)
     assert s.expire(1000.0) == list(range(7)) + list(range(8, 1000))
     s.close()
+
+
+# -- read-only ------------------------------------------------------------------------------------
+
+
+def _files(directory: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(directory.iterdir())}
+
+
+def test_a_read_only_store_reads_what_a_writer_commits_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    w = SqliteTextStore(path)
+    w.put_many([("a", "text a", 1.0), (7, "seven \ud83d", 2.0)], [1, 2**64 - 1])
+    w.put("b", "text b", 3.0)  # (no fingerprint)
+    # the writer is open: its commits are in the write-ahead log, not the database file yet
+    r = SqliteTextStore(path, read_only=True)
+    assert r.read_only and not w.read_only
+    assert len(r) == 3 and r.last_seq == 3 and "a" in r and 7 in r and "zz" not in r
+    assert r.get(7) == "seven \ud83d" and r.stored_row(7) == (2**64 - 1, 2.0)
+    assert [(i, t) for i, t, _ in r.items()] == [
+        ("a", "text a"),
+        (7, "seven \ud83d"),
+        ("b", "text b"),
+    ]
+    assert r.ids_by_seq() == (["a", 7, "b"], [1, 2, 3])
+    assert [row[:2] for row in next(r.changes_since(0))] == [("a", 1), (7, 2**64 - 1), ("b", None)]
+    # later commits are seen, with the sequence number the file holds now
+    w.put("c", "text c", 4.0, fingerprint=5)
+    assert r.get("c") == "text c" and r.last_seq == 4 and len(r) == 4
+    assert [i for i, _, _ in r.items(after=3)] == ["c"]
+    w.set_meta("index_seq", 4)
+    assert r.get_meta("index_seq") == 4
+    r.close()
+    w.close()
+
+
+def test_every_write_of_a_read_only_store_is_refused_before_it_does_anything(
+    tmp_path: Path,
+) -> None:
+    from neardup.textstore import ReadOnlyTextStoreError
+
+    path = tmp_path / "t.sqlite"
+    w = SqliteTextStore(path)
+    w.put_many([("a", "text a", 1.0), ("b", "text b", 2.0)], [1, 2], meta={"index_seq": 2})
+    w.close()
+    before = _files(tmp_path)
+    r = SqliteTextStore(path, read_only=True)
+    writes = [
+        ("put", lambda: r.put("c", "text c")),
+        ("put_many", lambda: r.put_many([("c", "text c", None)], [3], meta={"index_seq": 3})),
+        ("delete", lambda: r.delete("a")),
+        ("expire", lambda: r.expire(10.0)),
+        ("set_meta", lambda: r.set_meta("index_seq", 9)),
+        ("set_fingerprints", lambda: r.set_fingerprints([("a", 11)])),
+    ]
+    for name, write in writes:
+        with pytest.raises(ReadOnlyTextStoreError, match=f"read-only: {name} refused") as e:
+            write()
+        assert isinstance(e.value, PermissionError) and e.value.filename == str(path)
+    # (bad arguments too: refused as a write before they are looked at)
+    with pytest.raises(PermissionError):
+        r.put_many([(True, None, "now")])  # type: ignore[list-item]
+    assert len(r) == 2 and r.last_seq == 2 and r.get_meta("index_seq") == 2
+    assert r.stored_row("a") == (1, 1.0)
+    r.close()
+    # the store's file is as it was (SQLite may have made its -wal/-shm side files)
+    after = _files(tmp_path)
+    assert after["t.sqlite"] == before["t.sqlite"]
+    assert set(after) - set(before) <= {"t.sqlite-wal", "t.sqlite-shm"}
+    with pytest.raises(ValueError, match="background_checkpoint"):
+        SqliteTextStore(path, read_only=True, background_checkpoint=True)
+
+
+def test_a_read_only_store_is_never_made_and_a_damaged_one_is_named(tmp_path: Path) -> None:
+    from neardup.textstore import CorruptTextStoreError
+
+    missing = tmp_path / "missing.sqlite"
+    with pytest.raises(FileNotFoundError) as e:
+        SqliteTextStore(missing, read_only=True)
+    assert e.value.filename == str(missing) and not missing.exists()
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database, " * 512)
+    with pytest.raises(CorruptTextStoreError, match="junk.sqlite"):
+        SqliteTextStore(junk, read_only=True)
+    other = tmp_path / "other.sqlite"
+    db = sqlite3.connect(other)
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+    with pytest.raises(CorruptTextStoreError, match="no such table: texts"):
+        SqliteTextStore(other, read_only=True)
+
+
+def test_a_read_only_store_reads_a_file_written_before_fingerprints_and_meta(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE texts (kind TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL,"
+        " ts REAL NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (kind, key)) WITHOUT ROWID"
+    )
+    db.executemany(
+        "INSERT INTO texts VALUES (?, ?, ?, ?, ?)",
+        [("s", "a", "old a", 1.0, 1), ("i", "42", "old 42", 2.0, 2)],
+    )
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    r = SqliteTextStore(path, read_only=True)
+    assert r.last_seq == 2 and r.get_meta("index_seq") is None
+    assert next(r.changes_since(0)) == [("a", None, 1.0, "old a"), (42, None, 2.0, "old 42")]
+    assert r.stored_row(42) == (None, 2.0) and r.get(42) == "old 42"
+    r.close()
+    assert path.read_bytes() == before  # (not upgraded)
+    db = sqlite3.connect(path)
+    assert "fp" not in {row[1] for row in db.execute("PRAGMA table_info(texts)")}
+    db.close()
+
+
+_READ = """
+import json, sys
+from neardup.textstore import SqliteTextStore
+try:
+    s = SqliteTextStore(sys.argv[1], read_only=True)
+except OSError as e:
+    print(json.dumps({"error": type(e).__name__, "message": str(e)}))
+    raise SystemExit(0)
+print(json.dumps({"items": [[i, t] for i, t, _ in s.items()], "last_seq": s.last_seq,
+                  "get": s.get("b"), "uri": s._uri}))
+s.close()
+"""
+
+
+def _read_as_one_who_cannot_write(path: Path) -> dict[str, object]:
+    """The store at ``path`` read read-only by a process that cannot write what it lacks the
+    permission to (as root: one without the capability to override file permissions)."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: a read-only directory is writable")
+        prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
+    r = subprocess.run(
+        [*prefix, sys.executable, "-c", _READ, str(path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out: dict[str, object] = json.loads(r.stdout)
+    return out
+
+
+def _chmod_tree(directory: Path, writable: bool) -> None:
+    for p in [*directory.iterdir(), directory]:
+        if p.is_dir():
+            p.chmod(0o755 if writable else 0o555)
+        else:
+            p.chmod(0o644 if writable else 0o444)
+
+
+def test_a_store_in_a_directory_that_cannot_be_written_is_read_as_it_is(tmp_path: Path) -> None:
+    # closed cleanly: every row in the database file, no -wal or -shm beside it, and none can
+    # be made: read immutable
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    w = SqliteTextStore(clean / "t.sqlite")
+    w.put_many([("a", "text a", 1.0), ("b", "text b", 2.0)], [1, 2])
+    w.close()
+    assert sorted(p.name for p in clean.iterdir()) == ["t.sqlite"]
+    # a writer that closed while a reader was open: the rows are in the write-ahead log, read
+    # through its -shm file (read-only)
+    logged = tmp_path / "logged"
+    logged.mkdir()
+    w = SqliteTextStore(logged / "t.sqlite")
+    w.put_many([("a", "text a", 1.0), ("b", "text b", 2.0)], [1, 2])
+    r = SqliteTextStore(logged / "t.sqlite", read_only=True)
+    assert len(r) == 2
+    w.close()
+    r.close()
+    assert (logged / "t.sqlite-wal").stat().st_size > 0
+    # a write-ahead log with rows but no -shm file (copied without it): reading it
+    # immutable would miss the rows, so it is refused with what to do
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    for name in ("t.sqlite", "t.sqlite-wal"):
+        (lost / name).write_bytes((logged / name).read_bytes())
+    before = {d: _files(d) for d in (clean, logged, lost)}
+    for d in (clean, logged, lost):
+        _chmod_tree(d, writable=False)
+    try:
+        for d in (clean, logged):
+            got = _read_as_one_who_cannot_write(d / "t.sqlite")
+            assert got["items"] == [["a", "text a"], ["b", "text b"]], got
+            assert got["last_seq"] == 2 and got["get"] == "text b"
+            assert str(got["uri"]).endswith("immutable=1") == (d is clean)
+        got = _read_as_one_who_cannot_write(lost / "t.sqlite")
+        assert got["error"] == "PermissionError" and "write-ahead log" in str(got["message"])
+    finally:
+        for d in (clean, logged, lost):
+            _chmod_tree(d, writable=True)
+    assert {d: _files(d) for d in (clean, logged, lost)} == before

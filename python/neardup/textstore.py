@@ -19,16 +19,27 @@ holds named integers written in the same transaction as a batch of texts, and
 :meth:`SqliteTextStore.changes_since` lists the rows written after a given sequence number, so an
 index that is synced lazily can be caught up on open (see ``Deduplicator.open`` in
 ``neardup.dedup``).
+
+``SqliteTextStore(path, read_only=True)`` only reads a store (a reference directory of
+``neardup index build`` read by ``dedup --against``, ``index query`` and ``serve --against``,
+which may be on a read-only disk or another user's): SQLite's ``mode=ro``, which sees what a
+writer in WAL mode has committed; where that cannot open the file (no ``-shm`` file beside it
+and none can be made: the directory cannot be written), ``immutable=1`` (the file as it is,
+without locks), unless a write-ahead log holds rows that reading would then miss. Every write
+method raises :class:`ReadOnlyTextStoreError` (a ``PermissionError``) naming the file before it
+touches anything.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import math
 import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, Union, runtime_checkable
 
@@ -38,6 +49,7 @@ __all__ = [
     "CorruptTextStoreError",
     "Id",
     "MemoryTextStore",
+    "ReadOnlyTextStoreError",
     "SqliteTextStore",
     "TextStore",
     "check_id",
@@ -54,6 +66,10 @@ LAST_SEQ = "last_seq"  # meta: the sequence number of the last row written (in i
 
 class CorruptTextStoreError(ValueError):
     """A text store that cannot be read whole (a damaged file) or that lacks rows it had."""
+
+
+class ReadOnlyTextStoreError(PermissionError):
+    """A write asked of a text store opened read-only (``SqliteTextStore(read_only=True)``)."""
 
 
 def check_id(id: object, name: str = "id") -> Id:
@@ -258,6 +274,23 @@ def _signed(fp: int) -> int:
     return fp - 2**64 if fp >= 2**63 else fp
 
 
+def _complete_old_tables(conn: sqlite3.Connection) -> None:
+    """In a read-only connection to a store written before fingerprints or the ``meta`` table
+    were kept, what it lacks, in the connection's own temporary schema (names there come before
+    the file's), so that the store's queries read it as they read a store of today: a view of
+    ``texts`` with a ``fp`` column of NULLs, an empty ``meta``."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM main.sqlite_master WHERE type='table'")}
+    if "texts" in tables:
+        columns = {row[1] for row in conn.execute("PRAGMA main.table_info(texts)")}
+        if "fp" not in columns:
+            conn.execute(
+                "CREATE TEMP VIEW texts AS SELECT kind, key, text, ts, seq, NULL AS fp"
+                " FROM main.texts"
+            )
+    if "meta" not in tables:
+        conn.execute("CREATE TEMP TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+
+
 # sync setting -> SQLite synchronous pragma. "full": every commit fsynced (survives power loss);
 # "normal": survives kill -9 of the process but the last commits may be lost on power loss;
 # "off": no fsync at all.
@@ -272,6 +305,11 @@ class SqliteTextStore:
     database file from a thread of the store's own every ``checkpoint_interval`` seconds instead
     of inside a commit every ~4 MB of writes (SQLite's default), so that no write waits for a
     checkpoint's copying and fsyncs.
+
+    ``read_only``: open an existing store for reading only (see the module docstring): nothing
+    is created, upgraded or written (``sync`` is not used), and the write methods (``put``,
+    ``put_many``, ``delete``, ``expire``, ``set_meta``, ``set_fingerprints``) raise
+    :class:`ReadOnlyTextStoreError`. A missing file raises ``FileNotFoundError``.
     """
 
     def __init__(
@@ -281,6 +319,7 @@ class SqliteTextStore:
         sync: str = "full",
         background_checkpoint: bool = False,
         checkpoint_interval: float = 0.5,
+        read_only: bool = False,
     ) -> None:
         if sync not in _SYNC:
             raise ValueError(f"sync must be one of {', '.join(_SYNC)}; got {sync!r}")
@@ -291,16 +330,24 @@ class SqliteTextStore:
                 f"checkpoint_interval must be a positive number of seconds, "
                 f"got {checkpoint_interval!r}"
             )
+        if read_only and background_checkpoint:
+            raise ValueError("background_checkpoint writes the file: not with read_only=True")
         self.path = os.fspath(path)
+        self.read_only = bool(read_only)
+        # How every connection of the store opens the file: the path, or (read-only) a URI.
+        self._uri: str | None = None
         self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = sqlite3.connect(
-            self.path, check_same_thread=False, isolation_level=None
-        )
+        self._db: sqlite3.Connection | None = None
         try:
+            if self.read_only:
+                self._db = self._open_read_only()
+            else:
+                self._db = self._connect()
             self._setup(sync)
         except sqlite3.DatabaseError as e:
-            self._db.close()
-            self._db = None
+            if self._db is not None:
+                self._db.close()
+                self._db = None
             raise CorruptTextStoreError(f"text store {self.path!r} cannot be read: {e}") from e
         db = self._db
         self._local = threading.local()
@@ -319,10 +366,60 @@ class SqliteTextStore:
             )
             self._checkpointer.start()
 
+    def _connect(self) -> sqlite3.Connection:
+        """A new connection to the file, as this store opens it (read-only: by its URI, with
+        the tables of an older store completed in the connection's own temporary schema)."""
+        if self._uri is None:
+            return sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        conn = sqlite3.connect(self._uri, uri=True, check_same_thread=False, isolation_level=None)
+        try:
+            _complete_old_tables(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """The first connection of a read-only store: ``mode=ro`` (which sees the rows a writer
+        in WAL mode has committed, through the ``-shm`` file beside the database, made when
+        missing); where that cannot open it (no ``-shm`` and the directory cannot be written),
+        ``immutable=1``, which reads the database file alone: refused while a write-ahead log
+        holds rows (they would be missed)."""
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(errno.ENOENT, "no such text store", self.path)
+        base = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+        self._uri = base
+        try:
+            conn = self._connect()
+            try:
+                conn.execute("SELECT 1 FROM texts LIMIT 1").fetchall()
+                return conn
+            except sqlite3.DatabaseError:
+                conn.close()
+                raise
+        except sqlite3.OperationalError as e:
+            first = e  # (cannot open the -shm file; or not a text store: said again below)
+        wal = self.path + "-wal"
+        if os.path.exists(wal) and os.path.getsize(wal) > 0:
+            raise PermissionError(
+                errno.EACCES,
+                f"text store cannot be read read-only: its write-ahead log {wal!r} holds "
+                f"rows that SQLite reads only through a -shm file, which cannot be made beside "
+                f"it ({first}); open it once where it can be written, or copy the directory",
+                self.path,
+            )
+        self._uri = base + "&immutable=1"
+        return self._connect()
+
     def _setup(self, sync: str) -> None:
         """Pragmas, tables (created or upgraded) and the last sequence number; then a quick
         check of the file (SQLite's ``quick_check``: every page and B-tree readable)."""
         db = self._conn()
+        if self.read_only:
+            # (nothing made or upgraded: an older store's tables were completed by _connect)
+            self._seq = read_last_seq(db)
+            self._quick_check(db)
+            return
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={_SYNC[sync]}")
         # The write path descends the primary-key and timestamp B-trees at random places: keep
@@ -341,6 +438,10 @@ class SqliteTextStore:
             "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
         )
         self._seq = read_last_seq(db)
+        self._quick_check(db)
+
+    @staticmethod
+    def _quick_check(db: sqlite3.Connection) -> None:
         problems = [r[0] for r in db.execute("PRAGMA quick_check(5)")]
         if problems != ["ok"]:
             raise sqlite3.DatabaseError("; ".join(problems))
@@ -361,7 +462,11 @@ class SqliteTextStore:
     @property
     def last_seq(self) -> int:
         """Sequence number of the last row written (rows are numbered 1, 2, ... in write order;
-        a replaced id gets a new number)."""
+        a replaced id gets a new number). Read-only: read from the file at each call (a writer
+        elsewhere may have gone on)."""
+        if self.read_only:
+            with self._lock:
+                return read_last_seq(self._conn())
         return self._seq
 
     def _reader(self) -> sqlite3.Connection:
@@ -370,7 +475,7 @@ class SqliteTextStore:
             raise ValueError(f"text store {self.path!r} is closed")
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn = self._connect()
             conn.execute("PRAGMA query_only=1")
             with self._lock:
                 if self._db is None:
@@ -385,11 +490,19 @@ class SqliteTextStore:
             raise ValueError(f"text store {self.path!r} is closed")
         return self._db
 
+    def _writable(self, what: str) -> None:
+        """Refuse ``what`` (a write) on a store opened read-only, before anything is done."""
+        if self.read_only:
+            raise ReadOnlyTextStoreError(
+                errno.EROFS, f"text store is open read-only: {what} refused", self.path
+            )
+
     def put(
         self, id: Id, text: str, timestamp: float | None = None, fingerprint: int | None = None
     ) -> None:
         """Store (or replace) the text of ``id`` (and its fingerprint, when given); durable
         when this returns."""
+        self._writable("put")
         self.put_many([(id, text, timestamp)], None if fingerprint is None else [fingerprint])
 
     def put_many(
@@ -402,6 +515,7 @@ class SqliteTextStore:
         """Store many ``(id, text, timestamp)`` in one transaction (one fsync), with their
         unsigned 64-bit ``fingerprints`` when given, and set the ``meta`` integers in the same
         transaction (all or nothing)."""
+        self._writable("put_many")
         if fingerprints is not None and len(fingerprints) != len(rows):
             raise ValueError(f"fingerprints has {len(fingerprints)} items but rows has {len(rows)}")
         now = time.time()
@@ -487,6 +601,7 @@ class SqliteTextStore:
 
     def set_meta(self, name: str, value: int) -> None:
         """Set the integer ``name`` of the ``meta`` table (durable when this returns)."""
+        self._writable("set_meta")
         if not isinstance(name, str) or isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"meta must map str to int, got {name!r}: {value!r}")
         with self._lock:
@@ -531,6 +646,7 @@ class SqliteTextStore:
     def set_fingerprints(self, pairs: Sequence[tuple[Id, int]]) -> None:
         """Record the fingerprints of stored ids (one transaction; unknown ids are skipped).
         For stores written before fingerprints were kept."""
+        self._writable("set_fingerprints")
         prepared = [(_signed(fp), *_key(id)) for id, fp in pairs]
         with self._lock:
             db = self._conn()
@@ -576,6 +692,7 @@ class SqliteTextStore:
 
     def delete(self, id: Id) -> None:
         """Forget ``id``; ``KeyError`` if unknown."""
+        self._writable("delete")
         try:
             kind, key = _key(id)
         except (TypeError, ValueError):
@@ -587,6 +704,7 @@ class SqliteTextStore:
 
     def expire(self, before: float) -> list[Id]:
         """Delete every text stored with a timestamp < ``before``; return their ids."""
+        self._writable("expire")
         with self._lock:
             db = self._conn()
             db.execute("BEGIN IMMEDIATE")
