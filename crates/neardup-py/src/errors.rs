@@ -1,7 +1,7 @@
 //! The one place where core errors become Python exceptions.
 
 use neardup_core::Error;
-use pyo3::exceptions::{PyKeyError, PyOSError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyOSError, PyPermissionError, PyValueError};
 use pyo3::prelude::*;
 
 pyo3::create_exception!(
@@ -32,6 +32,37 @@ pub fn to_py(e: Error) -> PyErr {
         Error::NotFound(m) => PyKeyError::new_err(m),
         Error::Corrupt(m) => CorruptIndexError::new_err(m),
         Error::Incompatible(m) => IncompatibleIndexError::new_err(m),
-        Error::Io(e) => PyOSError::new_err(e.to_string()),
+        Error::Io(e) => os_error(e),
+    }
+}
+
+// errno values of the permission failures (the same on Linux, macOS and the BSDs).
+const EACCES: i32 = 13;
+const EROFS: i32 = 30;
+
+/// An operating-system error as Python raises one: `OSError(errno, message)`, so that Python
+/// picks the subclass of the code (`FileNotFoundError`, ...), with the message as Python's
+/// own (`[Errno 2] No such file or directory`, not Rust's `... (os error 2)`). A permission
+/// failure (no permission, a read-only file system) is `PermissionError` by its kind, also
+/// where the code is not kept (an error the core gave a message of its own).
+fn os_error(e: std::io::Error) -> PyErr {
+    use std::io::ErrorKind;
+    let code = e.raw_os_error();
+    let mut message = e.to_string();
+    if let Some(c) = code {
+        let suffix = format!(" (os error {c})");
+        if let Some(cut) = message.strip_suffix(&suffix) {
+            message = cut.to_owned();
+        }
+    }
+    match (e.kind(), code) {
+        (ErrorKind::PermissionDenied, c) => {
+            PyPermissionError::new_err((c.unwrap_or(EACCES), message))
+        }
+        (ErrorKind::ReadOnlyFilesystem, c) => {
+            PyPermissionError::new_err((c.unwrap_or(EROFS), message))
+        }
+        (_, Some(c)) => PyOSError::new_err((c, message)),
+        (_, None) => PyOSError::new_err(message),
     }
 }
