@@ -310,3 +310,56 @@ def test_a_read_only_reference_directory_is_read_as_it_is(
         for p in ref_dir.iterdir():
             p.chmod(0o644)
     assert {p.name: p.read_bytes() for p in ref_dir.iterdir()} == before
+
+
+def test_an_index_directory_is_read_through_the_read_only_text_store(tmp_path: Path) -> None:
+    """``_read`` of an index directory (what ``--against`` and the Spark job read) opens its
+    store read-only: it sees the rows a writer still holding the store has committed (in the
+    write-ahead log, not yet in the database file), writes nothing, and a missing or damaged
+    store is a ReferenceInputError naming the directory."""
+    import argparse
+
+    from neardup import io as nio
+    from neardup.cli._against import (
+        ReferenceInputError,
+        _read,
+        add_references,
+        open_references,
+        reference_store,
+    )
+    from neardup.textstore import ReadOnlyTextStoreError, SqliteTextStore
+
+    idx = tmp_path / "idx"
+    _build(idx, _jsonl(tmp_path / "r.jsonl", [{"qid": "r0", "question": words(1)}]))
+    writer = SqliteTextStore(idx / "texts.sqlite")
+    writer.put_many([("r1", words(2), None), (7, words(3), None)])  # (held open: in the log)
+    (ref,) = open_references([str(idx)], None)
+    spec = nio.FieldSpec("text", None, None)
+    assert list(_read(ref, spec, "fail", True)) == [
+        ("r0", words(1)),
+        ("r1", words(2)),
+        (7, words(3)),
+    ]
+    store = reference_store(str(idx))
+    try:
+        assert store.read_only and store.last_seq == 3
+        with pytest.raises(ReadOnlyTextStoreError, match="texts.sqlite"):
+            store.put("x", "y")
+    finally:
+        store.close()
+    writer.close()
+    # (the saved engine of the build no longer matches the store: the texts are read instead)
+    d = CorpusDeduper()
+    args = argparse.Namespace(
+        against_text_field=None, text_field="text", against_id_field=None, on_error="fail"
+    )
+    assert add_references(d, [ref], args) == ["r0", "r1", 7] and d.references == 3
+    before = {
+        p.name: p.read_bytes() for p in idx.iterdir() if not p.name.endswith(("-shm", "-wal"))
+    }
+    assert list(_read(ref, spec, "fail", True))[0] == ("r0", words(1))
+    after = {p.name: p.read_bytes() for p in idx.iterdir() if not p.name.endswith(("-shm", "-wal"))}
+    assert after == before
+    (idx / "texts.sqlite").write_bytes(b"damaged " * 1024)
+    with pytest.raises(ReferenceInputError, match=f"--against {idx}: text store .* cannot be read"):
+        list(_read(ref, spec, "fail", True))

@@ -164,3 +164,130 @@ def test_build_refuses_an_id_repeated_among_its_inputs(
         assert store.get("q2") == rows[6]["text"]
     finally:
         store.close()
+
+
+def _cannot_write(*command: str) -> Any:
+    """``command`` run by a process that cannot write what it lacks the permission to (a
+    read-only directory): as root, one without the capability to override file permissions."""
+    import os
+    import shutil
+    import subprocess
+
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: a read-only directory is writable")
+        prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
+    return subprocess.run(
+        [*prefix, *command], capture_output=True, text=True, timeout=300,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _files(directory: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(directory.iterdir())}
+
+
+def _read_only(directory: Path, read_only: bool) -> None:
+    for p in [*directory.iterdir(), directory]:
+        p.chmod((0o555 if p.is_dir() else 0o444) if read_only else (0o755 if p.is_dir() else 0o644))
+
+
+@needs_durable_index
+def test_a_query_reads_the_directory_with_its_k_whether_or_not_it_can_be_written(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    import shutil
+
+    policy = Policy.default()
+    src = tmp_path / "a.jsonl"
+    _write(src, rows[:50])
+    idx = tmp_path / "idx"
+    r = neardup("index", "build", str(idx), str(src), "--k", "5", "-q")
+    assert r.returncode == 0, r.stderr
+    settings = json.loads((idx / "neardup-cli.json").read_text("utf-8"))
+    assert settings["k"] == 5  # (recorded for the queries, which do not open the index)
+    fps = dict(
+        zip(
+            [x["id"] for x in rows[:50]],
+            policy.fingerprint_many(
+                policy.make_fingerprinter(), [x["text"] for x in rows[:50]]
+            ).tolist(),
+        )
+    )
+    probe = fps[rows[7]["id"]] ^ 0b1111  # four bits away: within the directory's k, not 3
+    queries = [
+        ("--fingerprint", f"{probe:016x}"),
+        ("--text", rows[7]["text"]),
+        ("--text", rows[7]["text"], "--k", "4"),
+    ]
+    before = _files(idx)
+    answers = []
+    for q in queries:
+        r = neardup("index", "query", str(idx), *q, "-q")
+        assert r.returncode == 0, r.stderr
+        answers.append(r.stdout)
+    (hit,) = [json.loads(line) for line in answers[0].splitlines()]
+    assert {(m["id"], m["distance"]) for m in hit["matches"]} == _brute(fps, probe, 5)
+    assert (rows[7]["id"], 4) in {(m["id"], m["distance"]) for m in hit["matches"]}
+    # the query wrote nothing: the files are as they were (SQLite's read-only readers may
+    # leave the store's -shm/-wal side files)
+    after = _files(idx)
+    assert {n: after[n] for n in before} == before
+    assert set(after) - set(before) <= {"texts.sqlite-shm", "texts.sqlite-wal"}
+    # a directory last built before the settings recorded k: read from the index's meta file
+    old = tmp_path / "old"
+    shutil.copytree(idx, old)
+    del settings["k"]
+    (old / "neardup-cli.json").write_text(json.dumps(settings), "utf-8")
+    r = neardup("index", "query", str(old), *queries[0], "-q")
+    assert r.returncode == 0 and r.stdout == answers[0], r.stderr
+    # the same answers from a directory that cannot be written (one path: the store read
+    # read-only, an index in memory with the directory's k), and nothing changed in it
+    exe = shutil.which("neardup")
+    assert exe is not None
+    before = _files(idx)
+    _read_only(idx, True)
+    try:
+        for q, expect in zip(queries, answers):
+            r = _cannot_write(exe, "index", "query", str(idx), *q, "-q")
+            assert r.returncode == 0, r.stderr
+            assert r.stdout == expect
+    finally:
+        _read_only(idx, False)
+    assert _files(idx) == before
+
+
+@needs_durable_index
+def test_a_permission_failure_of_the_index_is_a_permission_error(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    import shutil
+    import sys
+
+    src = tmp_path / "a.jsonl"
+    _write(src, rows[:5])
+    raw = tmp_path / "raw"
+    assert neardup("index", "build", str(raw), str(src), "--raw", "-q").returncode == 0
+    _read_only(raw, True)
+    try:
+        # the binding raises PermissionError (errno EACCES), not an OSError to read the text of
+        opened = _cannot_write(
+            sys.executable,
+            "-c",
+            "import sys\nfrom neardup import Index\ntry:\n    Index.open(sys.argv[1])\n"
+            "except OSError as e:\n    print(type(e).__name__, e.errno, e)\n",
+            str(raw),
+        )
+        assert opened.returncode == 0, opened.stderr
+        assert opened.stdout.startswith("PermissionError 13 [Errno 13] Permission denied")
+        # a directory of fingerprints only has no store to read: the index is opened for
+        # writing, which is refused with what to do
+        exe = shutil.which("neardup")
+        assert exe is not None
+        r = _cannot_write(exe, "index", "query", str(raw), "--text", rows[0]["text"])
+        assert r.returncode == 1
+        assert "is opened for writing; copy it somewhere writable" in r.stderr
+    finally:
+        _read_only(raw, False)

@@ -3,7 +3,7 @@
 A reference is any input the command reads (a file of a known format, a directory of .txt/.html
 files, a Hugging Face dataset saved with ``save_to_disk``) or a reference directory written by
 ``neardup index build`` (its texts are stored in ``DIR/texts.sqlite``, so the reference corpus is
-read from there, not from where it came from; opened read-only, :class:`StoredTexts`).
+read from there, not from where it came from; opened read-only, :func:`reference_store`).
 References are fed to :meth:`neardup.corpus.CorpusDeduper.add_references` before the corpus:
 kept first, never written out; a corpus document that is a near-copy of one is dropped and the
 outputs name the reference's id (its record's id, else ``FILE:LINE``, or the id it was stored
@@ -15,26 +15,19 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sqlite3
-import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from neardup import io as nio
-from neardup._core import CorruptIndexError, IncompatibleIndexError
+from neardup._core import CorruptIndexError, IncompatibleIndexError, Index
 from neardup.corpus import CorpusDeduper
 from neardup.io import counted
 from neardup.kept import saved_engine_path
 from neardup.policy import Policy
-from neardup.textstore import (
-    _U64_MASK,
-    CorruptTextStoreError,
-    SqliteTextStore,
-    _text,
-    _unkey,
-    read_last_seq,
-)
+from neardup.textstore import CorruptTextStoreError, SqliteTextStore
 
 #: The stored texts of an index directory (``neardup index build``), what ``--against`` reads.
 REFERENCE_TEXTS = "texts.sqlite"
@@ -126,54 +119,44 @@ def open_references(paths: list[str], format: str | None) -> list[Reference]:
     return out
 
 
-class StoredTexts:
-    """The text store of an index directory (``DIR/texts.sqlite``), opened read-only: a
-    reference directory is only read (``--against``, ``index query``), so it may be on a
-    read-only disk or belong to another user. SQLite's ``mode=ro``; where even that cannot
-    open it (a store in write-ahead-log mode whose directory cannot be written: no shared-memory
-    file can be made beside it), ``immutable=1``: the file is read as it is, without locks. Ids
-    and texts are decoded by the store's own rules (:mod:`neardup.textstore`)."""
+def reference_store(directory: str) -> SqliteTextStore:
+    """The text store of index directory ``directory`` (``DIR/texts.sqlite``), opened
+    read-only (:class:`~neardup.textstore.SqliteTextStore` with ``read_only=True``): a
+    reference directory is only read (``--against``, ``index query``, ``serve --against``), so
+    it may be on a read-only disk or belong to another user. A store that cannot be read raises
+    :class:`~neardup.textstore.CorruptTextStoreError` or ``OSError`` naming its file."""
+    return SqliteTextStore(os.path.join(directory, REFERENCE_TEXTS), read_only=True)
 
-    def __init__(self, directory: str) -> None:
-        self.path = os.path.join(directory, REFERENCE_TEXTS)
-        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
-        try:
-            self._db = sqlite3.connect(uri, uri=True)
-            self._db.execute("SELECT 1 FROM texts LIMIT 1").fetchall()
-        except sqlite3.OperationalError:
-            self._db.close()
-            self._db = sqlite3.connect(uri + "&immutable=1", uri=True)
-        try:
-            self._db.execute("SELECT 1 FROM texts LIMIT 1").fetchall()
-        except sqlite3.DatabaseError as e:
-            self._db.close()
-            raise CorruptTextStoreError(f"text store {self.path!r} cannot be read: {e}") from e
 
-    @property
-    def last_seq(self) -> int:
-        """The store's last sequence number (:attr:`SqliteTextStore.last_seq`)."""
-        return read_last_seq(self._db)
+def index_stored(
+    index: Index, store: SqliteTextStore, fingerprint_many: Callable[[list[str]], Any]
+) -> None:
+    """Add every row of ``store`` to ``index``, in the order written, with its stored
+    fingerprint and timestamp (``fingerprint_many`` makes those of the texts stored without
+    one): the index an index directory's references are looked up in."""
+    for rows in store.changes_since(0):
+        fps = [fp or 0 for _, fp, _, _ in rows]
+        missing = [j for j, row in enumerate(rows) if row[1] is None]
+        if missing:
+            made = fingerprint_many([rows[j][3] or "" for j in missing])
+            for j, fp in zip(missing, np.asarray(made, dtype=np.uint64).tolist()):
+                fps[j] = int(fp)
+        index.add_many(
+            [row[0] for row in rows],
+            np.asarray(fps, dtype=np.uint64),
+            [row[2] for row in rows],
+        )
 
-    def ids_by_seq(self) -> list[Any]:
-        """Every id, in the order written."""
-        rows = self._db.execute("SELECT kind, key FROM texts ORDER BY seq")
-        return [_unkey(kind, key) for kind, key in rows]
 
-    def items(self) -> Iterator[tuple[Any, str, int | None]]:
-        """Every ``(id, text, fingerprint)`` (None: not stored), in the order written."""
-        rows = self._db.execute("SELECT kind, key, text, fp FROM texts ORDER BY seq")
-        for kind, key, text, fp in rows:
-            yield _unkey(kind, key), _text(text), None if fp is None else fp & _U64_MASK
-
-    def close(self) -> None:
-        self._db.close()
+def _open_reference(path: str) -> SqliteTextStore:
+    try:
+        return reference_store(path)
+    except (CorruptTextStoreError, OSError) as e:
+        raise ReferenceInputError(f"--against {path}: {e}") from None
 
 
 def _stored(path: str) -> Iterator[tuple[Any, str]]:
-    try:
-        store = StoredTexts(path)
-    except CorruptTextStoreError as e:
-        raise ReferenceInputError(f"--against {path}: {e}") from None
+    store = _open_reference(path)
     try:
         for i, text, _ in store.items():
             yield i, text
@@ -242,12 +225,9 @@ def _load_saved(deduper: CorpusDeduper, ref: Reference) -> list[Any] | None:
     saved = saved_engine_path(os.path.join(ref.path, REFERENCE_TEXTS))
     if len(deduper) or deduper.references or not os.path.isfile(saved):
         return None
+    store = _open_reference(ref.path)
     try:
-        store = StoredTexts(ref.path)
-    except CorruptTextStoreError as e:
-        raise ReferenceInputError(f"--against {ref.path}: {e}") from None
-    try:
-        ids = store.ids_by_seq()
+        ids, _ = store.ids_by_seq()
         deduper.load_references(saved, ids, store.last_seq)
     except (CorruptIndexError, IncompatibleIndexError) as e:
         _logger.warning("%s; reading the texts instead", e)

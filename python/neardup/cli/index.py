@@ -17,6 +17,10 @@ first, verified as ``neardup dedup`` decides (the Jaccard of character shingles 
 policy's threshold; with ``--k``, among the stored documents within k bits). A ``--fingerprint``
 has no text to verify: every stored item within ``--k`` bits (default: the index's k), nearest
 first, with ``"similarity": null`` (as for a directory built with ``--raw``, which holds no texts).
+A query only reads the directory, so it may be read-only (a read-only disk, another user's): its
+text store is opened read-only, and its fingerprints go into an index in memory with the
+directory's k (recorded in ``DIR/neardup-cli.json`` by ``index build``); only a ``--raw``
+directory, which has no text store, is queried through the durable index, opened for writing.
 
 Texts are fingerprinted as the deduplicators do (``Policy.prepare``; ``--raw``: as they are). The
 fingerprinter's settings are written to ``DIR/neardup-cli.json`` at build time and reused by
@@ -29,10 +33,11 @@ a corrupt index), 2 usage error.
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import os
+import struct
 import sys
+import zlib
 from typing import Any
 
 import numpy as np
@@ -40,7 +45,12 @@ import numpy as np
 from neardup import Index
 from neardup import io as nio
 from neardup._core import PRESETS
-from neardup.cli._against import REFERENCE_TEXTS, StoredTexts, save_references
+from neardup.cli._against import (
+    REFERENCE_TEXTS,
+    index_stored,
+    reference_store,
+    save_references,
+)
 from neardup.cli.dedup import (
     EXIT_INPUT,
     EXIT_OK,
@@ -54,7 +64,7 @@ from neardup.cli.dedup import (
 from neardup.cli.fingerprint import TextFingerprinter, make_policy
 from neardup.dedup import Deduplicator, Match, Policy
 from neardup.io import counted
-from neardup.textstore import MemoryTextStore, SqliteTextStore
+from neardup.textstore import SqliteTextStore
 
 SETTINGS_FILE = "neardup-cli.json"
 _CHUNK = 16384
@@ -213,8 +223,11 @@ def _open_index(path: str, k: int | None, settings: dict[str, Any]) -> Any:
             "this build of neardup has no persistent Index (Index.open); "
             "rebuild with the index core"
         )
-    # (how the fingerprints are made; "texts" says what else the directory holds)
-    config = json.dumps({k: v for k, v in settings.items() if k != "texts"}, sort_keys=True)
+    # (how the fingerprints are made; "texts" says what else the directory holds, "k" is the
+    # index's own)
+    config = json.dumps(
+        {name: v for name, v in settings.items() if name not in ("texts", "k")}, sort_keys=True
+    )
     if k is not None:
         return opener(path, k=k, fingerprint_config=config)
     return opener(path, fingerprint_config=config)
@@ -298,6 +311,8 @@ def run_build(args: argparse.Namespace) -> int:
             "version): it holds fingerprints only, so queries are not verified and dedup "
             "--against cannot use it; build a new directory to have both"
         )
+    # (the index's radius, for the queries, which read the directory without opening it)
+    settings["k"] = int(index.k)
     with open(os.path.join(args.index_dir, SETTINGS_FILE), "w", encoding="utf-8") as f:
         json.dump(settings, f, indent=2, sort_keys=True)
     spec = nio.FieldSpec(args.text_field, args.id_field, args.time_field)
@@ -445,41 +460,62 @@ def run_query(args: argparse.Namespace) -> int:
     except ValueError as e:
         eprint(f"neardup index query: {e}")
         return EXIT_INPUT
-    texts_path = os.path.join(args.index_dir, REFERENCE_TEXTS)
+    if settings.get("texts") and os.path.isfile(os.path.join(args.index_dir, REFERENCE_TEXTS)):
+        return _query_stored(args, settings, fingerprinter)
+    # Fingerprints only (--raw, or built by an earlier version): the durable index itself.
     try:
         index = _open_index(args.index_dir, None, settings)
-    except OSError as e:
-        if not _cannot_write(args.index_dir, e):
-            eprint(f"neardup index query: {args.index_dir}: {e}")
-            return EXIT_INPUT
-        if not (settings.get("texts") and os.path.isfile(texts_path)):
-            eprint(
-                f"neardup index query: {args.index_dir}: {e}: a directory of fingerprints only "
-                "(--raw) is opened for writing; copy it somewhere writable"
-            )
-            return EXIT_INPUT
-        return _query_read_only(args, settings, fingerprinter)
-    except (ValueError, RuntimeError) as e:
+    except PermissionError as e:
+        eprint(
+            f"neardup index query: {args.index_dir}: {e}: a directory of fingerprints only "
+            "(--raw) is opened for writing; copy it somewhere writable"
+        )
+        return EXIT_INPUT
+    except (OSError, ValueError, RuntimeError) as e:
         eprint(f"neardup index query: {args.index_dir}: {e}")
         return EXIT_INPUT
-    checker = None
-    if args.fingerprint is None and settings.get("texts") and os.path.isfile(texts_path):
-        # The stored texts go into the decision engine, as neardup dedup --against loads them.
-        Progress.status("neardup index query: loading the stored texts…", args.quiet)
-        try:
-            store = SqliteTextStore(texts_path, sync="off")
-            checker = Deduplicator(policy=_policy_from(settings), index=index, store=store)
-        except ValueError as e:
-            _close(index)
-            eprint(f"neardup index query: {e}")
-            return EXIT_INPUT
-        Progress.status("", args.quiet)
-    elif args.fingerprint is None and not args.quiet:
+    if args.fingerprint is None and not args.quiet:
         eprint(
             f"neardup index query: {args.index_dir} holds fingerprints only (built with --raw "
             "or by an earlier version): the matches are every stored item within --k bits, "
             'not verified ("similarity": null)'
         )
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+    try:
+        return _query(args, index, fingerprinter, None, out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+        _close(index)
+
+
+def _query_stored(
+    args: argparse.Namespace, settings: dict[str, Any], fingerprinter: TextFingerprinter
+) -> int:
+    """``index query`` of a directory that holds its texts, which it only reads, so that it
+    may be on a read-only disk or another user's: its text store opened read-only
+    (:func:`~neardup.cli._against.reference_store`), the stored fingerprints in an index in
+    memory with the directory's k (:func:`directory_k`), and for texts the deduplicator the
+    ``--against`` references are checked by (the saved engine loaded when it is the store's)."""
+    try:
+        k = directory_k(args.index_dir, settings)
+        store = reference_store(args.index_dir)
+    except (OSError, ValueError) as e:
+        eprint(f"neardup index query: {e}")
+        return EXIT_INPUT
+    what = "fingerprints" if args.fingerprint is not None else "texts"
+    Progress.status(f"neardup index query: loading the stored {what}…", args.quiet)
+    checker = None
+    try:
+        index = Index(k=k)
+        index_stored(index, store, fingerprinter.many)
+        if args.fingerprint is None:
+            checker = Deduplicator(policy=_policy_from(settings), index=index, store=store)
+    except (OSError, ValueError) as e:
+        store.close()
+        eprint(f"neardup index query: {e}")
+        return EXIT_INPUT
+    Progress.status("", args.quiet)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     try:
         return _query(args, index, fingerprinter, checker, out)
@@ -489,54 +525,42 @@ def run_query(args: argparse.Namespace) -> int:
         if checker is not None:
             checker.close()  # (the index and the store with it)
         else:
-            _close(index)
+            index.close()
+            store.close()
 
 
-def _cannot_write(directory: str, error: OSError) -> bool:
-    """Whether opening ``directory`` failed as it cannot be written (no permission, a read-only
-    file system): the durable index's error carries no errno, only its message."""
-    if isinstance(error, PermissionError) or error.errno in (errno.EACCES, errno.EROFS):
-        return True
-    said = str(error)
-    return not os.access(directory, os.W_OK) or "(os error 13)" in said or "(os error 30)" in said
+#: The durable index's file of settings: b"NDUPMETA", u32 format version, u32 n, n bytes of
+#: JSON (with "k"), CRC-32 of all that (little-endian; crates/neardup-core/src/index/store.rs).
+_INDEX_META = "index.meta"
 
 
-def _query_read_only(
-    args: argparse.Namespace, settings: dict[str, Any], fingerprinter: TextFingerprinter
-) -> int:
-    """``index query`` of a directory that cannot be written (a read-only disk, another
-    user's): its text store read read-only (:class:`~neardup.cli._against.StoredTexts`) into
-    a deduplicator in memory, its index made from the stored fingerprints (the durable index
-    opens its files for writing). The same answers; the texts are prepared and sketched again
-    (the saved engine is for a store opened in place), and a ``--fingerprint`` query's default
-    radius is 3."""
-    Progress.status("neardup index query: loading the stored texts (read-only)…", args.quiet)
+def directory_k(path: str, settings: dict[str, Any]) -> int:
+    """The radius of the index of directory ``path`` (``index build --k``, fixed when it was
+    made): recorded in its settings, else (a directory last built before they recorded it) read
+    from the durable index's meta file, which is read, not opened. ``ValueError`` naming the
+    file when neither says."""
+    k = settings.get("k")
+    if isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= 64:
+        return k
+    meta = os.path.join(path, _INDEX_META)
     try:
-        stored = StoredTexts(args.index_dir)
-        try:
-            memory = MemoryTextStore()
-            ids, fps = [], []
-            for i, text, fp in stored.items():
-                memory.put(i, text)
-                ids.append(i)
-                fps.append(fp if fp is not None else int(fingerprinter.many([text])[0]))
-        finally:
-            stored.close()
-    except ValueError as e:
-        eprint(f"neardup index query: {e}")
-        return EXIT_INPUT
-    index = Index(k=3)
-    if ids:
-        index.add_many(ids, np.asarray(fps, dtype=np.uint64))
-    checker = Deduplicator(policy=_policy_from(settings), index=index, store=memory)
-    Progress.status("", args.quiet)
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+        with open(meta, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ValueError(f"{meta}: cannot read the index's k: {e}") from None
+    body, crc = data[:-4], data[-4:]
     try:
-        return _query(args, index, fingerprinter, None if args.fingerprint else checker, out)
-    finally:
-        if out is not sys.stdout:
-            out.close()
-        checker.close()
+        if len(data) < 20 or data[:8] != b"NDUPMETA":
+            raise ValueError("not a neardup index meta file")
+        if zlib.crc32(body).to_bytes(4, "little") != crc:
+            raise ValueError("checksum mismatch")
+        (n,) = struct.unpack_from("<I", body, 12)
+        k = json.loads(body[16 : 16 + n])["k"]
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
+            raise ValueError(f"k {k!r} out of range")
+    except (ValueError, KeyError, TypeError, struct.error) as e:
+        raise ValueError(f"{meta}: cannot read the index's k: {e}") from None
+    return k
 
 
 def _emit(out: Any, query: Any, fp: int, matches: list[Match]) -> None:
