@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 from _helpers import near_copy, neardup, words
 from test_service_harness import ServerProcess
 
@@ -76,3 +77,79 @@ def test_near_pairs_list_a_reference_that_shares_the_id(tmp_path: Path) -> None:
         assert all(d["similarity"] >= 0.8 for d in near)
         near = httpx.get(srv.url + "/v1/near/other", timeout=30).json()["near"]
         assert sorted(d["id"] for d in near) == ["eval:4", "eval:4"]  # the reference and the doc
+
+
+def _files(directory: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(directory.iterdir())}
+
+
+def _read_only(directory: Path, read_only: bool) -> None:
+    for p in [*directory.iterdir(), directory]:
+        p.chmod((0o555 if p.is_dir() else 0o444) if read_only else (0o755 if p.is_dir() else 0o644))
+
+
+def test_the_references_are_loaded_read_only_and_left_as_they_are(tmp_path: Path) -> None:
+    from neardup.dedup import Policy
+    from neardup.service.references import load_references
+    from neardup.textstore import ReadOnlyTextStoreError, SqliteTextStore
+
+    idx, refs = _references(tmp_path)
+    before = _files(idx)
+    loaded = load_references(str(idx), Policy.default())
+    try:
+        store = loaded.store
+        assert isinstance(store, SqliteTextStore) and store.read_only
+        assert [m.id for m in loaded.check(near_copy(refs[3], 1))] == ["eval:3"]
+        assert [m.id for m in loaded.check(refs[5], k=6)][0] == "eval:5"
+        with pytest.raises(ReadOnlyTextStoreError):
+            loaded.add("x", words(1))
+        assert len(loaded) == len(refs)
+    finally:
+        loaded.close()
+    after = _files(idx)
+    assert {n: after[n] for n in before} == before  # (SQLite may add its -shm/-wal side files)
+    assert set(after) - set(before) <= {"texts.sqlite-shm", "texts.sqlite-wal"}
+
+
+def test_serve_against_a_directory_that_cannot_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reference directory read-only (a read-only disk, another user's): the server
+    starts, answers from it, and leaves every file of it as it was."""
+    import os
+    import shutil
+    import signal
+    import sys
+
+    idx, refs = _references(tmp_path)
+    if os.geteuid() == 0:
+        # as root: the server runs without the capability to override file permissions
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: a read-only directory is writable")
+        wrapper = tmp_path / "python-cannot-write"
+        wrapper.write_text(
+            f"#!/bin/sh\nexec {setpriv} --bounding-set -dac_override,-dac_read_search -- "
+            f'{sys.executable} "$@"\n'
+        )
+        wrapper.chmod(0o755)
+        monkeypatch.setattr(sys, "executable", str(wrapper))
+    before = _files(idx)
+    _read_only(idx, True)
+    try:
+        with ServerProcess(tmp_path / "store", "--against", str(idx)) as srv:
+            monkeypatch.undo()
+            post = lambda route, body: httpx.post(srv.url + route, json=body, timeout=30).json()  # noqa: E731
+            r = post("/v1/check-and-add", {"id": "doc-1", "text": near_copy(refs[2], 1)})
+            assert r["added"] is False and [d["id"] for d in r["duplicates"]] == ["eval:2"]
+            r = post("/v1/check-and-add", {"id": "doc-2", "text": refs[6] + " and more"})
+            assert [d["id"] for d in r["duplicates"]] == ["eval:6"]
+            r = post("/v1/check", {"text": refs[8], "k": 6})
+            assert [d["id"] for d in r["duplicates"]] == ["eval:8"]
+            r = post("/v1/add", {"id": "doc-3", "text": near_copy(refs[9], 5)})
+            near = httpx.get(srv.url + "/v1/near/doc-3", timeout=30).json()["near"]
+            assert [d["id"] for d in near] == ["eval:9"]
+            assert srv.stop() in (0, -signal.SIGTERM)
+    finally:
+        _read_only(idx, False)
+    assert _files(idx) == before

@@ -68,3 +68,34 @@ def test_near_pairs_of_an_id(tmp_path: Path) -> None:
         assert "exact" not in {m.id for m in client.near("base")}
         with pytest.raises(KeyError):
             client.near("exact")
+
+
+def test_near_pairs_are_one_code_path_with_or_without_references() -> None:
+    """``neardup.service.backend.near_of``, what GET /v1/near answers for every backend: the
+    store's matches of the text but the document itself (the one filter), and, with a
+    reference set (``serve --against``), every reference the text is a near-copy of, one that
+    shares the document's id included (a reference is never the stored document)."""
+    from neardup.service.backend import near_of
+    from neardup.service.references import WithReferences
+
+    base = words(400, n=70)
+    store = Deduplicator()
+    store.add_many(["base", "copy", "other"], [base, near_copy(base, 1), words(401, n=70)])
+    plain = near_of(store, "base", base)
+    assert [m.id for m in plain] == [m.id for m in store.check(base) if m.id != "base"]
+    assert [m.id for m in plain] == ["copy"]
+    # a document with no near-copy but itself has no near pair
+    assert near_of(store, "other", words(401, n=70)) == []
+
+    refs = Deduplicator()
+    refs.add_many(["base", "ref-2"], [near_copy(base, 2), near_copy(base, 3)])
+    both = WithReferences(store, refs)
+    got = near_of(both, "base", base)
+    assert sorted(map(str, (m.id for m in got))) == [
+        "base",
+        "copy",
+        "ref-2",
+    ]  # ("base": the reference)
+    assert [m.similarity for m in got] == sorted((m.similarity for m in got), reverse=True)
+    # (the references' matches are kept whole; the store's lose the document only)
+    assert {m.id for m in got} - {m.id for m in refs.check(base)} == {"copy"}

@@ -23,6 +23,7 @@ __all__ = [
     "document_record",
     "duplicates_of",
     "make_policy",
+    "near_of",
     "open_backend",
     "probe",
     "store_fault",
@@ -190,6 +191,22 @@ def check_fingerprint(backend: Any, fingerprint: int, k: int | None) -> list[Any
         policy = getattr(backend, "policy", None)
         k = policy.k_max if policy is not None else None
     return [(id, int(d)) for id, d in index.query(fingerprint, k)]
+
+
+def near_of(backend: Any, id: Id, text: str) -> list[Any]:
+    """``GET /v1/near/{id}``: what stored document ``id``, whose text is ``text``, is a
+    near-copy of, best first, the document itself left out. The one filter: of the store's
+    matches (``backend.check``), the one with ``id``; with a reference set (``serve --against``:
+    the backend wrapped in :class:`~neardup.service.references.WithReferences`) the references
+    it is a near-copy of come too, each kept (one that shares the id is another document, never
+    stored)."""
+    from neardup.service.references import WithReferences, best_first
+
+    references: list[Any] = []
+    if isinstance(backend, WithReferences):
+        references = backend.references.check(text)
+        backend = backend.backend
+    return best_first(references, [m for m in backend.check(text) if m.id != id])
 
 
 # -- conversions -----------------------------------------------------------------------------------

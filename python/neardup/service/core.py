@@ -20,6 +20,7 @@ from neardup.service.backend import (
     check_fingerprint,
     document_record,
     duplicates_of,
+    near_of,
     probe,
 )
 from neardup.service.errors import ApiError
@@ -310,10 +311,7 @@ class DedupService:
         text = document_record(doc_id, stored).get("text")
         if not isinstance(text, str):
             raise ApiError("invalid_value", "this store keeps no text to compare with", field="id")
-        near_of = getattr(self.backend, "near_of", None)  # (with --against: references too)
-        if near_of is not None:
-            return doc_id, list(near_of(doc_id, text))
-        return doc_id, [m for m in self.backend.check(text) if m.id != doc_id]
+        return doc_id, near_of(self.backend, doc_id, text)
 
     async def near(self, raw_id: str, id_type: str | None = None) -> bytes:
         """GET /v1/near/{id}: the stored documents that pass the verifier against a stored one

@@ -2,14 +2,16 @@
 checked against first.
 
 ``DIR`` is a reference directory made by ``neardup index build`` (its texts in
-``DIR/texts.sqlite``). Its texts are loaded once, at start, into a :class:`neardup.Deduplicator`
-of the service's policy (the one decision, and an index of their fingerprints for checks with
-an explicit ``k``) that is never written. :class:`WithReferences` wraps the service's backend: a
-check answers the references a text is a near-copy of before the stored documents it is a
-near-copy of; a check-and-add of a near-copy of a reference answers it as a duplicate of the
-reference and stores nothing. Adds without a check, removals, expiry and stats go to the backend
-(the references never expire and are not counted). A duplicate's id is the reference's id as
-stored in ``DIR``: build the directory with ids apart from the service's (``eval:17``).
+``DIR/texts.sqlite``), opened read-only (the directory may be on a read-only disk or another
+user's, and serving leaves its files as they are). Its texts are loaded once, at start, into a
+:class:`neardup.Deduplicator` of the service's policy (the one decision, and an index of their
+fingerprints for checks with an explicit ``k``) that is never written. :class:`WithReferences`
+wraps the service's backend: a check answers the references a text is a near-copy of before the
+stored documents it is a near-copy of; a check-and-add of a near-copy of a reference answers it
+as a duplicate of the reference and stores nothing. Adds without a check, removals, expiry and
+stats go to the backend (the references never expire and are not counted). A duplicate's id is
+the reference's id as stored in ``DIR``: build the directory with ids apart from the service's
+(``eval:17``). ``GET /v1/near`` lists the references too (:func:`neardup.service.backend.near_of`).
 """
 
 from __future__ import annotations
@@ -18,12 +20,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from neardup.dedup import Deduplicator, Match, Policy
-from neardup.textstore import Id, SqliteTextStore
+from neardup.textstore import Id
 
-__all__ = ["WithReferences", "load_references"]
+__all__ = ["WithReferences", "best_first", "load_references"]
 
 _CHUNK = 4096
 
@@ -32,7 +32,7 @@ def load_references(path: str, policy: Policy) -> Deduplicator:
     """The reference texts of index directory ``path`` in a deduplicator of ``policy``.
 
     Raises ValueError naming the directory when it holds no stored texts."""
-    from neardup.cli._against import REFERENCE_TEXTS, is_index_dir
+    from neardup.cli._against import REFERENCE_TEXTS, index_stored, is_index_dir, reference_store
 
     texts_path = os.path.join(path, REFERENCE_TEXTS)
     if not (os.path.isdir(path) and is_index_dir(path) and os.path.isfile(texts_path)):
@@ -40,21 +40,18 @@ def load_references(path: str, policy: Policy) -> Deduplicator:
             f"--against {path}: not a reference directory with stored texts; build one with "
             f"`neardup index build {path} INPUT…`"
         )
-    store = SqliteTextStore(texts_path, sync="off")
-    # (the decision engine loads the saved engine, else the texts)
-    refs = Deduplicator(policy=policy, store=store)
+    store = reference_store(path)  # (read-only: the directory is never written)
+    try:
+        # (the decision engine loads the saved engine, else the texts)
+        refs = Deduplicator(policy=policy, store=store)
+    except BaseException:
+        store.close()
+        raise
     if _same_fingerprints(path, policy):
         # the fingerprints stored with the texts are this policy's: no text is read
-        for rows in store.changes_since(0):
-            missing = [j for j, r in enumerate(rows) if r[1] is None]
-            fps = [r[1] or 0 for r in rows]
-            if missing:
-                new = policy.fingerprint_many(
-                    refs.fingerprinter, [rows[j][3] or "" for j in missing]
-                )
-                for j, fp in zip(missing, new.tolist()):
-                    fps[j] = int(fp)
-            refs.index.add_many([r[0] for r in rows], np.asarray(fps, np.uint64))
+        index_stored(
+            refs.index, store, lambda texts: policy.fingerprint_many(refs.fingerprinter, texts)
+        )
         return refs
     ids: list[Id] = []
     texts: list[str] = []
@@ -84,7 +81,9 @@ def _same_fingerprints(path: str, policy: Policy) -> bool:
     return dict(made.fingerprint) == dict(policy.fingerprint) and made.html == policy.html
 
 
-def _best_first(a: list[Match], b: list[Match]) -> list[Match]:
+def best_first(a: list[Match], b: list[Match]) -> list[Match]:
+    """The matches of ``a`` and ``b`` (each best first) in one list, best first (a stable
+    sort: of equal similarity, ``a``'s first)."""
     return a + b if not a or not b else sorted(a + b, key=lambda m: -(m.similarity or 0.0))
 
 
@@ -106,20 +105,13 @@ class WithReferences:
 
     def check(self, text: str, k: int | None = None) -> list[Match]:
         """The references ``text`` is a near-copy of, with the stored documents, best first."""
-        return _best_first(self.references.check(text, k), list(self.backend.check(text, k)))
-
-    def near_of(self, id: Id, text: str) -> list[Match]:
-        """The near pairs of stored ``id`` whose text is ``text``: the references it is a
-        near-copy of (one may share its id: it is not the document itself), with the other
-        stored documents, best first."""
-        stored = [m for m in self.backend.check(text) if m.id != id]
-        return _best_first(self.references.check(text), stored)
+        return best_first(self.references.check(text, k), list(self.backend.check(text, k)))
 
     def check_many(self, texts: Sequence[str], k: int | None = None) -> list[list[Match]]:
         """:meth:`check` for each text."""
         refs = self.references.check_many(texts, k)
         stored = self.backend.check_many(texts, k)
-        return [_best_first(r, list(s)) for r, s in zip(refs, stored)]
+        return [best_first(r, list(s)) for r, s in zip(refs, stored)]
 
     def check_and_add(
         self, id: Id, text: str, timestamp: float | None = None, **kw: Any
