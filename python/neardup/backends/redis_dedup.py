@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from neardup._closing import Closing
 from neardup.backends.redis_connect import connect, redact
-from neardup.backends.redis_store import RedisStore
+from neardup.backends.redis_store import Recent, RedisStore, id_hash
 from neardup.dedup import Match, Policy, check_text, check_texts, check_writes
 from neardup.kept import rule_for
 from neardup.stores import Doc, Found, Store, dec_id, enc_id
@@ -117,7 +117,7 @@ class RedisDeduplicator(Closing):
         self._last_expire = 0.0
         # Prepared texts of stored versions read as candidates, by (id hash, ref): a version
         # never changes, so they are reused while the version is read as stored.
-        self._norms: dict[tuple[bytes, int], str] = {}
+        self._norms = Recent(self.norm_cache, self.norm_cache_chars)
         self.store.open({"policy": self.policy.to_dict(), "retention": self.retention})
         self.url = redact(url) if url else None
         self._lock = threading.Lock()
@@ -126,8 +126,10 @@ class RedisDeduplicator(Closing):
         }  # fmt: skip
         self._closed = False
 
-    #: Prepared texts of candidates kept per process (oldest dropped first).
+    #: Prepared texts of candidates kept per process (oldest dropped first), at most this
+    #: many and this many characters in all.
     norm_cache: int = 65_536
+    norm_cache_chars: int = 32 << 20
 
     @classmethod
     def from_url(
@@ -227,7 +229,7 @@ class RedisDeduplicator(Closing):
             missing = []
             for r in wanted:
                 if r < m and r not in norms:
-                    known = cache.get((hashes[r], data[hashes[r]][0]))
+                    known = cache.get(hashes[r] + data[hashes[r]][0].to_bytes(8, "big"))
                     if known is None:
                         missing.append(r)
                     else:
@@ -236,12 +238,10 @@ class RedisDeduplicator(Closing):
                 texts = store.texts([hashes[r] for r in missing])
                 got = self.policy.prepare_many([texts.get(hashes[r], "") for r in missing])
                 norms.update(zip(missing, got))  # (a text removed meanwhile: "", no match)
-                with self._lock:
-                    for r, norm in zip(missing, got):
-                        if hashes[r] in texts:
-                            cache[hashes[r], data[hashes[r]][0]] = norm
-                    while len(cache) > self.norm_cache:
-                        del cache[next(iter(cache))]
+                self._keep_norms(
+                    [(hashes[r] + data[hashes[r]][0].to_bytes(8, "big"), norm)
+                     for r, norm in zip(missing, got) if hashes[r] in texts]
+                )  # fmt: skip
 
         def ranked(i: int, batch: list[int]) -> npt.NDArray[np.int64]:
             idx = cands.get(i, np.zeros(0, np.int64))
@@ -290,6 +290,22 @@ class RedisDeduplicator(Closing):
             out.append(matches)
         self._count(n, n_cands, sum(map(len, out)))
         return out, found
+
+    def _keep_norms(self, items: Iterable[tuple[bytes, str]]) -> None:
+        """Keep prepared texts of stored versions (by record: id hash and ref) for later
+        checks."""
+        self._norms.update(items)
+
+    def _stored(self, p: _Probed, rows: Sequence[int], docs: Sequence[Doc]) -> None:
+        """After ``docs`` (of texts ``rows``) were stored: keep their prepared texts, which a
+        later check of this process would otherwise read back as candidates."""
+        self._keep_norms(
+            [
+                (id_hash(d.id) + d.ref.to_bytes(8, "big"), p.norms[i])
+                for i, d in zip(rows, docs)
+                if d.listed
+            ]  # fmt: skip
+        )
 
     def _count(self, checks: int, candidates: int, matches: int) -> None:
         with self._lock:
@@ -376,6 +392,7 @@ class RedisDeduplicator(Closing):
         first = self._retrying(lambda: self.store.refs(max(1, len(ids))))
         docs = self._docs(p, range(len(ids)), ids, texts, tss, first)
         self._retrying(lambda: self.store.add(docs, None))
+        self._stored(p, range(len(ids)), docs)
         self._after_write(len(docs))
         return [int(x) for x in p.fps.tolist()]
 
@@ -402,6 +419,7 @@ class RedisDeduplicator(Closing):
             rows = [i for i, m in enumerate(found) if not m]
             docs = self._docs(p, rows, ids, texts, tss, read.first)
             if self._retrying(lambda: self.store.add(docs, read)):  # noqa: B023
+                self._stored(p, rows, docs)
                 break
             # A band list changed (another writer stored a text in it) or, on a cluster, is
             # reserved: read again and decide again, after a short random wait once the

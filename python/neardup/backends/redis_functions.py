@@ -2,8 +2,10 @@
 (``FUNCTION LOAD``, Redis >= 7), or sent with ``EVAL`` where a server refuses ``FUNCTION``.
 
 A band hash maps each band key (4 bytes) to its records, 16 bytes each (the id's 8-byte hash,
-the version's 8-byte ref), newest last; on Redis Cluster a field ``!<band key>`` holds a
-reservation ``<token>,<deadline ms>`` that no reader counts as stored.
+the version's 8-byte ref), newest last; its field ``#`` counts the changes of its records
+(every append and cut adds one), so that a write that finds it as read knows that no field
+changed; on Redis Cluster a field ``!<band key>`` holds a reservation ``<token>,<deadline ms>``
+that no reader counts as stored.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from typing import Any
 __all__ = ["LIBRARY", "Functions"]
 
 #: Bumped with any change of the library's behaviour (old servers keep the older one).
-LIBRARY = "neardup4"
+LIBRARY = "neardup5"
 
-_LUA = """#!lua name=neardup4
+_LUA = """#!lua name=neardup5
 local F = {}
 local REC = 16
 
@@ -87,6 +89,7 @@ end
 -- Cut records from fields (packed pairs: fields 4 bytes each, records 16 bytes each), each at
 -- a record boundary.
 local function cut(key, fields, recs)
+  local changed = false
   for x, f in ipairs(split(fields, 4)) do
     local v, rec, p = redis.call('HGET', key, f), string.sub(recs, REC * x - REC + 1, REC * x), 1
     while v do
@@ -95,11 +98,27 @@ local function cut(key, fields, recs)
       if (s - 1) % REC == 0 then
         v = string.sub(v, 1, s - 1) .. string.sub(v, s + REC)
         if #v == 0 then redis.call('HDEL', key, f) else redis.call('HSET', key, f, v) end
+        changed = true
         break
       end
       p = s + 1
     end
   end
+  if changed then redis.call('HINCRBY', key, '#', 1) end
+end
+
+-- Field-value pairs packed as 4-byte field and one 16-byte record each (struct.unpack: a C
+-- loop, up to 1000 pairs at a time).
+local function unpairs(packed)
+  local out, n, p = {}, #packed / (4 + REC), 1
+  while n > 0 do
+    local k = math.min(n, 1000)
+    local part = {struct.unpack(string.rep('c4c16', k), packed, p)}
+    p = part[2 * k + 1]
+    for x = 1, 2 * k do out[#out + 1] = part[x] end
+    n = n - k
+  end
+  return out
 end
 
 -- One version's data (id, ref, fp, min-hash bytes, band keys, text, timestamp); the ref and
@@ -111,10 +130,22 @@ local function put(key, times, i, r, f, m, k, x, t)
   return old
 end
 
--- The values of fields (args[j]: packed 4-byte fields of band hash keys[j]).
+-- Of each band hash keys[j], the fields args[j + 1] (packed, 4 bytes each): its change count
+-- ('' when none), the indices (from 0) of the fields that are not empty and their values,
+-- each cut to its newest args[1] bytes.
 F.fields = function(keys, args)
-  local out = {}
-  for j, key in ipairs(keys) do out[j] = chunked('HMGET', key, split(args[j], 4)) end
+  local out, most = {}, tonumber(args[1])
+  for j, key in ipairs(keys) do
+    local vals, idx, full = chunked('HMGET', key, split(args[j + 1], 4)), {}, {}
+    for x = 1, #vals do
+      local v = vals[x]
+      if v then
+        idx[#idx + 1] = x - 1
+        full[#full + 1] = #v > most and string.sub(v, -most) or v
+      end
+    end
+    out[j] = {redis.call('HGET', key, '#') or '', idx, full}
+  end
   return out
 end
 
@@ -125,24 +156,34 @@ F.data = function(keys, args)
   return out
 end
 
--- One server: store n versions when every band field they go to is as read (see same).
--- keys: times, the band hashes, the n data keys. args: n, cap, then per band hash: fields,
--- heads ('-': no check), records, counts (see append); then the versions' refs, min-hash
--- bytes and band keys, each packed (fixed widths); then per version: id, fp, text, timestamp.
--- {0} when a field changed (nothing written).
+-- One server: store n versions when every band field they go to is as read.
+-- keys: times, the band hashes, the n data keys. args: n, cap, then per band hash: its change
+-- count as read ('-': no check), the pairs of fields read empty that get one record (see
+-- unpairs), then of its other fields: the fields, heads (see same), records, counts (see
+-- append); then the versions' refs, min-hash bytes and band keys, each packed (fixed widths);
+-- then per version: id, fp, text, timestamp. The fields read empty are not read again when
+-- the change count is as read. {0} when a field changed (nothing written).
 F.add = function(keys, args)
   local n, cap = tonumber(args[1]), tonumber(args[2])
   local nb = #keys - 1 - n
-  local fields, vals = {}, {}
+  local sets, fields, vals = {}, {}, {}
   for j = 1, nb do
-    local a = 3 + 4 * (j - 1)
-    fields[j] = split(args[a], 4)
-    vals[j] = chunked('HMGET', keys[1 + j], fields[j])
-    if args[a + 1] ~= '-' and not same(vals[j], args[a + 1]) then return {0} end
+    local a, key = 3 + 6 * (j - 1), keys[1 + j]
+    sets[j] = unpairs(args[a + 1])
+    fields[j] = split(args[a + 2], 4)
+    vals[j] = chunked('HMGET', key, fields[j])
+    if args[a] ~= '-' then
+      if not same(vals[j], args[a + 3]) then return {0} end
+      if #sets[j] > 0 and (redis.call('HGET', key, '#') or '') ~= args[a] then
+        local empty = {}
+        for x = 1, #sets[j], 2 do empty[#empty + 1] = sets[j][x] end
+        for _, v in ipairs(chunked('HMGET', key, empty)) do if v then return {0} end end
+      end
+    end
   end
   local cf, cr, times = {}, {}, {}
   for j = 1, nb do cf[j] = {}; cr[j] = {} end
-  local a = 3 + 4 * nb
+  local a = 3 + 6 * nb
   local refs, ms, ks = split(args[a], 8), split(args[a + 1], #args[a + 1] / n),
                        split(args[a + 2], 4 * nb)
   for i = 1, n do
@@ -157,9 +198,11 @@ F.add = function(keys, args)
     end
   end
   for j = 1, nb do
-    local a = 3 + 4 * (j - 1)
-    append(keys[1 + j], fields[j], vals[j], args[a + 2], args[a + 3], cap)
-    if #cf[j] > 0 then cut(keys[1 + j], table.concat(cf[j]), table.concat(cr[j])) end
+    local a, key = 3 + 6 * (j - 1), keys[1 + j]
+    append(key, fields[j], vals[j], args[a + 4], args[a + 5], cap)
+    chunked('HSET', key, sets[j])
+    if #fields[j] + #sets[j] > 0 then redis.call('HINCRBY', key, '#', 1) end
+    if #cf[j] > 0 then cut(key, table.concat(cf[j]), table.concat(cr[j])) end
   end
   chunked('ZADD', keys[1], times)
   return {1}
@@ -197,6 +240,7 @@ F.commit = function(keys, args)
   if args[4] ~= '' then
     append(keys[1], fields, chunked('HMGET', keys[1], fields), args[4], args[5],
            tonumber(args[2]))
+    redis.call('HINCRBY', keys[1], '#', 1)
   end
   return 1
 end
@@ -251,16 +295,16 @@ F.unlist = function(keys, args)
 end
 
 if redis.register_function then
-  redis.register_function('neardup4_fields', F.fields)
-  redis.register_function('neardup4_data', F.data)
-  redis.register_function('neardup4_add', F.add)
-  redis.register_function('neardup4_reserve', F.reserve)
-  redis.register_function('neardup4_commit', F.commit)
-  redis.register_function('neardup4_cut', F.cut)
-  redis.register_function('neardup4_put', F.put)
-  redis.register_function('neardup4_drop', F.drop)
-  redis.register_function('neardup4_remove', F.remove)
-  redis.register_function('neardup4_unlist', F.unlist)
+  redis.register_function('neardup5_fields', F.fields)
+  redis.register_function('neardup5_data', F.data)
+  redis.register_function('neardup5_add', F.add)
+  redis.register_function('neardup5_reserve', F.reserve)
+  redis.register_function('neardup5_commit', F.commit)
+  redis.register_function('neardup5_cut', F.cut)
+  redis.register_function('neardup5_put', F.put)
+  redis.register_function('neardup5_drop', F.drop)
+  redis.register_function('neardup5_remove', F.remove)
+  redis.register_function('neardup5_unlist', F.unlist)
 end
 """
 

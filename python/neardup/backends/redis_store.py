@@ -34,10 +34,11 @@ from neardup._core import IncompatibleIndexError
 from neardup.backends.redis_functions import Functions, missing_function
 from neardup.stores import Doc, Found, dec_id, enc_id
 
-__all__ = ["FORMAT_VERSION", "Doc", "Found", "RedisStore", "dec_id", "enc_id"]  # (re-exported)
+__all__ = ["FORMAT_VERSION", "Doc", "Found", "RedisStore", "dec_id", "enc_id", "id_hash"]
 
-#: The data format of a namespace (2: the SimHash blocks of earlier versions, refused).
-FORMAT_VERSION = 3
+#: The data format of a namespace (2: the SimHash blocks of earlier versions; 3: band hashes
+#: without their change count; both refused).
+FORMAT_VERSION = 4
 
 # A reservation of band fields outlives a stalled or killed writer by this long (ms).
 RESERVE_TTL_MS = 5000
@@ -45,7 +46,40 @@ _NEVER = "1e300"  # a time after every timestamp
 _REC = 16
 
 
-def _hash(id: bytes) -> bytes:
+class Recent:
+    """A bounded map of recent entries in two generations: new entries go to the young one;
+    when it holds half the bound (entries, or total length of the values) it becomes the old
+    one and the former old one is dropped. Reads and writes cost O(1) (no scan for the
+    oldest entry, which a dict makes longer with each entry deleted at its front)."""
+
+    def __init__(self, size: int, chars: int | None = None) -> None:
+        self.size, self.chars = size, chars
+        self._young: dict[bytes, Any] = {}
+        self._old: dict[bytes, Any] = {}
+        self._young_chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: bytes) -> Any:
+        got = self._young.get(key)
+        return self._old.get(key) if got is None else got
+
+    def update(self, items: Iterable[tuple[bytes, Any]]) -> None:
+        new = dict(items)
+        grown = sum(map(len, new.values())) if self.chars is not None else 0
+        with self._lock:
+            self._young.update(new)
+            self._young_chars += grown
+            if 2 * len(self._young) >= self.size or (
+                self.chars is not None and 2 * self._young_chars >= self.chars
+            ):
+                self._old, self._young, self._young_chars = self._young, {}, 0
+
+    def __len__(self) -> int:
+        return len(self._young) + len(self._old)
+
+
+def id_hash(id: bytes) -> bytes:
+    """The 8-byte hash of an encoded id that records and data keys name it by."""
     return hashlib.blake2b(id, digest_size=8).digest()
 
 
@@ -81,9 +115,7 @@ class RedisStore:
         self.fn = Functions(client)
         self.settings: dict[str, Any] = {"namespace": namespace, "cluster": cluster}
         #: Data of stored versions by record (id hash + ref), one server only.
-        self.cache: dict[bytes, tuple[int, int, bytes, bytes, float]] = {}
-        self.cache_size = 65_536
-        self._cache_lock = threading.Lock()
+        self.cache = Recent(65_536)
 
     def open(self, settings: dict[str, Any]) -> None:
         """Record ``settings`` for the namespace, or check them against those recorded:
@@ -117,7 +149,7 @@ class RedisStore:
         self.client.close()
 
     def _key(self, id: bytes) -> bytes:
-        return self._data + _hash(id)
+        return self._data + id_hash(id)
 
     def _horizon(self) -> float:
         return -np.inf if self.retention is None else time.time() - self.retention
@@ -131,23 +163,22 @@ class RedisStore:
         nb = len(self._bands)
         fields = [np.unique(keys[:, j]) for j in range(nb)]
         packed = [f.astype(">u4").tobytes() for f in fields]
-        fn, pipe = self.fn, self.client.pipeline(transaction=False)
+        fn, pipe, cap = self.fn, self.client.pipeline(transaction=False), self.limit * _REC
         if not self.cluster:
-            fn.call(pipe, "fields", self._bands, packed)
+            fn.call(pipe, "fields", self._bands, [cap, *packed])
         else:
             for j, p in enumerate(packed):
-                fn.call(pipe, "fields", [self._bands[j]], [p])
+                fn.call(pipe, "fields", [self._bands[j]], [cap, p])
         if refs:
             pipe.incrby(self._seq, refs)
         got = pipe.execute()
         first = int(got.pop()) - refs + 1 if refs else 0
         values = got[0] if not self.cluster else [v[0] for v in got]
-        heads, codes, blobs, cap = [], [], [], self.limit * _REC
-        for j, (fs, vs) in enumerate(zip(fields, values)):
+        heads, codes, blobs, stamps = [], [], [], []
+        for j, (fs, (stamp, full, tails)) in enumerate(zip(fields, values)):
             h = np.zeros((len(fs), _REC), np.uint8)
-            full = [x for x, v in enumerate(vs) if v]  # (most fields are empty)
-            if full:
-                tails = [vs[x][-cap:] for x in full]
+            stamps.append(stamp)
+            if full:  # (most fields are empty)
                 h[full] = np.frombuffer(b"".join([t[-_REC:] for t in tails]), np.uint8).reshape(
                     -1, _REC
                 )
@@ -158,7 +189,7 @@ class RedisStore:
         records = np.frombuffer(b"".join(blobs), np.uint8).reshape(-1, _REC)
         code = np.concatenate(codes) if codes else np.zeros(0, np.int64)
         unique = set(np.unique(records.view("V16").ravel()).tolist()) if len(records) else set()
-        return Found(fields, heads, code, records, self._data_of(unique), first)
+        return Found(fields, heads, code, records, self._data_of(unique), first, stamps)
 
     def refs(self, n: int) -> int:
         """Reserve ``n`` refs; the first."""
@@ -192,17 +223,15 @@ class RedisStore:
                 out[rec[:8]] = known[:4]
         hashes = list(wanted)
         got = self._hmget(hashes, "r", "f", "m", "i", "t") if hashes else []
-        read = {}
+        read = []
         for h, (r, f, m, i, t) in zip(hashes, got):
             if r is not None:
-                read[h + r] = value = (int.from_bytes(r, "big"), int(f), m, i, float(t))
+                value = (int.from_bytes(r, "big"), int(f), m, i, float(t))
+                read.append((h + r, value))
                 if value[4] >= horizon:
                     out[h] = value[:4]
         if read and not self.cluster:
-            with self._cache_lock:  # (checks run on several threads)
-                self.cache.update(read)
-                while len(self.cache) > self.cache_size:
-                    del self.cache[next(iter(self.cache))]
+            self.cache.update(read)
         return out
 
     def texts(self, hashes: Iterable[bytes]) -> dict[bytes, str]:
@@ -225,32 +254,49 @@ class RedisStore:
     # -- writes --------------------------------------------------------------------------------
 
     def _grouped(
-        self, docs: Sequence[Doc], found: Found | None
-    ) -> list[tuple[bytes, bytes, bytes, bytes]]:
-        """Per band hash: the band keys the listed ``docs`` go to (packed, sorted), the heads
-        of those read non-empty (4-byte index and record each; ``b"-"`` without ``found``: no
-        check), the docs' records in field order and how many go to each field (2 bytes each)."""
-        listed = [d for d in docs if d.listed]
+        self, docs: Sequence[Doc], recs: Sequence[bytes], found: Found | None, single: bool
+    ) -> list[tuple[bytes, ...]]:
+        """Per band hash, what the write of the listed ``docs`` (records ``recs``) sends.
+        ``single`` (one server): the change count read (``b"-"`` without ``found``: no
+        check), the pairs of the fields read empty that get one record (4-byte field and
+        record each), then of the other fields: the fields (packed, sorted), the heads of
+        those read non-empty (4-byte index among them and record each), the records in field
+        order and how many go to each field (2 bytes each). On a cluster: the last four for
+        every field."""
+        listed = [r for r, d in zip(recs, docs) if d.listed]
         nb = len(self._bands)
         if not listed:
-            return [(b"", b"", b"", b"")] * nb
-        keys = np.frombuffer(b"".join(d.keys for d in listed), ">u4").reshape(-1, nb)
-        recs = np.frombuffer(
-            b"".join(_hash(d.id) + d.ref.to_bytes(8, "big") for d in listed), np.uint8
-        ).reshape(-1, _REC)
-        out = []
+            return [(b"-", b"", b"", b"", b"", b"") if single else (b"", b"", b"", b"")] * nb
+        keys = np.frombuffer(b"".join([d.keys for d in docs if d.listed]), ">u4").reshape(-1, nb)
+        mine_all = np.frombuffer(b"".join(listed), np.uint8).reshape(-1, _REC)
+        out: list[tuple[bytes, ...]] = []
         for j in range(nb):
             fields, inv = np.unique(keys[:, j], return_inverse=True)
             order = np.argsort(inv, kind="stable")
-            counts = np.bincount(inv, minlength=len(fields)).astype(">u2").tobytes()
-            heads = b"-"  # (no check)
-            if found is not None:  # (index, newest record) of each field read non-empty
+            counts = np.bincount(inv, minlength=len(fields))
+            mine = mine_all[order]  # (in field order)
+            stamp, heads, pairs = b"-", b"-", b""  # (no check)
+            if found is not None:
                 read = found.heads[j][np.searchsorted(found.fields[j], fields)]
-                full = np.flatnonzero(read.any(axis=1))
+                full: npt.NDArray[np.bool_] = np.any(read, axis=1)
+                stamp = b"" if found.stamps is None else found.stamps[j]
+                if single and found.stamps is not None:
+                    alone: npt.NDArray[np.bool_] = ~full & (counts == 1)  # (empty, one record)
+                    starts = np.cumsum(counts) - counts
+                    pairs = np.concatenate(
+                        [fields[alone].astype(">u4").view(np.uint8).reshape(-1, 4),
+                         mine[starts[alone]]], axis=1,
+                    ).tobytes()  # fmt: skip
+                    rest: npt.NDArray[np.bool_] = ~alone
+                    fields, counts, read, full = fields[rest], counts[rest], read[rest], full[rest]
+                    mine = mine[rest[inv[order]]]
+                at = np.flatnonzero(full)  # (index, newest record) of each field read non-empty
                 heads = np.concatenate(
-                    [full.astype(">u4").view(np.uint8).reshape(-1, 4), read[full]], axis=1
+                    [at.astype(">u4").view(np.uint8).reshape(-1, 4), read[at]], axis=1
                 ).tobytes()
-            out.append((fields.astype(">u4").tobytes(), heads, recs[order].tobytes(), counts))
+            group = (fields.astype(">u4").tobytes(), heads, mine.tobytes(),
+                     counts.astype(">u2").tobytes())  # fmt: skip
+            out.append((stamp, pairs, *group) if single else group)
         return out
 
     def add(self, docs: Sequence[Doc], found: Found | None) -> bool:
@@ -259,21 +305,33 @@ class RedisStore:
         lists has changed since: False (nothing stored) when one has."""
         if not docs:
             return True
-        groups = self._grouped(docs, found)
+        hashes = [id_hash(d.id) for d in docs]
+        refs = [d.ref.to_bytes(8, "big") for d in docs]
+        recs = [h + r for h, r in zip(hashes, refs)]
+        groups = self._grouped(docs, recs, found, not self.cluster)
         if self.cluster:
             return self._add_cluster(docs, groups, found is not None)
         args: list[Any] = [len(docs), 2 * self.limit]
         for g in groups:
             args += g
-        args += [b"".join([d.ref.to_bytes(8, "big") for d in docs]),
-                 b"".join([d.minhash for d in docs]), b"".join([d.keys for d in docs])]  # fmt: skip
+        args += [b"".join(refs), b"".join([d.minhash for d in docs]),
+                 b"".join([d.keys for d in docs])]  # fmt: skip
         for d in docs:
             args += [d.id, d.fp, d.text, repr(d.timestamp)]
-        keys = [self._times, *self._bands, *(self._key(d.id) for d in docs)]
-        return bool(self.fn.call(self.client, "add", keys, args)[0])
+        data = self._data
+        keys = [self._times, *self._bands, *[data + h for h in hashes]]
+        if not self.fn.call(self.client, "add", keys, args)[0]:
+            return False
+        # The data of the versions just stored, kept so that a later read of their records
+        # does not fetch them again (see _data_of).
+        self.cache.update(
+            (rec, (d.ref, d.fp, d.minhash, d.id, d.timestamp))
+            for rec, d in zip(recs, docs) if d.listed
+        )  # fmt: skip
+        return True
 
     def _add_cluster(
-        self, docs: Sequence[Doc], groups: list[tuple[bytes, bytes, bytes, bytes]], check: bool
+        self, docs: Sequence[Doc], groups: list[tuple[bytes, ...]], check: bool
     ) -> bool:
         """Redis Cluster: reserve the band fields (each still ending with its head read, no one
         else's reservation on it), write the versions' data, then append the records and drop
@@ -306,7 +364,7 @@ class RedisStore:
             return
         nb = len(self._bands)
         keys = np.frombuffer(b"".join(k for _, _, k in versions), ">u4").reshape(-1, nb)
-        recs = [_hash(id) + ref for id, ref, _ in versions]
+        recs = [id_hash(id) + ref for id, ref, _ in versions]
         pipe = self.client.pipeline(transaction=False)
         for j, key in enumerate(self._bands):
             fields = keys[:, j].astype(">u4").tobytes()

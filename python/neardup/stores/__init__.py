@@ -57,7 +57,8 @@ class Found(NamedTuple):
     (``(n, 16)`` bytes: the id's 8-byte hash, the version's 8-byte ref; a record whose ref is
     not its id's in ``data`` is stale) with the list of each (``band << 32 | band key``); the
     data ``(ref, fingerprint, min-hash bytes, encoded id)`` of the stored versions they name,
-    by id hash; and the first of the refs reserved with the query."""
+    by id hash; the first of the refs reserved with the query; and per band what the store
+    needs to know that no band list changed since (Redis: each band hash's change count)."""
 
     fields: list[npt.NDArray[np.uint32]]
     heads: list[npt.NDArray[np.uint8]]
@@ -65,6 +66,7 @@ class Found(NamedTuple):
     records: npt.NDArray[np.uint8]
     data: dict[bytes, tuple[int, int, bytes, bytes]]
     first: int
+    stamps: list[bytes] | None = None
 
 
 def enc_id(id: int | str) -> bytes:
