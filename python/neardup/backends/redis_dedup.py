@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from neardup._closing import Closing
 from neardup.backends.redis_connect import connect, redact
-from neardup.backends.redis_store import Recent, RedisStore, id_hash
+from neardup.backends.redis_store import Recent, RedisStore, id_hash, unique
 from neardup.dedup import Match, Policy, check_text, check_texts, check_writes
 from neardup.kept import rule_for
 from neardup.stores import Doc, Found, Store, dec_id, enc_id
@@ -212,15 +212,16 @@ class RedisDeduplicator(Closing):
         if total:
             flat = count.ravel()
             at = np.repeat(lo.ravel() - (np.cumsum(flat) - flat), flat) + np.arange(total)
-            pair = np.unique(np.repeat(np.arange(n, dtype=np.int64), per_text) * m + list_row[at])
+            pair = unique(np.repeat(np.arange(n, dtype=np.int64), per_text) * m + list_row[at])
             text, cand = np.divmod(pair, m)
             bounds = np.flatnonzero(np.diff(text)) + 1
             for part_t, part_c in zip(np.split(text, bounds), np.split(cand, bounds)):
                 cands[int(part_t[0])] = part_c
         shared = np.zeros(codes.shape, bool)
         if ids is not None:
-            uniq, counts = np.unique(codes[listed], return_counts=True)
-            shared = np.isin(codes, uniq[counts > 1]) & listed[:, None]
+            ordered = np.sort(codes[listed], axis=None)
+            twice = unique(ordered[1:][ordered[1:] == ordered[:-1]])  # (codes of several texts)
+            shared = np.isin(codes, twice) & listed[:, None]
         norms: dict[int, str] = {}
 
         cache = self._norms

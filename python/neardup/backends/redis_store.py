@@ -78,6 +78,13 @@ class Recent:
         return len(self._young) + len(self._old)
 
 
+def unique(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """The sorted distinct values of ``a`` (numpy >= 2.3's ``np.unique`` hashes, which costs
+    tens of times a sort here)."""
+    s = np.sort(a, axis=None)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
+
+
 def id_hash(id: bytes) -> bytes:
     """The 8-byte hash of an encoded id that records and data keys name it by."""
     return hashlib.blake2b(id, digest_size=8).digest()
@@ -161,7 +168,7 @@ class RedisStore:
         keys per text), with their ids' data; ``refs`` refs are reserved in the same round trip
         (for the versions a check-and-add may store)."""
         nb = len(self._bands)
-        fields = [np.unique(keys[:, j]) for j in range(nb)]
+        fields = [unique(keys[:, j]) for j in range(nb)]
         packed = [f.astype(">u4").tobytes() for f in fields]
         fn, pipe, cap = self.fn, self.client.pipeline(transaction=False), self.limit * _REC
         if not self.cluster:
@@ -188,8 +195,15 @@ class RedisStore:
             heads.append(h)
         records = np.frombuffer(b"".join(blobs), np.uint8).reshape(-1, _REC)
         code = np.concatenate(codes) if codes else np.zeros(0, np.int64)
-        unique = set(np.unique(records.view("V16").ravel()).tolist()) if len(records) else set()
-        return Found(fields, heads, code, records, self._data_of(unique), first, stamps)
+        # (one record a version: refs are distinct)
+        versions = np.ascontiguousarray(records[:, 8:]).view(">u8").ravel()
+        order = np.argsort(versions)
+        ordered = versions[order]
+        first_of = (
+            order[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(order) else order
+        )
+        named = set(records[first_of].view("V16").ravel().tolist())
+        return Found(fields, heads, code, records, self._data_of(named), first, stamps)
 
     def refs(self, n: int) -> int:
         """Reserve ``n`` refs; the first."""
