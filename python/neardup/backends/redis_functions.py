@@ -56,6 +56,18 @@ local function split(packed, width)
   return out or {}
 end
 
+-- The pieces of blob whose lengths lens packs (4 bytes each, big-endian).
+local function cuts(blob, lens)
+  local out, p = {}, 1
+  for _, len in ipairs(split(lens, 4)) do
+    local a, b, c, d = string.byte(len, 1, 4)
+    local e = p + ((a * 256 + b) * 256 + c) * 256 + d
+    out[#out + 1] = string.sub(blob, p, e - 1)
+    p = e
+  end
+  return out
+end
+
 -- Whether fields (values vals) are as read: heads packs, for each field read non-empty, its
 -- index (4 bytes, from 0) and its newest record then; every other field must still be empty.
 local function same(vals, heads)
@@ -160,9 +172,10 @@ end
 -- keys: times, the band hashes, the n data keys. args: n, cap, then per band hash: its change
 -- count as read ('-': no check), the pairs of fields read empty that get one record (see
 -- unpairs), then of its other fields: the fields, heads (see same), records, counts (see
--- append); then the versions' refs, min-hash bytes and band keys, each packed (fixed widths);
--- then per version: id, fp, text, timestamp. The fields read empty are not read again when
--- the change count is as read. {0} when a field changed (nothing written).
+-- append); then the versions' refs, fingerprints (8 bytes), min-hash bytes and band keys,
+-- each packed (fixed widths), their ids and texts packed (see cuts) with their lengths, and
+-- their timestamps joined by ','. The fields read empty are not read again when the change
+-- count is as read. {0} when a field changed (nothing written).
 F.add = function(keys, args)
   local n, cap = tonumber(args[1]), tonumber(args[2])
   local nb = #keys - 1 - n
@@ -184,12 +197,13 @@ F.add = function(keys, args)
   local cf, cr, times = {}, {}, {}
   for j = 1, nb do cf[j] = {}; cr[j] = {} end
   local a = 3 + 6 * nb
-  local refs, ms, ks = split(args[a], 8), split(args[a + 1], #args[a + 1] / n),
-                       split(args[a + 2], 4 * nb)
+  local refs, fps, ms, ks = split(args[a], 8), split(args[a + 1], 8),
+                            split(args[a + 2], #args[a + 2] / n), split(args[a + 3], 4 * nb)
+  local ids, texts, ts = cuts(args[a + 4], args[a + 5]), cuts(args[a + 6], args[a + 7]), {}
+  for t in string.gmatch(args[a + 8], '[^,]+') do ts[#ts + 1] = t end
   for i = 1, n do
-    local key, b = keys[1 + nb + i], a + 4 * i - 1
-    local old = put(key, times, args[b], refs[i], args[b + 1], ms[i], ks[i], args[b + 2],
-                    args[b + 3])
+    local key = keys[1 + nb + i]
+    local old = put(key, times, ids[i], refs[i], fps[i], ms[i], ks[i], texts[i], ts[i])
     if old[1] then
       for j, f in ipairs(split(old[2], 4)) do
         cf[j][#cf[j] + 1] = f

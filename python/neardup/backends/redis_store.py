@@ -8,10 +8,11 @@ Keys (namespace ``ns``; ``h`` is an id's 8-byte hash, ``ref`` a version's 8-byte
 - ``ns:b:<band>``: one hash per band of the policy; field: a band key (4 bytes, big-endian);
   value: records ``h + ref`` of the stored versions with that band key, newest last, at most
   ``2 * bucket_limit`` (so a removal gives its place back to an older record); a check reads
-  the newest ``bucket_limit``;
+  the newest ``bucket_limit``; field ``#``: the number of changes of the hash's records (a
+  write that finds it as read needs not read the fields it found empty again);
 - ``ns:d:<h>``: the id's stored version: ``i`` id, ``r`` ref (its position: smaller is older),
-  ``f`` fingerprint, ``m`` min-hash bytes, ``k`` band keys, ``x`` text, ``t`` timestamp. A record
-  whose ref is not the data's is stale (never read as a candidate);
+  ``f`` fingerprint (8 bytes), ``m`` min-hash bytes, ``k`` band keys, ``x`` text, ``t``
+  timestamp. A record whose ref is not the data's is stale (never read as a candidate);
 - ``{ns}:seq`` (refs), ``{ns}:t`` (id -> timestamp: counts and expiry), ``{ns}:config``.
 
 On a cluster the band hashes spread over the masters by their names, the data by ids.
@@ -240,7 +241,7 @@ class RedisStore:
         read = []
         for h, (r, f, m, i, t) in zip(hashes, got):
             if r is not None:
-                value = (int.from_bytes(r, "big"), int(f), m, i, float(t))
+                value = (int.from_bytes(r, "big"), int.from_bytes(f, "big"), m, i, float(t))
                 read.append((h + r, value))
                 if value[4] >= horizon:
                     out[h] = value[:4]
@@ -328,10 +329,18 @@ class RedisStore:
         args: list[Any] = [len(docs), 2 * self.limit]
         for g in groups:
             args += g
-        args += [b"".join(refs), b"".join([d.minhash for d in docs]),
-                 b"".join([d.keys for d in docs])]  # fmt: skip
-        for d in docs:
-            args += [d.id, d.fp, d.text, repr(d.timestamp)]
+        ids, texts = [d.id for d in docs], [d.text for d in docs]
+        args += [
+            b"".join(refs),
+            np.array([d.fp for d in docs], ">u8").tobytes(),
+            b"".join([d.minhash for d in docs]),
+            b"".join([d.keys for d in docs]),
+            b"".join(ids),
+            np.array(list(map(len, ids)), ">u4").tobytes(),
+            b"".join(texts),
+            np.array(list(map(len, texts)), ">u4").tobytes(),
+            ",".join([repr(d.timestamp) for d in docs]),
+        ]
         data = self._data
         keys = [self._times, *self._bands, *[data + h for h in hashes]]
         if not self.fn.call(self.client, "add", keys, args)[0]:
@@ -362,7 +371,8 @@ class RedisStore:
                 pipe.execute()
                 return False
         for d in docs:
-            fn.call(pipe, "put", [self._key(d.id)], [d.id, d.ref.to_bytes(8, "big"), d.fp,
+            fn.call(pipe, "put", [self._key(d.id)], [d.id, d.ref.to_bytes(8, "big"),
+                    d.fp.to_bytes(8, "big"),
                     d.minhash, d.keys, d.text, repr(d.timestamp)])  # fmt: skip
             pipe.zadd(self._times, {d.id: d.timestamp})
         olds = pipe.execute()[0::2]
