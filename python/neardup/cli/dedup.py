@@ -856,9 +856,12 @@ def _write_pairs(
 
 
 def _run_spark(args: argparse.Namespace) -> int:
-    if getattr(args, "against", None):
-        eprint("neardup dedup: --against runs with --engine local only (for now)")
-        return EXIT_USAGE
+    against = list(getattr(args, "against", None) or [])
+    outputs = [os.path.abspath(p) for p in (args.output, args.clusters, args.pairs) if p]
+    for path in against:
+        if os.path.abspath(path) in outputs:
+            eprint(f"neardup dedup: {path} is both an input and an output")
+            return EXIT_USAGE
     for flag, given in (("--report", args.report), ("--temp-dir", args.temp_dir)):
         if given:
             eprint(f"neardup dedup: {flag} runs with --engine local only")
@@ -891,6 +894,10 @@ def _run_spark(args: argparse.Namespace) -> int:
             input_format=args.format,
             policy=policy,
             empty=args.empty,
+            against=against,
+            against_text_field=args.against_text_field,
+            against_id_field=args.against_id_field,
+            on_error=args.on_error,
         )
     except (ValueError, OSError) as e:
         eprint(f"neardup dedup (spark): {e}")

@@ -34,6 +34,12 @@ counts (rows, rounds), never rows:
 5. **Output**: ``kept`` (the input's rows and columns, input order), ``clusters`` and ``pairs``
    are DataFrames; :func:`run_dedup_cli` has the executors write them as part files.
 
+With references (``against=``, ``neardup dedup --against``; :mod:`neardup.spark._against`),
+they are prepared alike and, between steps 2 and 3, each distinct document is paired with the
+``Policy.bucket_limit`` last references of each of its band buckets (a band join, bounded per
+bucket), ranked and verified; a document that passes against one is dropped with its exact
+copies and named after the best, and the rest go on to step 3 as without references.
+
 So ``dedup`` gives the local engine's kept set whenever the local engine's own limits
 (``Policy.bucket_limit`` kept documents read per band, ``verify_limit`` verified) and the
 bucket bound above do not bind: every document's candidates are then the same. docs/batch.md
@@ -44,7 +50,7 @@ Install with ``pip install 'neardup[spark]'``; pyspark is imported only by this 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
@@ -61,7 +67,15 @@ from neardup.policy import Policy
 from neardup.spark import _job
 from neardup.spark._job import DROPPED, KEPT, POS, ROW, Bounds, Frames
 
-__all__ = ["KEEP", "Bounds", "Frames", "dedup", "dedup_frames", "run_dedup_cli"]
+__all__ = [
+    "KEEP",
+    "Bounds",
+    "Frames",
+    "dedup",
+    "dedup_frames",
+    "read_references",
+    "run_dedup_cli",
+]
 
 KEEP = ("first", "longest", "newest")
 
@@ -87,6 +101,49 @@ def _policy_for(policy: Policy | Mapping[str, Any] | None, k: int | None) -> Pol
     return pol
 
 
+def _references_frame(
+    against: DataFrame | str | Sequence[str], spark: Any, text_col: str, id_col: str | None
+) -> DataFrame:
+    """``against`` as ``(REF, id, text)``: a DataFrame's columns (its order, its row numbers
+    for ids when ``id_col`` is None), or the paths :func:`read_references` reads."""
+    if isinstance(against, DataFrame):
+        if text_col not in against.columns:
+            raise ValueError(
+                f"against_text_col {text_col!r} is not a column of against: {against.columns}"
+            )
+        if id_col is not None and id_col not in against.columns:
+            raise ValueError(
+                f"against_id_col {id_col!r} is not a column of against: {against.columns}"
+            )
+        order = F.col(REF) if REF in against.columns else F.monotonically_increasing_id()
+        numbered = against.withColumn(ROW, order)
+        ident = F.col(id_col) if id_col else _job.number_rows(numbered)
+        return numbered.select(
+            F.col(ROW).alias(REF), ident.alias("id"), F.col(text_col).alias("text")
+        )
+    if isinstance(against, str) or (
+        isinstance(against, Sequence) and all(isinstance(p, str) for p in against)
+    ):
+        return read_references(spark, against, text_field=text_col, id_field=id_col)
+    raise TypeError(
+        f"against must be a DataFrame, a path or a list of paths, got {type(against).__name__}"
+    )
+
+
+def _id_cast(corpus: Any, refs: Any) -> Any:
+    """How the corpus's and the references' ids share a column: as they are when of one kind
+    (both integers, or both strings), else as strings."""
+    from pyspark.sql import types as T
+
+    def kind(t: Any) -> str:
+        integral = (T.LongType, T.IntegerType, T.ShortType, T.ByteType)
+        return "long" if isinstance(t, integral) else t.simpleString()
+
+    if refs is None or kind(corpus) == kind(refs):
+        return lambda c: c.cast("long") if kind(corpus) == "long" and refs is not None else c
+    return lambda c: c.cast("string")
+
+
 def dedup(
     df: DataFrame,
     text_col: str,
@@ -99,6 +156,9 @@ def dedup(
     time_col: str | None = None,
     empty: str = "keep",
     bounds: Bounds | None = None,
+    against: DataFrame | str | Sequence[str] | None = None,
+    against_text_col: str | None = None,
+    against_id_col: str | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """Drop near-duplicates from ``df``; returns ``(kept_df, clusters_df)`` (see
     :func:`dedup_frames`, which also gives the verified pairs and the job's counts)."""
@@ -113,6 +173,9 @@ def dedup(
         time_col=time_col,
         empty=empty,
         bounds=bounds,
+        against=against,
+        against_text_col=against_text_col,
+        against_id_col=against_id_col,
     )
     return frames.kept, frames.clusters
 
@@ -129,6 +192,9 @@ def dedup_frames(
     time_col: str | None = None,
     empty: str = "keep",
     bounds: Bounds | None = None,
+    against: DataFrame | str | Sequence[str] | None = None,
+    against_text_col: str | None = None,
+    against_id_col: str | None = None,
 ) -> Frames:
     """Drop near-duplicates from ``df``: the kept rows, the clusters and the verified pairs.
 
@@ -147,6 +213,16 @@ def dedup_frames(
     - ``empty``: what becomes of documents whose prepared text is empty (never anybody's copy):
       ``"keep"`` (default) or ``"drop"``.
     - ``bounds``: the Spark job's own limits (:class:`Bounds`).
+    - ``against``: reference documents (``neardup dedup --against``): a DataFrame with the
+      text in ``against_text_col`` (default ``text_col``) and the id in ``against_id_col``
+      (default: the row number in the frame's order, from 0), or paths (a str or a list: what
+      :func:`read_references` reads; ids by the local engine's rule, ``FILE:LINE`` where a
+      record has none). They are kept ahead of the corpus and never in ``kept``: a document
+      that passes the rule against one is dropped, and ``clusters`` gets a row for it
+      (``cluster``: the reference's id, ``reference``: true) and ``pairs`` its verified pairs
+      with references (``a``: the reference's id, ``reference``: true, listed first); the
+      other documents are deduplicated among themselves. With references the frames have a
+      ``reference`` column, and ids of two kinds (longs and strings) are written as strings.
 
     The stages the frames share are computed here and held on the executors (checkpoints,
     memory then disk) until :meth:`Frames.unpersist`; writing the frames runs the rest of the
@@ -169,6 +245,9 @@ def dedup_frames(
     pol = _policy_for(policy, k)
     bnd = bounds if bounds is not None else Bounds()
     spark = df.sparkSession
+    refs_in = None
+    if against is not None:
+        refs_in = _references_frame(against, spark, against_text_col or text_col, against_id_col)
     stats: dict[str, Any] = {}
     cached: list[DataFrame] = []
 
@@ -204,6 +283,20 @@ def dedup_frames(
                 where = f"the row of {id_col} {row[0]!r}" if row is not None else where
             raise ValueError(f"time_col {time_col!r}: {where}: {bad[1]}")
     docs = keep_cached(prepared.join(_job.positions(prepared, keep), ROW))
+    refs = None
+    if refs_in is not None:
+        # the references, prepared alike (the corpus's boilerplate): kept ahead of the corpus
+        text = "__neardup_text"
+        refs = keep_cached(
+            _job.prepare(
+                refs_in.select(F.col(REF).alias(ROW), F.col("text").alias(text)),
+                text,
+                pol,
+                None,
+                boilerplate,
+            ).select(F.col(ROW).alias(REF), "fp", "len", "keys", "mh", "norm", "h1", "h2")
+        )
+        stats["references"] = refs.count()
     stats["empty"] = docs.where(F.col("len") == 0).count()
 
     # 2. exact copies: one document per prepared text (the first in preference order)
@@ -215,6 +308,23 @@ def dedup_frames(
         .select(F.col(POS).alias("copy"), "canon")
     )
     distinct = full.join(copies.select(F.col("copy").alias(POS)), POS, "left_anti")
+    every_copy = copies
+
+    # the references: a document that passes against one is dropped (named after the best),
+    # and its exact copies with it; the rest of the corpus is decided among itself
+    by_ref = ref_pairs = None
+    if refs is not None:
+        ref_edges = keep_cached(_against.reference_edges(distinct, refs, pol))
+        matched = keep_cached(_job.best(ref_edges, "b", "a").withColumnRenamed("b", "x"))
+        distinct = distinct.join(matched.select(F.col("x").alias(POS)), POS, "left_anti")
+        of_matched = copies.join(matched.withColumnRenamed("x", "canon"), "canon")
+        by_ref = matched.unionByName(of_matched.select(F.col("copy").alias("x"), "rep", "d", "sim"))
+        copies = copies.join(matched.select(F.col("x").alias("canon")), "canon", "left_anti")
+        ref_pairs = ref_edges.unionByName(
+            every_copy.join(ref_edges.withColumnRenamed("b", "canon"), "canon").select(
+                "a", F.col("copy").alias("b"), "d", "sim"
+            )
+        )
 
     # 3-4. candidates, ranked and verified, and the decision
     edges, state = _job.resolve(distinct, pol, bnd, stats, keep_cached)
@@ -255,7 +365,10 @@ def dedup_frames(
         ROW, (F.col(id_col) if id_col else _job.number_rows(numbered)).alias("id")
     )
     ids = ids.join(rows.select(ROW, POS), ROW)
-    gone = dropped.select(F.col("x").alias(POS)).join(rows, POS).select(ROW)
+    gone_pos = dropped.select(F.col("x").alias(POS))
+    if by_ref is not None:
+        gone_pos = gone_pos.unionByName(by_ref.select(F.col("x").alias(POS)))
+    gone = gone_pos.join(rows, POS).select(ROW)
     if empty == "drop":
         gone = gone.unionByName(rows.where(F.col("len") == 0).select(ROW))
     kept_df = numbered.join(gone, ROW, "left_anti").orderBy(ROW).drop(ROW)
@@ -271,7 +384,9 @@ def dedup_frames(
         F.lit(True).alias("kept"),
     ).distinct()
     by_pos = ids.select(POS, ROW, "id")
-    clusters_df = (
+    # (ids of the corpus and of the references in one column: as strings when of two kinds)
+    as_one = _id_cast(ids.schema["id"].dataType, refs_in.schema["id"].dataType if refs_in else None)
+    listed = (
         member.unionByName(heads)
         .join(by_pos, POS)
         .join(
@@ -280,37 +395,75 @@ def dedup_frames(
             ),
             "rep",
         )
-        .orderBy("rep_row", F.col("kept").desc(), ROW)
         .select(
-            "id", "cluster", "kept", F.col("d").alias("distance"), F.col("sim").alias("similarity")
+            "id",
+            as_one(F.col("cluster")).alias("cluster"),
+            "kept",
+            F.col("d").alias("distance"),
+            F.col("sim").alias("similarity"),
+            F.lit(0).alias("g"),
+            F.col("rep_row").alias("k1"),
+            F.col(ROW).alias("k2"),
         )
     )
+    extra: list[str] = []
+    if by_ref is not None and refs_in is not None:
+        extra = ["reference"]
+        ref_ids = refs_in.select(F.col(REF).alias("rep"), as_one(F.col("id")).alias("cluster"))
+        of_refs = (
+            by_ref.withColumnRenamed("x", POS)
+            .join(by_pos, POS)
+            .join(ref_ids, "rep")
+            .select(
+                "id",
+                "cluster",
+                F.lit(False).alias("kept"),
+                F.col("d").alias("distance"),
+                F.col("sim").alias("similarity"),
+                F.lit(1).alias("g"),
+                F.col("rep").alias("k1"),
+                F.col(ROW).alias("k2"),
+                F.lit(True).alias("reference"),
+            )
+        )
+        listed = listed.withColumn("reference", F.lit(False)).unionByName(of_refs)
+    clusters_df = listed.orderBy("g", "k1", F.col("kept").desc(), "k2").select(
+        "id", "cluster", "kept", "distance", "similarity", *extra
+    )
     every_pair = edges.select("a", "b", "d", "sim").unionByName(
-        copies.select(
+        every_copy.select(
             F.col("canon").alias("a"),
             F.col("copy").alias("b"),
             F.lit(0).cast("long").alias("d"),
             F.lit(1.0).alias("sim"),
         )
     )
-    pairs_df = (
-        every_pair.join(
-            by_pos.select(F.col(POS).alias("a"), F.col("id").alias("id_a"), F.col(ROW).alias("ra")),
-            "a",
-        )
-        .join(
-            by_pos.select(F.col(POS).alias("b"), F.col("id").alias("id_b"), F.col(ROW).alias("rb")),
-            "b",
-        )
-        .orderBy("b", "a")
+    id_b = by_pos.select(F.col(POS).alias("b"), F.col("id").alias("id_b"))
+    found = (
+        every_pair.join(by_pos.select(F.col(POS).alias("a"), F.col("id").alias("id_a")), "a")
+        .join(id_b, "b")
         .select(
-            F.col("id_a").alias("a"),
-            F.col("id_b").alias("b"),
-            F.col("d").alias("distance"),
-            F.round("sim", 6).alias("similarity"),
+            as_one(F.col("id_a")).alias("id_a"), "id_b", "d", "sim", "a", "b", F.lit(1).alias("g")
         )
+    )
+    if ref_pairs is not None and refs_in is not None:
+        ref_a = refs_in.select(F.col(REF).alias("a"), as_one(F.col("id")).alias("id_a"))
+        found = found.withColumn("reference", F.lit(False)).unionByName(
+            ref_pairs.join(ref_a, "a")
+            .join(id_b, "b")
+            .select("id_a", "id_b", "d", "sim", "a", "b", F.lit(0).alias("g"))
+            .withColumn("reference", F.lit(True))
+        )
+    pairs_df = found.orderBy("g", "b", "a").select(
+        F.col("id_a").alias("a"),
+        F.col("id_b").alias("b"),
+        F.col("d").alias("distance"),
+        F.round("sim", 6).alias("similarity"),
+        *extra,
     )
     return Frames(kept=kept_df, clusters=clusters_df, pairs=pairs_df, stats=stats, cached=cached)
 
 
+from neardup.spark import _against  # noqa: E402
+from neardup.spark._against import REF, read_references  # noqa: E402
 from neardup.spark._cli import run_dedup_cli  # noqa: E402

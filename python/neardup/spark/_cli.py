@@ -192,19 +192,30 @@ def run_dedup_cli(
     input_format: str | None = None,
     policy: Policy | Mapping[str, Any] | None = None,
     empty: str = "keep",
+    against: Sequence[str] = (),
+    against_text_field: str | None = None,
+    against_id_field: str | None = None,
+    on_error: str = "fail",
 ) -> dict[str, Any]:
     """``neardup dedup --engine spark``: read ``inputs``, have the executors write the kept
     records to the directory ``output`` (part files, input order) and, when asked, the
     clusters ``{"id", "cluster", "kept", "distance", "similarity"}`` and the verified pairs
     ``{"a", "b", "distance", "similarity"}`` likewise: JSONL, or Parquet for a path ending in
     ``.parquet`` or with ``output_format_name="parquet"``. Returns a summary (counts only).
+    ``against``: the paths of ``--against`` (:func:`neardup.spark.read_references`, read with
+    ``against_text_field`` (default ``text_field``), ``against_id_field`` and ``on_error``),
+    all checked before the session starts; a missing one is a ``ReferenceInputError`` (a
+    ``ValueError``) naming it.
     The other arguments are those of ``neardup dedup`` (see :func:`neardup.spark.dedup_frames`).
     """
     from neardup.spark import dedup_frames
+    from neardup.spark._against import check_references, read_references
 
     started = time.perf_counter()
     targets = [p for p in (output, clusters, pairs) if p]
     formats = {p: output_format(p, output_format_name) for p in targets}
+    if against:
+        check_references(list(against), input_format)
     for p in targets:
         check_output(p)
     spark = session(master, spark_conf)
@@ -217,9 +228,29 @@ def run_dedup_cli(
         raise ValueError(f"--id-field {id_field!r} is not a field of the input: {df.columns}")
     if time_field is not None and time_field not in df.columns:
         raise ValueError(f"--time-field {time_field!r} is not a field of the input: {df.columns}")
+    refs = None
+    if against:
+        refs = read_references(
+            spark,
+            list(against),
+            text_field=against_text_field or text_field,
+            id_field=against_id_field,
+            input_format=input_format,
+            on_error=on_error,
+        )
     try:
         frames = dedup_frames(
-            df, text_field, id_field, k, policy=policy, keep=keep, time_col=time_field, empty=empty
+            df,
+            text_field,
+            id_field,
+            k,
+            policy=policy,
+            keep=keep,
+            time_col=time_field,
+            empty=empty,
+            against=refs,
+            against_text_col="text" if refs is not None else None,
+            against_id_col="id" if refs is not None else None,
         )
     except ValueError as e:
         raise ValueError(str(e).replace("time_col", "--time-field", 1)) from None
@@ -230,11 +261,14 @@ def run_dedup_cli(
         if pairs:
             write(frames.pairs, pairs, formats[pairs])
         n = df.count()
+        by_ref = F.col("reference") if refs is not None else F.lit(False)
         counts = (
             frames.clusters.groupBy()
             .agg(
                 F.count(F.when(~F.col("kept"), 1)).alias("removed"),
                 F.count(F.when(F.col("kept"), 1)).alias("clusters"),
+                F.count(F.when(by_ref, 1)).alias("by_reference"),
+                F.count_distinct(F.when(by_ref, F.col("cluster"))).alias("matched"),
             )
             .first()
         )
@@ -245,6 +279,13 @@ def run_dedup_cli(
     if empty == "drop" and n_empty:
         removed += int(n_empty)
     elapsed = time.perf_counter() - started
+    with_refs: dict[str, Any] = {}
+    if refs is not None:
+        with_refs = {
+            "references": frames.stats.get("references"),
+            "removed_as_reference_copies": int(counts["by_reference"]) if counts else 0,
+            "matched_references": int(counts["matched"]) if counts else 0,
+        }
     return {
         "documents": n,
         "kept": n - removed,
@@ -259,4 +300,5 @@ def run_dedup_cli(
         "master": spark.sparkContext.master,
         "keep": keep,
         "outputs": {p: formats[p] for p in targets},
+        **with_refs,
     }

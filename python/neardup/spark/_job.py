@@ -71,7 +71,9 @@ class Frames:
     ``kept``: the input's rows that stay (its columns, input order). ``clusters``: ``id``,
     ``cluster`` (id of the kept row), ``kept``, ``distance``, ``similarity``, one row per member
     of every cluster of two or more. ``pairs``: every verified pair found, ``a`` (the earlier in
-    the keep order), ``b``, ``distance``, ``similarity``.
+    the keep order), ``b``, ``distance``, ``similarity``. With references (``against=``) both
+    have a ``reference`` column: true for a document dropped as a reference's near-copy
+    (``cluster``: the reference's id) and for a pair with a reference (``a``: its id).
     """
 
     kept: DataFrame
@@ -396,13 +398,21 @@ def _resolve_radius(
     return edges, state
 
 
-def rank_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy, limit: int) -> DataFrame:
+def rank_pairs(
+    pairs: DataFrame,
+    docs: DataFrame,
+    policy: Policy,
+    limit: int,
+    earlier: DataFrame | None = None,
+) -> DataFrame:
     """The pairs worth verifying: ``NearRule.rank`` of each document's candidates (the rule's
     estimate floor; ``limit`` is above the most candidates a document can have, so nothing is
-    cut)."""
+    cut; for the references, ``verify_limit``). ``earlier``: where the ``a`` documents are
+    (``POS``, ``fp``, ``mh``; default ``docs``: the references' own frame for theirs)."""
     side = docs.select(POS, "fp", "mh")
+    first = (earlier if earlier is not None else docs).select(POS, "fp", "mh")
     joined = pairs.join(
-        side.select(F.col(POS).alias("a"), F.col("fp").alias("fa"), F.col("mh").alias("ma")), "a"
+        first.select(F.col(POS).alias("a"), F.col("fp").alias("fa"), F.col("mh").alias("ma")), "a"
     ).join(
         side.select(F.col(POS).alias("b"), F.col("fp").alias("fb"), F.col("mh").alias("mb")), "b"
     )
@@ -432,12 +442,15 @@ def rank_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy, limit: int) ->
     return joined.repartition("b").sortWithinPartitions("b", "a").mapInPandas(run, "a long, b long")
 
 
-def verify_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy) -> DataFrame:
+def verify_pairs(
+    pairs: DataFrame, docs: DataFrame, policy: Policy, earlier: DataFrame | None = None
+) -> DataFrame:
     """``NearRule.verify`` of each document against its ranked candidates: the passing pairs
-    ``(a, b, d, sim)``."""
+    ``(a, b, d, sim)`` (``earlier``: where the ``a`` documents are, as in :func:`rank_pairs`)."""
     side = docs.select(POS, "fp", "norm")
+    first = (earlier if earlier is not None else docs).select(POS, "fp", "norm")
     joined = pairs.join(
-        side.select(F.col(POS).alias("a"), F.col("fp").alias("fa"), F.col("norm").alias("na")),
+        first.select(F.col(POS).alias("a"), F.col("fp").alias("fa"), F.col("norm").alias("na")),
         "a",
     ).join(
         side.select(F.col(POS).alias("b"), F.col("fp").alias("fb"), F.col("norm").alias("nb")),

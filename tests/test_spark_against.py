@@ -1,0 +1,217 @@
+"""``neardup dedup --engine spark --against REF…`` and ``neardup.spark.dedup_frames(against=…)``
+in Spark local mode: the same kept documents and the same matched references as the local
+engine (``CorpusDeduper.add_references``, ``neardup dedup --against``) on the same corpus and
+references -- a JSONL file with ids, one without (``FILE:LINE``), an ``index build`` directory
+-- and a missing reference refused before any output.
+
+One Spark session for the module (local[2], as tests/test_spark.py), few jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="the [spark] extra is required")
+
+from _helpers import SAMPLE, near_copy, neardup  # noqa: E402
+from neardup import spark as nspark  # noqa: E402
+from neardup.cli import main  # noqa: E402
+from neardup.corpus import CorpusDeduper  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    if shutil.which("java") is None:
+        pytest.fail("java is not installed: run scripts/setup-test.sh (default-jre-headless)")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("neardup-tests-against")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "1g")
+        .config("spark.driver.maxResultSize", "64m")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.ui.retainedExecutions", "20")
+        .config("spark.ui.retainedJobs", "50")
+        .config("spark.ui.retainedStages", "50")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def texts() -> tuple[list[str], list[str]]:
+    """References (150 distinct sample texts) and a corpus (250 other sample texts) holding
+    near-copies of 20 references, exact copies of two (one twice), and copies within itself."""
+    with open(SAMPLE, encoding="utf-8") as f:
+        sample = [json.loads(line)["text"] for _, line in zip(range(450), f)]
+    d = CorpusDeduper()
+    d.feed(sample[:180])
+    refs = [t for t, k in zip(sample[:180], d.result().kept) if k][:150]
+    corpus = list(sample[200:450])
+    corpus[5:5] = [near_copy(refs[i], i) for i in range(0, 60, 3)]
+    corpus[100:100] = [refs[1], refs[7] + " (updated)", refs[1]]
+    corpus[150:150] = [corpus[10], near_copy(corpus[20], 99)]
+    return refs, corpus
+
+
+def _expected(refs: list[str], corpus: list[str]) -> Any:
+    d = CorpusDeduper()
+    d.add_references(refs)
+    d.feed(corpus)
+    return d.result()
+
+
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    return path
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+
+
+def _parts(path: Path) -> list[dict[str, Any]]:
+    assert (path / "_SUCCESS").exists()
+    return [x for part in sorted(path.glob("part-*")) for x in _lines(part)]
+
+
+def test_a_dataframe_of_references_decides_as_the_local_engine(
+    spark: SparkSession, texts: tuple[list[str], list[str]]
+) -> None:
+    """The library: kept rows and each dropped row's reference (row numbers of the frames)
+    are CorpusDeduper's with add_references."""
+    refs, corpus = texts
+    expect = _expected(refs, corpus)
+    df = spark.createDataFrame([(t,) for t in corpus], "text string")
+    against = spark.createDataFrame([(t,) for t in refs], "body string")
+    frames = nspark.dedup_frames(df, "text", against=against, against_text_col="body")
+    try:
+        kept = [r["text"] for r in frames.kept.collect()]
+        clusters = [r.asDict() for r in frames.clusters.collect()]
+        pairs = [r.asDict() for r in frames.pairs.collect()]
+    finally:
+        frames.unpersist()
+    assert kept == [t for t, k in zip(corpus, expect.kept) if k]
+    named = {x["id"]: x["cluster"] for x in clusters if x["reference"]}
+    want = {int(r): int(expect.reference[r]) for r in np.flatnonzero(expect.reference >= 0)}
+    assert named == want and len(want) >= 20
+    assert named[100] == named[102] == 1 and named[101] == 7  # (refs[1] twice: copies)
+    # the corpus's own clusters are those of the local engine
+    member = (expect.representative != np.arange(len(corpus))) & (expect.reference < 0)
+    got_members = {x["id"]: x["cluster"] for x in clusters if not x["reference"] and not x["kept"]}
+    assert got_members == {int(r): int(expect.representative[r]) for r in np.flatnonzero(member)}
+    # references are listed first in the pairs, and each match is among them
+    flags = [x["reference"] for x in pairs]
+    assert flags == sorted(flags, reverse=True)
+    assert {(x["a"], x["b"]) for x in pairs if x["reference"]} >= {(v, k) for k, v in want.items()}
+    assert frames.stats["references"] == len(refs)
+
+
+def test_cli_against_a_jsonl_file_matches_the_local_engine(
+    spark: SparkSession, texts: tuple[list[str], list[str]], tmp_path: Path
+) -> None:
+    """`--against eval.jsonl --against-text-field question --against-id-field qid`: the
+    kept records and the clusters (reference rows naming the qid) equal the local command's."""
+    refs, corpus = texts
+    ref_path = _jsonl(
+        tmp_path / "eval.jsonl", [{"qid": f"q{i}", "question": t} for i, t in enumerate(refs)]
+    )
+    train = _jsonl(tmp_path / "train.jsonl", [{"id": i, "text": t} for i, t in enumerate(corpus)])
+    common = ["--against", str(ref_path), "--against-text-field", "question",
+              "--against-id-field", "qid"]  # fmt: skip
+    local_out, local_cl = tmp_path / "local.jsonl", tmp_path / "local-cl.jsonl"
+    r = neardup("dedup", str(train), "-o", str(local_out), "--clusters", str(local_cl), *common)
+    assert r.returncode == 0, r.stderr
+    out, cl, pairs = tmp_path / "kept", tmp_path / "clusters", tmp_path / "pairs"
+    summary = nspark.run_dedup_cli(
+        [str(train)], str(out), clusters=str(cl), pairs=str(pairs), against=[str(ref_path)],
+        against_text_field="question", against_id_field="qid",
+    )  # fmt: skip
+    assert [x["id"] for x in _parts(out)] == [x["id"] for x in _lines(local_out)]
+    want = _lines(local_cl)
+    got = _parts(cl)
+    # (corpus ids are integers and references' strings: one Spark column holds them as strings)
+    fields = ("id", "cluster", "kept", "distance")
+    assert [[str(x[k]) for k in fields] for x in got] == [[str(x[k]) for k in fields] for x in want]
+    assert [bool(x.get("reference")) for x in want] == [x["reference"] for x in got]
+    named = {x["id"]: x["cluster"] for x in got if x["reference"]}
+    assert named[100] == named[102] == "q1"
+    with_ref = {(x["a"], x["b"]) for x in _parts(pairs) if x["reference"]}
+    assert with_ref >= {(v, k) for k, v in named.items()}
+    assert summary["references"] == len(refs)
+    assert summary["removed_as_reference_copies"] == len(named)
+    assert summary["kept"] == len(_lines(local_out))
+
+
+def test_cli_against_an_index_dir_and_a_file_without_ids(
+    spark: SparkSession, texts: tuple[list[str], list[str]], tmp_path: Path
+) -> None:
+    """References in a `neardup index build` directory (its ids) and in a JSONL file whose
+    records have no id (FILE:LINE), through the `neardup dedup --engine spark` command: the same
+    kept records and the same reference ids as the local command."""
+    refs, corpus = texts
+    half = len(refs) // 2
+    ref_path = _jsonl(
+        tmp_path / "eval.jsonl", [{"qid": f"q{i}", "question": t} for i, t in enumerate(refs)]
+    )
+    first = _jsonl(tmp_path / "first.jsonl", [{"qid": f"q{i}", "question": t}
+                                              for i, t in enumerate(refs[:half])])  # fmt: skip
+    plain = _jsonl(tmp_path / "plain.jsonl", [{"question": t} for t in refs[half:]])
+    idx = tmp_path / "evals"
+    r = neardup("index", "build", str(idx), str(first), "--text-field", "question",
+                "--id-field", "qid")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    train = _jsonl(tmp_path / "train.jsonl", [{"id": i, "text": t} for i, t in enumerate(corpus)])
+    common = ["--against", str(idx), str(plain), "--against-text-field", "question"]
+    local_out, local_cl = tmp_path / "local.jsonl", tmp_path / "local-cl.jsonl"
+    r = neardup("dedup", str(train), "-o", str(local_out), "--clusters", str(local_cl), *common)
+    assert r.returncode == 0, r.stderr
+    out, cl = tmp_path / "kept", tmp_path / "clusters"
+    # (in this process: the command takes the module's session)
+    code = main(["dedup", "--engine", "spark", str(train), "-o", str(out), "--clusters", str(cl),
+                 "--quiet", *common])  # fmt: skip
+    assert code == 0
+    assert [x["id"] for x in _parts(out)] == [x["id"] for x in _lines(local_out)]
+    want = {x["id"]: x["cluster"] for x in _lines(local_cl) if x.get("reference")}
+    got = {x["id"]: x["cluster"] for x in _parts(cl) if x["reference"]}
+    assert got == want
+    assert any(str(v).startswith(f"{plain}:") for v in want.values())
+    assert any(str(v).startswith("q") for v in want.values())
+    assert ref_path.exists()
+
+
+def test_a_missing_reference_fails_before_any_output(tmp_path: Path) -> None:
+    train = _jsonl(tmp_path / "train.jsonl", [{"id": 0, "text": "a text"}])
+    out = tmp_path / "kept"
+    r = neardup("dedup", "--engine", "spark", str(train), "-o", str(out),
+                "--against", str(tmp_path / "nope.jsonl"))  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    assert "--against" in r.stderr and "nope.jsonl: no such file" in r.stderr
+    assert not out.exists()
+    r = neardup("dedup", "--engine", "spark", str(train), "-o", str(out),
+                "--against", str(tmp_path / "refs-*.jsonl"))  # fmt: skip
+    assert r.returncode == 1 and "no file matches" in r.stderr, r.stderr
+    r = neardup("dedup", "--engine", "spark", str(train), "-o", str(out), "--against", str(out))
+    assert r.returncode == 2 and "both an input and an output" in r.stderr
+    assert not out.exists()
+    with pytest.raises(ValueError, match="no such file"):
+        nspark.run_dedup_cli([str(train)], str(out), against=[str(tmp_path / "nope.jsonl")])
+    assert not out.exists()
