@@ -202,7 +202,7 @@ class RedisDeduplicator(Closing):
             ref = np.ascontiguousarray(recs[:, 8:]).view(">u8").ravel().astype(np.int64)
             row = sorter[np.searchsorted(table_h, h, sorter=sorter).clip(0, m - 1)]
             ok = (table_h[row] == h) & (table_pos[row] == ref)
-            order = np.argsort(found.codes[ok], kind="stable")
+            order = np.argsort(found.codes[ok])  # (any order within a list)
             list_code, list_row = found.codes[ok][order], row[ok][order]
         lo = np.searchsorted(list_code, codes, "left")
         count = (np.searchsorted(list_code, codes, "right") - lo) * listed[:, None]

@@ -283,35 +283,66 @@ class RedisStore:
         if not listed:
             return [(b"-", b"", b"", b"", b"", b"") if single else (b"", b"", b"", b"")] * nb
         keys = np.frombuffer(b"".join([d.keys for d in docs if d.listed]), ">u4").reshape(-1, nb)
-        mine_all = np.frombuffer(b"".join(listed), np.uint8).reshape(-1, _REC)
+        n = len(listed)
+        # Every (band, band key, doc) as one number, band-major; sorted, each field's records
+        # follow one another in doc order, band j's at [j * n, (j + 1) * n).
+        shift = n.bit_length()
+        code = ((np.arange(nb, dtype=np.int64) << 32) | keys.astype(np.int64)).T.ravel()
+        ordered = np.sort((code << shift) | np.tile(np.arange(n, dtype=np.int64), nb))
+        doc = ordered & ((1 << shift) - 1)
+        ordered >>= shift
+        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        fcode = ordered[starts]  # (the fields, band by band)
+        counts = np.diff(np.append(starts, len(ordered)))
+        fkey = (fcode & 0xFFFFFFFF).astype(">u4")
+        mine = np.frombuffer(b"".join(listed), np.uint8).reshape(-1, _REC)[doc]
+        fb = np.searchsorted(fcode >> 32, np.arange(nb + 1))  # (band j's fields: fb[j]:fb[j+1])
+        rb = np.arange(nb + 1) * n  # (band j's records)
+        if found is None:
+            return [
+                ((b"-", b"") if single else ())
+                + (
+                    fkey[fb[j] : fb[j + 1]].tobytes(),
+                    b"-",
+                    mine[rb[j] : rb[j + 1]].tobytes(),
+                    counts[fb[j] : fb[j + 1]].astype(">u2").tobytes(),
+                )  # fmt: skip
+                for j in range(nb)
+            ]
+        read_codes = np.concatenate(
+            [(j << 32) | f.astype(np.int64) for j, f in enumerate(found.fields)]
+        )
+        read = np.concatenate(found.heads)[np.searchsorted(read_codes, fcode)]
+        halves = read.view(np.uint64)
+        full: npt.NDArray[np.bool_] = (halves[:, 0] | halves[:, 1]) != 0
+        pairs = np.zeros((0, 4 + _REC), np.uint8)
+        pb = np.zeros(nb + 1, np.int64)
+        if single and found.stamps is not None:
+            alone: npt.NDArray[np.bool_] = ~full & (counts == 1)  # (read empty, one record)
+            pairs = np.concatenate(
+                [fkey[alone].view(np.uint8).reshape(-1, 4), mine[starts[alone]]], axis=1
+            )
+            pb = np.concatenate(([0], np.cumsum(alone)))[fb]
+            rest: npt.NDArray[np.bool_] = ~alone
+            kept = np.concatenate(([0], np.cumsum(np.repeat(rest, counts))))
+            rb = kept[rb]
+            mine = mine[np.repeat(rest, counts)]
+            fb = np.concatenate(([0], np.cumsum(rest)))[fb]
+            fkey, counts, read, full = fkey[rest], counts[rest], read[rest], full[rest]
         out: list[tuple[bytes, ...]] = []
         for j in range(nb):
-            fields, inv = np.unique(keys[:, j], return_inverse=True)
-            order = np.argsort(inv, kind="stable")
-            counts = np.bincount(inv, minlength=len(fields))
-            mine = mine_all[order]  # (in field order)
-            stamp, heads, pairs = b"-", b"-", b""  # (no check)
-            if found is not None:
-                read = found.heads[j][np.searchsorted(found.fields[j], fields)]
-                full: npt.NDArray[np.bool_] = np.any(read, axis=1)
-                stamp = b"" if found.stamps is None else found.stamps[j]
-                if single and found.stamps is not None:
-                    alone: npt.NDArray[np.bool_] = ~full & (counts == 1)  # (empty, one record)
-                    starts = np.cumsum(counts) - counts
-                    pairs = np.concatenate(
-                        [fields[alone].astype(">u4").view(np.uint8).reshape(-1, 4),
-                         mine[starts[alone]]], axis=1,
-                    ).tobytes()  # fmt: skip
-                    rest: npt.NDArray[np.bool_] = ~alone
-                    fields, counts, read, full = fields[rest], counts[rest], read[rest], full[rest]
-                    mine = mine[rest[inv[order]]]
-                at = np.flatnonzero(full)  # (index, newest record) of each field read non-empty
-                heads = np.concatenate(
-                    [at.astype(">u4").view(np.uint8).reshape(-1, 4), read[at]], axis=1
-                ).tobytes()
-            group = (fields.astype(">u4").tobytes(), heads, mine.tobytes(),
-                     counts.astype(">u2").tobytes())  # fmt: skip
-            out.append((stamp, pairs, *group) if single else group)
+            a, b = fb[j], fb[j + 1]
+            at = np.flatnonzero(full[a:b])  # (index, newest record) of each field read non-empty
+            heads = np.concatenate(
+                [at.astype(">u4").view(np.uint8).reshape(-1, 4), read[a:b][at]], axis=1
+            ).tobytes()
+            group = (fkey[a:b].tobytes(), heads, mine[rb[j] : rb[j + 1]].tobytes(),
+                     counts[a:b].astype(">u2").tobytes())  # fmt: skip
+            if not single:
+                out.append(group)
+                continue
+            stamp = b"" if found.stamps is None else found.stamps[j]
+            out.append((stamp, pairs[pb[j] : pb[j + 1]].tobytes(), *group))
         return out
 
     def add(self, docs: Sequence[Doc], found: Found | None) -> bool:
