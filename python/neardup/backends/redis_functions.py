@@ -119,15 +119,16 @@ local function cut(key, fields, recs)
   if changed then redis.call('HINCRBY', key, '#', 1) end
 end
 
--- Field-value pairs packed as 4-byte field and one 16-byte record each (struct.unpack: a C
--- loop, up to 1000 pairs at a time).
+-- Field-value pairs packed as 4-byte field and one 16-byte record each, as tables of up to
+-- 1000 pairs (struct.unpack: a C loop), each ready for HSET.
 local function unpairs(packed)
   local out, n, p = {}, #packed / (4 + REC), 1
   while n > 0 do
     local k = math.min(n, 1000)
     local part = {struct.unpack(string.rep('c4c16', k), packed, p)}
     p = part[2 * k + 1]
-    for x = 1, 2 * k do out[#out + 1] = part[x] end
+    part[2 * k + 1] = nil
+    out[#out + 1] = part
     n = n - k
   end
   return out
@@ -188,9 +189,13 @@ F.add = function(keys, args)
     if args[a] ~= '-' then
       if not same(vals[j], args[a + 3]) then return {0} end
       if #sets[j] > 0 and (redis.call('HGET', key, '#') or '') ~= args[a] then
-        local empty = {}
-        for x = 1, #sets[j], 2 do empty[#empty + 1] = sets[j][x] end
-        for _, v in ipairs(chunked('HMGET', key, empty)) do if v then return {0} end end
+        for _, part in ipairs(sets[j]) do
+          local empty = {}
+          for x = 1, #part, 2 do empty[#empty + 1] = part[x] end
+          for _, v in ipairs(redis.call('HMGET', key, unpack(empty))) do
+            if v then return {0} end
+          end
+        end
       end
     end
   end
@@ -214,7 +219,7 @@ F.add = function(keys, args)
   for j = 1, nb do
     local a, key = 3 + 6 * (j - 1), keys[1 + j]
     append(key, fields[j], vals[j], args[a + 4], args[a + 5], cap)
-    chunked('HSET', key, sets[j])
+    for _, part in ipairs(sets[j]) do redis.call('HSET', key, unpack(part)) end
     if #fields[j] + #sets[j] > 0 then redis.call('HINCRBY', key, '#', 1) end
     if #cf[j] > 0 then cut(key, table.concat(cf[j]), table.concat(cr[j])) end
   end
