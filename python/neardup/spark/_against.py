@@ -78,7 +78,13 @@ def check_references(paths: Sequence[str], input_format: str | None = None) -> l
                 raise ReferenceInputError(f"--against {e}") from None
             out.append(_Arg(path, True))
             continue
-        refs = open_references([local], input_format)
+        try:
+            refs = open_references([local], input_format)
+        except ReferenceInputError:
+            if not (os.path.isdir(local) and _spark_dir(local, input_format)):
+                raise
+            out.append(_Arg(path, True))  # (a directory of JSONL/CSV/Parquet files)
+            continue
         spark_reads = all(
             r.source is not None
             and r.source.format in _SPARK_FORMATS
@@ -87,6 +93,15 @@ def check_references(paths: Sequence[str], input_format: str | None = None) -> l
         )
         out.append(_Arg(path, spark_reads, refs))
     return out
+
+
+def _spark_dir(path: str, input_format: str | None) -> bool:
+    """Whether ``path`` is a directory of files Spark reads, all of one format."""
+    try:
+        files = _cli._local_files(path)
+        return bool(files) and len({_cli._kind(f, input_format) for f in files}) == 1
+    except ValueError:
+        return False
 
 
 def read_references(
