@@ -27,7 +27,7 @@ from neardup import io as nio
 from neardup.cli._against import Reference, ReferenceInputError, _read, open_references
 from neardup.policy import Policy
 from neardup.spark import _cli
-from neardup.spark._job import POS, _block_keys, checkpoint, rank_pairs, verify_pairs
+from neardup.spark._job import POS, _block_keys, checkpoint, rank_pairs, release, verify_pairs
 
 #: The reference order column of the frame :func:`read_references` returns (a long, ascending
 #: in the order the references were given, then in each file's order).
@@ -126,6 +126,21 @@ def read_references(
     by chunk: the driver's memory holds one chunk, but its time grows with those references.
     A record without the text (or not JSON) stops with ``ReferenceInputError`` under
     ``on_error="fail"`` and is left out under ``"skip"``."""
+    return _read_all(spark, paths, text_field, id_field, input_format, on_error, [])
+
+
+def _read_all(
+    spark: SparkSession,
+    paths: str | Sequence[str],
+    text_field: str,
+    id_field: str | None,
+    input_format: str | None,
+    on_error: str,
+    held: list[DataFrame],
+) -> DataFrame:
+    """:func:`read_references`; the frames it holds on the executors are appended to ``held``
+    (for :func:`neardup.spark._job.release` once the job's frames are written; else Spark's
+    cleaner frees them when the frame is gone)."""
     if on_error not in ("fail", "skip"):
         raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
     args = check_references([paths] if isinstance(paths, str) else list(paths), input_format)
@@ -134,9 +149,11 @@ def read_references(
     offset = 0
     for arg in args:
         if arg.by_spark:
-            frame, kind, n = _spark_read(spark, arg, text_field, id_field, input_format, on_error)
+            frame, kind, n = _spark_read(
+                spark, arg, text_field, id_field, input_format, on_error, held
+            )
         else:
-            frame, kind, n = _driver_read(spark, arg, text_field, id_field, on_error)
+            frame, kind, n = _driver_read(spark, arg, text_field, id_field, on_error, held)
         parts.append(frame.withColumn(REF, F.col(REF) + F.lit(offset)))
         kinds.append(kind)
         offset += n
@@ -166,6 +183,7 @@ def _spark_read(
     id_field: str | None,
     input_format: str | None,
     on_error: str,
+    held: list[DataFrame],
 ) -> tuple[DataFrame, str, int]:
     """An argument Spark reads: ``(REF, id, text)`` with ``REF`` from 0, the id's kind and
     the number of rows. Line numbers (``FILE:LINE``) and the order come from one small table
@@ -198,6 +216,7 @@ def _spark_read(
         (F.col("_corrupt_record") if corrupt else F.lit(None).cast("string")).alias("bad"),
     )
     base = checkpoint(base)  # (read once: the table of parts, the checks and the rows)
+    held.append(base)
     part = F.shiftright(F.col("row"), 33)
     table = sorted(
         (str(r[0]), int(r[1]), int(r[2]), int(r[3]))
@@ -284,7 +303,12 @@ def _file_names(arg: _Arg) -> Any:
 
 
 def _driver_read(
-    spark: SparkSession, arg: _Arg, text_field: str, id_field: str | None, on_error: str
+    spark: SparkSession,
+    arg: _Arg,
+    text_field: str,
+    id_field: str | None,
+    on_error: str,
+    held: list[DataFrame],
 ) -> tuple[DataFrame, str, int]:
     """An argument the local engine's reader reads (index directories, saved datasets, text
     directories, .xz/.zst files), a chunk at a time on the driver, each chunk a frame held on
@@ -333,16 +357,23 @@ def _driver_read(
     if pending:
         done.append(_union_all(pending))
     frame_all = _union_all(done) if done else spark.createDataFrame([], schema)
+    held.append(frame_all)
     kind = "string" if strings else "long"
     ident = F.coalesce(F.col("id_s"), F.col("id_n").cast("string")) if strings else F.col("id_n")
     return frame_all.select(REF, ident.alias("id"), "text"), kind, n
 
 
 def _union_all(frames: list[DataFrame]) -> DataFrame:
+    """One checkpointed frame of the checkpointed ``frames`` (which are then freed)."""
+    if len(frames) == 1:
+        return frames[0]
     out = frames[0]
     for f in frames[1:]:
         out = out.unionByName(f)
-    return checkpoint(out) if len(frames) > 1 else out
+    out = checkpoint(out)
+    for f in frames:
+        release(f)
+    return out
 
 
 # -- the pairs of the corpus with the references -----------------------------------------------

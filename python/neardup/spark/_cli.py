@@ -209,7 +209,8 @@ def run_dedup_cli(
     The other arguments are those of ``neardup dedup`` (see :func:`neardup.spark.dedup_frames`).
     """
     from neardup.spark import dedup_frames
-    from neardup.spark._against import check_references, read_references
+    from neardup.spark._against import _read_all, check_references
+    from neardup.spark._job import release
 
     started = time.perf_counter()
     targets = [p for p in (output, clusters, pairs) if p]
@@ -229,14 +230,16 @@ def run_dedup_cli(
     if time_field is not None and time_field not in df.columns:
         raise ValueError(f"--time-field {time_field!r} is not a field of the input: {df.columns}")
     refs = None
+    held: list[DataFrame] = []
     if against:
-        refs = read_references(
+        refs = _read_all(
             spark,
             list(against),
-            text_field=against_text_field or text_field,
-            id_field=against_id_field,
-            input_format=input_format,
-            on_error=on_error,
+            against_text_field or text_field,
+            against_id_field,
+            input_format,
+            on_error,
+            held,
         )
     try:
         frames = dedup_frames(
@@ -275,6 +278,8 @@ def run_dedup_cli(
         n_empty = frames.stats.get("empty")
     finally:
         frames.unpersist()
+        for frame in held:
+            release(frame)
     removed = int(counts["removed"]) if counts is not None else 0
     if empty == "drop" and n_empty:
         removed += int(n_empty)
