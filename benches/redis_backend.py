@@ -75,6 +75,17 @@ def start_redis(work: Path) -> tuple[subprocess.Popen[bytes], int]:
             time.sleep(0.05)
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its waited-for children."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def redis_cpu(client: Any) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"] + info["used_cpu_sys"])
+
+
 def peer(port: int, stored: list[str], stream: list[str]) -> dict[str, float]:
     """datasketch MinHashLSH on Redis: insert ``stored`` (one session), then query-then-insert
     ``stream`` one text at a time; docs/s of the latter, on the same 5-gram shingles."""
@@ -118,23 +129,19 @@ def cpu(port: int, stored: list[str], bodies: list[bytes], batch: int) -> dict[s
     depends much on the machine's load, unlike rates)."""
     from neardup.backends.redis import RedisDeduplicator
 
-    def server(d: Any) -> float:
-        info = d.store.client.info("cpu")
-        return float(info["used_cpu_user"] + info["used_cpu_sys"])
-
     with RedisDeduplicator.from_url(f"redis://127.0.0.1:{port}/0?namespace=cpu") as d:
         for s in range(0, len(stored), 5000):
             d.add_many(list(range(s, s + len(stored[s : s + 5000]))), stored[s : s + 5000])
         items = [orjson.loads(b) for b in bodies]
-        client = redis_cpu = 0.0
+        client = server = 0.0
         for s in range(0, len(items), batch):
             chunk = items[s : s + batch]
-            r0, c0 = server(d), time.process_time()
+            r0, c0 = redis_cpu(d.store.client), time.process_time()
             d.check_and_add_many([x["id"] for x in chunk], [x["text"] for x in chunk])
             client += time.process_time() - c0
-            redis_cpu += server(d) - r0
+            server += redis_cpu(d.store.client) - r0
     per = 1e6 / len(items)  # (s per text -> ms per 1,000 texts)
-    return {"client_ms": client * per, "redis_ms": redis_cpu * per}
+    return {"client_ms": client * per, "redis_ms": server * per}
 
 
 def main() -> None:
@@ -200,10 +207,20 @@ def main() -> None:
             batch_file.write_bytes(
                 b"\n".join(request_bodies(n_batch, items, vocab, "b", 99, args.stream))
             )
+            import redis
+
+            r = redis.Redis(port=port)
+            s0, r0 = process_cpu(srv.proc.pid), redis_cpu(r)  # type: ignore[union-attr]
             batch = python_load(srv.host, srv.port, batch_file, "/v1/check-and-add/batch",
                                 connections=2, duration=args.duration,
                                 batch_size=args.batch_size)  # fmt: skip
+            s1, r1 = process_cpu(srv.proc.pid), redis_cpu(r)  # type: ignore[union-attr]
+            r.close()
             batch["dps"] = batch["rps"] * args.batch_size
+            docs = batch["requests"] * args.batch_size
+            if docs > 0:  # (CPU per 1,000 texts: figures that follow the load much less)
+                batch["service_ms"] = (s1 - s0) * 1e6 / docs
+                batch["redis_ms"] = (r1 - r0) * 1e6 / docs
             results["batch"] = batch
         finally:
             srv.stop()
@@ -227,6 +244,11 @@ def main() -> None:
         f"target >= {TARGET_BATCH_DPS:,}: {'MET' if b['dps'] >= TARGET_BATCH_DPS else 'MISSED'}; "
         f"{b['dps'] / p['dps']:.1f}x the peer"
     )
+    if "service_ms" in b:
+        print(
+            f"    CPU per 1,000 texts: service process {b['service_ms']:.1f} ms, redis-server "
+            f"{b['redis_ms']:.1f} ms"
+        )
     print(
         f"  datasketch MinHashLSH on Redis, query-then-insert in-process: {p['dps']:,.0f} "
         f"docs/s ({args.peer_docs:,} texts)"

@@ -75,6 +75,11 @@ class Recent:
             ):
                 self._old, self._young, self._young_chars = self._young, {}, 0
 
+    def maps(self) -> tuple[dict[bytes, Any], dict[bytes, Any]]:
+        """The young and the old generation, for many reads in a row (each may be replaced
+        meanwhile: a read of a stale one only misses)."""
+        return self._young, self._old
+
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 
@@ -122,7 +127,8 @@ class RedisStore:
         self._config = f"{{{namespace}}}:config"
         self.fn = Functions(client)
         self.settings: dict[str, Any] = {"namespace": namespace, "cluster": cluster}
-        #: Data of stored versions by record (id hash + ref), one server only.
+        #: Data of stored versions by record (id hash + ref), one server only:
+        #: ``((ref, fingerprint, min-hash bytes, encoded id), timestamp)``.
         self.cache = Recent(65_536)
 
     def open(self, settings: dict[str, Any]) -> None:
@@ -230,21 +236,22 @@ class RedisStore:
         horizon = self._horizon()
         out: dict[bytes, tuple[int, int, bytes, bytes]] = {}
         wanted: dict[bytes, None] = {}
-        for rec in records:
-            known = None if self.cluster else self.cache.get(rec)
+        young, old = ({}, {}) if self.cluster else self.cache.maps()
+        for rec in records:  # (tens of thousands a batch of a template family: kept lean)
+            known = young.get(rec) or old.get(rec)
             if known is None:
                 wanted[rec[:8]] = None
-            elif known[4] >= horizon:
-                out[rec[:8]] = known[:4]
+            elif known[1] >= horizon:
+                out[rec[:8]] = known[0]
         hashes = list(wanted)
         got = self._hmget(hashes, "r", "f", "m", "i", "t") if hashes else []
         read = []
         for h, (r, f, m, i, t) in zip(hashes, got):
             if r is not None:
-                value = (int.from_bytes(r, "big"), int.from_bytes(f, "big"), m, i, float(t))
-                read.append((h + r, value))
-                if value[4] >= horizon:
-                    out[h] = value[:4]
+                value = (int.from_bytes(r, "big"), int.from_bytes(f, "big"), m, i)
+                read.append((h + r, (value, float(t))))
+                if float(t) >= horizon:
+                    out[h] = value
         if read and not self.cluster:
             self.cache.update(read)
         return out
@@ -379,7 +386,7 @@ class RedisStore:
         # The data of the versions just stored, kept so that a later read of their records
         # does not fetch them again (see _data_of).
         self.cache.update(
-            (rec, (d.ref, d.fp, d.minhash, d.id, d.timestamp))
+            (rec, ((d.ref, d.fp, d.minhash, d.id), d.timestamp))
             for rec, d in zip(recs, docs) if d.listed
         )  # fmt: skip
         return True
