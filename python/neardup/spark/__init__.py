@@ -102,11 +102,18 @@ def _policy_for(policy: Policy | Mapping[str, Any] | None, k: int | None) -> Pol
 
 
 def _references_frame(
-    against: DataFrame | str | Sequence[str], spark: Any, text_col: str, id_col: str | None
+    against: DataFrame | str | Sequence[str],
+    spark: Any,
+    given_text_col: str | None,
+    corpus_text_col: str,
+    id_col: str | None,
 ) -> DataFrame:
     """``against`` as ``(REF, id, text)``: a DataFrame's columns (its order, its row numbers
-    for ids when ``id_col`` is None), or the paths :func:`read_references` reads."""
+    for ids when ``id_col`` is None; a frame of :func:`read_references`: its ``text`` and
+    ``id``), or the paths :func:`read_references` reads."""
     if isinstance(against, DataFrame):
+        ours = REF in against.columns and {"id", "text"} <= set(against.columns)
+        text_col = given_text_col or ("text" if ours else corpus_text_col)
         if text_col not in against.columns:
             raise ValueError(
                 f"against_text_col {text_col!r} is not a column of against: {against.columns}"
@@ -115,6 +122,8 @@ def _references_frame(
             raise ValueError(
                 f"against_id_col {id_col!r} is not a column of against: {against.columns}"
             )
+        if id_col is None and ours:
+            id_col = "id"
         order = F.col(REF) if REF in against.columns else F.monotonically_increasing_id()
         numbered = against.withColumn(ROW, order)
         ident = F.col(id_col) if id_col else _job.number_rows(numbered)
@@ -124,7 +133,9 @@ def _references_frame(
     if isinstance(against, str) or (
         isinstance(against, Sequence) and all(isinstance(p, str) for p in against)
     ):
-        return read_references(spark, against, text_field=text_col, id_field=id_col)
+        return read_references(
+            spark, against, text_field=given_text_col or corpus_text_col, id_field=id_col
+        )
     raise TypeError(
         f"against must be a DataFrame, a path or a list of paths, got {type(against).__name__}"
     )
@@ -215,7 +226,8 @@ def dedup_frames(
     - ``bounds``: the Spark job's own limits (:class:`Bounds`).
     - ``against``: reference documents (``neardup dedup --against``): a DataFrame with the
       text in ``against_text_col`` (default ``text_col``) and the id in ``against_id_col``
-      (default: the row number in the frame's order, from 0), or paths (a str or a list: what
+      (default: the row number in the frame's order, from 0; a frame of
+      :func:`read_references`: its ``text`` and ``id``), or paths (a str or a list: what
       :func:`read_references` reads; ids by the local engine's rule, ``FILE:LINE`` where a
       record has none). They are kept ahead of the corpus and never in ``kept``: a document
       that passes the rule against one is dropped, and ``clusters`` gets a row for it
@@ -247,7 +259,7 @@ def dedup_frames(
     spark = df.sparkSession
     refs_in = None
     if against is not None:
-        refs_in = _references_frame(against, spark, against_text_col or text_col, against_id_col)
+        refs_in = _references_frame(against, spark, against_text_col, text_col, against_id_col)
     stats: dict[str, Any] = {}
     cached: list[DataFrame] = []
 
