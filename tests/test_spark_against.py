@@ -138,7 +138,9 @@ def test_cli_against_a_jsonl_file_matches_the_local_engine(
     common = ["--against", str(ref_path), "--against-text-field", "question",
               "--against-id-field", "qid"]  # fmt: skip
     local_out, local_cl = tmp_path / "local.jsonl", tmp_path / "local-cl.jsonl"
-    r = neardup("dedup", str(train), "-o", str(local_out), "--clusters", str(local_cl), *common)
+    local_pairs = tmp_path / "local-pairs.jsonl"
+    r = neardup("dedup", str(train), "-o", str(local_out), "--clusters", str(local_cl),
+                "--pairs", str(local_pairs), *common)  # fmt: skip
     assert r.returncode == 0, r.stderr
     out, cl, pairs = tmp_path / "kept", tmp_path / "clusters", tmp_path / "pairs"
     summary = nspark.run_dedup_cli(
@@ -154,8 +156,10 @@ def test_cli_against_a_jsonl_file_matches_the_local_engine(
     assert [bool(x.get("reference")) for x in want] == [x["reference"] for x in got]
     named = {x["id"]: x["cluster"] for x in got if x["reference"]}
     assert named[100] == named[102] == "q1"
+    # the pairs with references: each match among them, and every one the local command lists
     with_ref = {(x["a"], x["b"]) for x in _parts(pairs) if x["reference"]}
     assert with_ref >= {(v, k) for k, v in named.items()}
+    assert with_ref == {(x["a"], x["b"]) for x in _lines(local_pairs) if x["reference"]}
     assert summary["references"] == len(refs)
     assert summary["removed_as_reference_copies"] == len(named)
     assert summary["kept"] == len(_lines(local_out))
