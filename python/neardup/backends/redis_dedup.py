@@ -320,10 +320,13 @@ class RedisDeduplicator(Closing):
         tss: Sequence[float | None], first: int,
     ) -> list[Doc]:  # fmt: skip
         """The versions of texts ``rows`` to store; text i's ref is ``first + i``."""
-        now, keys, fps = time.time(), p.keys.astype(">u4"), p.fps.tolist()
+        now, fps = time.time(), p.fps.tolist()
+        keys, kw = p.keys.astype(">u4").tobytes(), 4 * p.keys.shape[1]
+        minhash, mw = p.minhash.tobytes(), p.minhash.shape[1]
         return [
-            Doc(enc_id(ids[i]), first + i, fps[i], p.minhash[i].tobytes(), keys[i].tobytes(),
-                texts[i].encode(), now if tss[i] is None else float(tss[i]), p.listed[i])  # type: ignore[arg-type]
+            Doc(enc_id(ids[i]), first + i, fps[i], minhash[i * mw : (i + 1) * mw],
+                keys[i * kw : (i + 1) * kw], texts[i].encode(),
+                now if tss[i] is None else float(tss[i]), p.listed[i])  # type: ignore[arg-type]
             for i in rows
         ]  # fmt: skip
 
