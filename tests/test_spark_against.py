@@ -20,7 +20,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="the [spark] extra is required")
 
-from _helpers import SAMPLE, near_copy, neardup  # noqa: E402
+from _helpers import SAMPLE, near_copy, neardup, words  # noqa: E402
 from neardup import spark as nspark  # noqa: E402
 from neardup.cli import main  # noqa: E402
 from neardup.corpus import CorpusDeduper  # noqa: E402
@@ -58,8 +58,11 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(scope="module")
 def texts() -> tuple[list[str], list[str]]:
-    """References (150 distinct sample texts) and a corpus (250 other sample texts) holding
-    near-copies of 20 references, exact copies of two (one twice), and copies within itself."""
+    """References (150 distinct sample texts and one more) and a corpus (250 other sample
+    texts) holding near-copies of 20 references, exact copies of two (one twice), copies
+    within itself, and last a document K that is no reference's near-copy and a document D
+    between it and the last reference, nearer K: D passes against both and is named after K
+    (the more similar kept document), as the local engine does."""
     with open(SAMPLE, encoding="utf-8") as f:
         sample = [json.loads(line)["text"] for _, line in zip(range(450), f)]
     d = CorpusDeduper()
@@ -69,7 +72,12 @@ def texts() -> tuple[list[str], list[str]]:
     corpus[5:5] = [near_copy(refs[i], i) for i in range(0, 60, 3)]
     corpus[100:100] = [refs[1], refs[7] + " (updated)", refs[1]]
     corpus[150:150] = [corpus[10], near_copy(corpus[20], 99)]
-    return refs, corpus
+    base = words(777, 120).split()
+
+    def changed(n: int) -> str:
+        return " ".join(f"k{i}x" if i % 10 == 0 and i < 10 * n else w for i, w in enumerate(base))
+
+    return [*refs, " ".join(base)], [*corpus, changed(12), changed(8)]
 
 
 def _expected(refs: list[str], corpus: list[str]) -> Any:
@@ -123,6 +131,9 @@ def test_a_dataframe_of_references_decides_as_the_local_engine(
     assert flags == sorted(flags, reverse=True)
     assert {(x["a"], x["b"]) for x in pairs if x["reference"]} >= {(v, k) for k, v in want.items()}
     assert frames.stats["references"] == len(refs)
+    k, d = len(corpus) - 2, len(corpus) - 1
+    assert expect.reference[d] < 0 and expect.representative[d] == k  # (the case above)
+    assert got_members[d] == k and (len(refs) - 1, d) in {(x["a"], x["b"]) for x in pairs}
 
 
 def test_cli_against_a_jsonl_file_matches_the_local_engine(

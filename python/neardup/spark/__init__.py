@@ -38,7 +38,9 @@ With references (``against=``, ``neardup dedup --against``; :mod:`neardup.spark.
 they are prepared alike and, between steps 2 and 3, each distinct document is paired with the
 ``Policy.bucket_limit`` last references of each of its band buckets (a band join, bounded per
 bucket), ranked and verified; a document that passes against one is dropped with its exact
-copies and named after the best, and the rest go on to step 3 as without references.
+copies -- it goes through steps 3-4 dropped from the start, so that it keeps nothing out and
+is named after the best of the references and the kept documents it passes against, as
+locally -- and the rest is decided as without references.
 
 So ``dedup`` gives the local engine's kept set whenever the local engine's own limits
 (``Policy.bucket_limit`` kept documents read per band, ``verify_limit`` verified) and the
@@ -138,6 +140,25 @@ def _references_frame(
         )
     raise TypeError(
         f"against must be a DataFrame, a path or a list of paths, got {type(against).__name__}"
+    )
+
+
+def _best_named(of_refs: DataFrame, of_corpus: DataFrame) -> DataFrame:
+    """Per ``x`` the best of its candidates ``(x, rep, d, sim, src)`` (``src`` 0: a
+    reference, 1: a kept corpus document): highest similarity, then nearest, then earliest
+    (references first)."""
+    every = of_refs.unionByName(of_corpus)
+    best = F.min(F.struct((-F.col("sim")).alias("ns"), "d", "src", "rep")).alias("m")
+    return (
+        every.groupBy("x")
+        .agg(best)
+        .select(
+            "x",
+            F.col("m.rep").alias("rep"),
+            F.col("m.d").alias("d"),
+            (-F.col("m.ns")).alias("sim"),
+            F.col("m.src").alias("src"),
+        )
     )
 
 
@@ -320,26 +341,23 @@ def dedup_frames(
         .select(F.col(POS).alias("copy"), "canon")
     )
     distinct = full.join(copies.select(F.col("copy").alias(POS)), POS, "left_anti")
-    every_copy = copies
 
-    # the references: a document that passes against one is dropped (named after the best),
-    # and its exact copies with it; the rest of the corpus is decided among itself
-    by_ref = ref_pairs = None
+    # the references: a document that passes against one is dropped whatever the rest of the
+    # corpus is (they are kept ahead of it), and its exact copies with it
+    by_ref = ref_pairs = matched = None
     if refs is not None:
         ref_edges = keep_cached(_against.reference_edges(distinct, refs, pol))
         matched = keep_cached(_job.best(ref_edges, "b", "a").withColumnRenamed("b", "x"))
-        distinct = distinct.join(matched.select(F.col("x").alias(POS)), POS, "left_anti")
-        of_matched = copies.join(matched.withColumnRenamed("x", "canon"), "canon")
-        by_ref = matched.unionByName(of_matched.select(F.col("copy").alias("x"), "rep", "d", "sim"))
-        copies = copies.join(matched.select(F.col("x").alias("canon")), "canon", "left_anti")
         ref_pairs = ref_edges.unionByName(
-            every_copy.join(ref_edges.withColumnRenamed("b", "canon"), "canon").select(
+            copies.join(ref_edges.withColumnRenamed("b", "canon"), "canon").select(
                 "a", F.col("copy").alias("b"), "d", "sim"
             )
         )
 
-    # 3-4. candidates, ranked and verified, and the decision
-    edges, state = _job.resolve(distinct, pol, bnd, stats, keep_cached)
+    # 3-4. candidates, ranked and verified, and the decision (the references' near-copies
+    # dropped from the start: they keep nothing out)
+    forced = matched.select(F.col("x").alias(POS)) if matched is not None else None
+    edges, state = _job.resolve(distinct, pol, bnd, stats, keep_cached, forced)
     kept_nodes = state.where(F.col("st") == KEPT).select(F.col("node"))
     dropped_nodes = state.where(F.col("st") == DROPPED).select(F.col("node"))
     rep_distinct = _job.best(
@@ -369,7 +387,23 @@ def dedup_frames(
     )
     before = before.join(kept_pos, "other", "left_semi").where(F.col("other") < F.col("copy"))
     rep_copies = _job.best(before, "copy", "other").withColumnRenamed("copy", "x")
-    dropped = keep_cached(rep_distinct.unionByName(copy_of_kept).unionByName(rep_copies))
+    if matched is None:
+        dropped = keep_cached(rep_distinct.unionByName(copy_of_kept).unionByName(rep_copies))
+    else:
+        # a reference's near-copy (or an exact copy of one) is named after the best of the
+        # references and the kept corpus documents it passes against, as the local engine
+        # does: references are earlier than the corpus on ties
+        refs_too = copy_of_dropped.join(matched.withColumnRenamed("x", "canon"), "canon").select(
+            F.col("copy").alias("x"), "rep", "d", "sim"
+        )
+        named = keep_cached(
+            _best_named(
+                matched.unionByName(refs_too).withColumn("src", F.lit(0)),
+                rep_distinct.unionByName(rep_copies).withColumn("src", F.lit(1)),
+            )
+        )
+        dropped = keep_cached(named.where(F.col("src") == 1).drop("src").unionByName(copy_of_kept))
+        by_ref = named.where(F.col("src") == 0).drop("src")
 
     # 5. the frames
     rows = docs.select(ROW, POS, "len")
@@ -443,7 +477,7 @@ def dedup_frames(
         "id", "cluster", "kept", "distance", "similarity", *extra
     )
     every_pair = edges.select("a", "b", "d", "sim").unionByName(
-        every_copy.select(
+        copies.select(
             F.col("canon").alias("a"),
             F.col("copy").alias("b"),
             F.lit(0).cast("long").alias("d"),

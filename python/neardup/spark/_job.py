@@ -301,12 +301,27 @@ def verified_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy, limit: int
     return verify_pairs(rank_pairs(pairs, docs, policy, limit), docs, policy)
 
 
+def forced_edges(dropped: DataFrame) -> DataFrame:
+    """For each document of ``dropped`` (``POS``) a pair ``(a, b)`` with a node of its own
+    before every document (``-1 - b``; its own negative id for a negative ``b``) and no other
+    pair: the decision keeps that node and so drops the document, as a reference kept ahead of
+    the corpus does (a node per document: no key shared by millions of pairs)."""
+    b = F.col(POS)
+    return dropped.select(
+        F.when(b >= 0, -1 - b).otherwise(b - F.lit(1 << 62)).alias("a"),
+        b.alias("b"),
+        F.lit(0).cast("long").alias("d"),
+        F.lit(0.0).alias("sim"),
+    )
+
+
 def resolve(
     docs: DataFrame,
     policy: Policy,
     bounds: Bounds,
     stats: dict[str, Any],
     cache: Callable[..., DataFrame],
+    forced: DataFrame | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """The verified pairs and the decision over the distinct documents ``docs``: returns
     ``(edges, state)``.
@@ -317,9 +332,15 @@ def resolve(
     the very candidates the local engine reads for it -- and a pair that passes and was not
     checked yet is added and the decision taken again. So the kept set is the local engine's
     wherever its limits do not bind, whatever ``heads`` and ``window`` are (they only decide
-    how often this repair runs)."""
+    how often this repair runs).
+
+    ``forced``: documents (``POS``) dropped whatever the others are -- near-copies of
+    references, kept ahead of the corpus -- through :func:`forced_edges` (in the state, not in
+    the returned pairs): they keep nothing out, and their pairs with kept documents name their
+    best kept corpus document."""
     if policy.verifier != "jaccard":
-        return _resolve_radius(docs, policy, bounds, stats, cache)
+        return _resolve_radius(docs, policy, bounds, stats, cache, forced)
+    virtual = cache(forced_edges(forced)) if forced is not None else None
     bands = policy.band_shape[0]
     limit = bands * max(bounds.heads + bounds.window, policy.bucket_limit) + 1
     checked = cache(band_pairs(docs, bounds.heads, bounds.window))
@@ -329,7 +350,8 @@ def resolve(
     log.info("%d candidate pairs (%.1f s)", stats["candidate_pairs"], time.perf_counter() - started)
     repairs = 0
     while True:
-        state = cache(decide(edges, bounds, stats), False)
+        every = edges if virtual is None else edges.unionByName(virtual)
+        state = cache(decide(every, bounds, stats), False)
         log.info("decision %d taken (%.1f s)", repairs, time.perf_counter() - started)
         dropped = state.where(F.col("st") == DROPPED).select(F.col("node").alias(POS))
         kept = docs.join(dropped, POS, "left_anti").select(POS, "keys")
@@ -365,6 +387,7 @@ def _resolve_radius(
     bounds: Bounds,
     stats: dict[str, Any],
     cache: Callable[..., DataFrame],
+    forced: DataFrame | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """:func:`resolve` without a verifier. The candidates are bounded per block key
     (:func:`radius_candidates`) and kept when within the radius; then, until nothing changes
@@ -374,12 +397,14 @@ def _resolve_radius(
     Kept documents are few per block key (no two within the radius), so that self-join is
     small where the first pass's would be a square (a hot block of near-identical
     fingerprints)."""
+    virtual = cache(forced_edges(forced)) if forced is not None else None
     checked = cache(radius_candidates(docs, policy, bounds.heads, bounds.window))
     edges = cache(pairs_in_radius(checked, docs, policy))
     stats["candidate_pairs"] = checked.count()
     repairs = 0
     while True:
-        state = cache(decide(edges, bounds, stats), False)
+        every = edges if virtual is None else edges.unionByName(virtual)
+        state = cache(decide(every, bounds, stats), False)
         dropped = state.where(F.col("st") == DROPPED).select(F.col("node").alias(POS))
         kept = docs.join(dropped, POS, "left_anti").select(POS, "fp", "len")
         found = cache(radius_pairs(kept, policy))
