@@ -595,7 +595,9 @@ class ReportPlan:
             out.append(
                 f'<p class="meta">{passed:,} compared pairs reached the threshold {threshold:.2f}; '
                 f"{failed:,} fell below it (the verifier stops as soon as a pair cannot pass, so "
-                f"their similarity is not measured); {int(stats.get('estimated_out', 0)):,} more "
+                f"their similarity is not measured); {int(stats.get('outranked', 0)):,} were "
+                "compared only with the similarity of a better match of the same document, "
+                f"which they did not reach; {int(stats.get('estimated_out', 0)):,} more "
                 "candidates were estimated far below it and not compared.</p>"
             )
         compared = result.compared_distances

@@ -141,6 +141,7 @@ impl NearEngine {
         stats.set_item("estimated_out", s.estimated_out)?;
         stats.set_item("capped", s.capped)?;
         stats.set_item("buckets_cut", s.buckets_cut)?;
+        stats.set_item("outranked", s.outranked)?;
         stats.set_item("empty", s.empty)?;
         stats.set_item("distance_passed", s.distance_passed.clone())?;
         stats.set_item("distance_failed", s.distance_failed.clone())?;

@@ -5,6 +5,7 @@ use std::sync::{Mutex, PoisonError};
 
 use rayon::prelude::*;
 
+use super::minhash::MAX_BANDS;
 use super::{rule, Engine, Found, Outcome, Probe, Stats, NONE};
 use crate::index::{Id, IdRef, Index, Options};
 use crate::parallel as pool;
@@ -101,6 +102,7 @@ pub(super) struct Counts {
     compared: u64,
     buckets_cut: u64,
     empty: u64,
+    outranked: u64,
     /// `(distance, similarity)` of each passing candidate.
     passed: Vec<(u32, f64)>,
     /// Distance of each failing candidate.
@@ -235,8 +237,12 @@ impl Decision {
                 found.push(r);
             }
         };
-        for (band, key) in keys.iter().enumerate() {
-            let head = self.heads[band].get(key).copied().unwrap_or(NONE);
+        // (every band's lookup first: their cache misses overlap)
+        let mut heads = [NONE; MAX_BANDS];
+        for ((head, key), table) in heads.iter_mut().zip(keys).zip(&self.heads) {
+            *head = table.get(key).copied().unwrap_or(NONE);
+        }
+        for &head in &heads[..keys.len()] {
             if head != NONE && head & HOT != 0 {
                 let ring = &self.rings[(head & !HOT) as usize];
                 for &r in &ring.rows {
@@ -388,14 +394,21 @@ impl Decision {
 
     /// Visits `rows` in order: each row's matches among the kept rows (best first), recorded
     /// as its outcome; a row without any is kept (in all-pairs mode every row is, and each
-    /// match is recorded as a pair).
-    pub(super) fn visit_many(&mut self, engine: &Engine, rows: &[i64]) -> Result<Vec<Vec<Found>>> {
+    /// match is recorded as a pair). `best_only`: the caller needs each row's best match only
+    /// (the outcome), so the other matches may be left out.
+    pub(super) fn visit_many(
+        &mut self,
+        engine: &Engine,
+        rows: &[i64],
+        best_only: bool,
+    ) -> Result<Vec<Vec<Found>>> {
+        let best_only = best_only && !self.all_pairs;
         let mut out = Vec::with_capacity(rows.len());
         for &r in rows {
             let row = r as usize;
             self.place(row)?;
             let mut probe = engine.probe_of(row);
-            let found = self.search_here(engine, &mut probe)?;
+            let found = self.search_here(engine, &mut probe, best_only)?;
             out.push(self.settle(engine, row, found)?);
         }
         Ok(out)
@@ -412,7 +425,7 @@ impl Decision {
     ) -> Result<Vec<(Vec<Found>, i64)>> {
         let mut out = Vec::with_capacity(probes.len());
         for mut probe in probes {
-            let (matches, counts) = self.search_here(engine, &mut probe)?;
+            let (matches, counts) = self.search_here(engine, &mut probe, false)?;
             self.count(counts);
             if !matches.is_empty() {
                 out.push((matches, -1));
@@ -491,7 +504,7 @@ impl Decision {
         let one = |i: usize, p: &mut Probe| {
             let slot = &self.scratch[i % self.scratch.len()];
             let mut sc = slot.lock().unwrap_or_else(PoisonError::into_inner);
-            self.search(engine, p, &mut sc)
+            self.search(engine, p, &mut sc, false)
         };
         pool::install(probes.len() >= PARALLEL_MIN_CHECKS, |par| {
             if par {
@@ -507,12 +520,17 @@ impl Decision {
     }
 
     /// [`Decision::search`] with this thread's scratch.
-    fn search_here(&mut self, engine: &Engine, probe: &mut Probe) -> Result<Searched> {
+    fn search_here(
+        &mut self,
+        engine: &Engine,
+        probe: &mut Probe,
+        best_only: bool,
+    ) -> Result<Searched> {
         let slot = self.scratch[0]
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner);
         let mut sc = std::mem::take(slot);
-        let found = self.search(engine, probe, &mut sc);
+        let found = self.search(engine, probe, &mut sc, best_only);
         *self.scratch[0]
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner) = sc;
@@ -528,6 +546,7 @@ impl Decision {
         s.compared += c.compared;
         s.buckets_cut += c.buckets_cut;
         s.empty += c.empty;
+        s.outranked += c.outranked;
         for (d, similarity) in c.passed {
             s.similarity[((similarity * 100.0) as usize).min(99)] += 1;
             s.distance_passed[d as usize] += 1;
@@ -539,8 +558,16 @@ impl Decision {
 
     /// The kept rows that pass against `probe`, best first (highest similarity, then
     /// smallest distance, then earliest kept): `(row, distance, similarity)`, and the counters
-    /// of the search. Reads the tables only.
-    fn search(&self, engine: &Engine, probe: &mut Probe, sc: &mut Scratch) -> Result<Searched> {
+    /// of the search. Reads the tables only. `best_only`: only the first match is wanted, so
+    /// a candidate is verified against the similarity of the best match found so far
+    /// ([`rule::Verifying`]); the first match is the same.
+    fn search(
+        &self,
+        engine: &Engine,
+        probe: &mut Probe,
+        sc: &mut Scratch,
+        best_only: bool,
+    ) -> Result<Searched> {
         let cfg = &engine.cfg;
         let mut counts = Counts::default();
         if probe.length == 0 || (cfg.verify && probe.count == 0) {
@@ -579,6 +606,8 @@ impl Decision {
                     let at = r as usize * m;
                     u32::from(engine.minhash_bytes[at])
                         ^ u32::from(engine.minhash_bytes[at + m - 1])
+                        ^ engine.fps[r as usize] as u32
+                        ^ position[r as usize]
                 })
                 .fold(0, |a, b| a ^ b);
             std::hint::black_box(touched);
@@ -606,40 +635,53 @@ impl Decision {
             ranked.top
         };
         counts.compared += ranked.len() as u64;
-        // (similarity, distance, position, row)
-        let mut passed: Vec<(f64, u32, u64, u32)> = Vec::new();
-        for &(cand, d) in &ranked {
-            let similarity = if cfg.verify {
-                let c = cand as usize;
-                if let Some(row) = probe.stored.take() {
-                    probe.sketch = engine.sketches.get(row, &mut sc.buf_a)?.to_vec();
-                }
-                let ours = rule::Verifiable {
-                    sketch: &probe.sketch,
-                    count: probe.count,
-                    signature: probe.signature,
-                };
-                let buf = &mut sc.buf_b;
-                let found = rule::verify(
-                    cfg.threshold,
-                    &ours,
-                    engine.sketches.count(c),
-                    engine.signatures[c],
-                    || engine.sketches.get(c, buf),
-                )?;
-                match found {
-                    Some(s) => s,
-                    None => {
-                        counts.failed.push(d);
-                        continue;
-                    }
-                }
-            } else {
-                1.0
-            };
-            counts.passed.push((d, similarity));
-            passed.push((similarity, d, u64::from(position[cand as usize]), cand));
+        if !cfg.verify {
+            for &(_, d) in &ranked {
+                counts.passed.push((d, 1.0));
+            }
+            let passed = ranked
+                .iter()
+                .map(|&(cand, d)| (1.0, d, u64::from(position[cand as usize]), cand));
+            return Ok((rule::best_first(passed.collect()), counts));
         }
-        Ok((rule::best_first(passed), counts))
+        if ranked.is_empty() {
+            return Ok((Vec::new(), counts));
+        }
+        if let Some(row) = probe.stored.take() {
+            probe.sketch = engine.sketches.get(row, &mut sc.buf_a)?.to_vec();
+        }
+        let ours = rule::Verifiable {
+            sketch: &probe.sketch,
+            count: probe.count,
+            signature: probe.signature,
+        };
+        // (ask for every candidate's sketch first: their cache misses overlap)
+        let touched = ranked
+            .iter()
+            .map(|&(c, _)| engine.sketches.touch(c as usize) ^ engine.signatures[c as usize] as u32)
+            .fold(0, |a, b| a ^ b);
+        std::hint::black_box(touched);
+        let mut verifying = rule::Verifying::new(cfg.threshold, best_only);
+        for &(cand, d) in &ranked {
+            let c = cand as usize;
+            let one = rule::Ranked1 {
+                id: cand,
+                distance: d,
+                count: engine.sketches.count(c),
+                signature: engine.signatures[c],
+            };
+            let buf = &mut sc.buf_b;
+            verifying.check(
+                &ours,
+                &one,
+                || engine.sketches.get(c, buf),
+                || u64::from(position[c]),
+            )?;
+        }
+        let matches = verifying.finish();
+        counts.passed = verifying.passed;
+        counts.failed = verifying.failed;
+        counts.outranked = verifying.outranked;
+        Ok((matches, counts))
     }
 }

@@ -144,6 +144,10 @@ pub struct Stats {
     pub buckets_cut: u64,
     /// Rows with nothing to compare (empty text).
     pub empty: u64,
+    /// Candidates verified against the similarity of a better match of the same text found
+    /// before them (a decision needs each text's best match only) that did not reach it:
+    /// whether they pass the threshold is not measured.
+    pub outranked: u64,
     /// Compared candidates by SimHash distance (0..=64), passing and failing the verifier.
     pub distance_passed: Vec<u64>,
     pub distance_failed: Vec<u64>,
@@ -321,7 +325,7 @@ impl Engine {
     /// first); a row with none is kept (so later rows of the call see it).
     pub fn check_and_add(&mut self, rows: &[i64]) -> Result<Vec<Vec<Found>>> {
         self.check_rows(rows)?;
-        self.with_online(|run, engine| run.visit_many(engine, rows))
+        self.with_online(|run, engine| run.visit_many(engine, rows, false))
     }
 
     /// Check-and-add of texts, in order: each text's matches among the kept rows (best first);
@@ -386,7 +390,7 @@ impl Engine {
             ));
         }
         run.grow(self.len());
-        let result = run.visit_many(self, rows).map(|_| ());
+        let result = run.visit_many(self, rows, true).map(|_| ());
         self.run = Some(run);
         result
     }

@@ -9,6 +9,11 @@
 //! 2. **verify** ([`verify`]): the exact size bound, then exact Jaccard of the shingle sketches.
 //! 3. **order** ([`best_first`]): the passing candidates by highest similarity, then smallest
 //!    distance, then earliest position; the first is the representative.
+//!
+//! [`Verifying`] does 2 and 3 over ranked candidates; where only the representative is
+//! wanted (a batch decision), a candidate need only reach the similarity of the best match
+//! found before it, which leaves the representative as it is and stops most merges early
+//! (and skips by the size bound the candidates that cannot reach it).
 
 use super::minhash::{self, Bands};
 use super::{Found, Shape};
@@ -96,6 +101,78 @@ pub fn verify<'b>(
         return Ok(None);
     }
     Ok(jaccard_sorted_at_least(ours.sketch, theirs()?, threshold))
+}
+
+/// A ranked candidate as [`Verifying`] sees it (its sketch and its position are read only
+/// when needed).
+pub struct Ranked1 {
+    pub id: u32,
+    pub distance: u32,
+    pub count: usize,
+    pub signature: u64,
+}
+
+/// [`verify`] of ranked candidates one by one against a text, and the passing ones
+/// [`best_first`] ([`Verifying::finish`]). `best_only`: the bar rises to the similarity of the
+/// best match so far, so later candidates are verified against it only; the first match is
+/// the one the full run gives (a tie in similarity still passes the bar and is ordered by
+/// distance, then position).
+pub struct Verifying {
+    threshold: f64,
+    best_only: bool,
+    bar: f64,
+    /// `(similarity, distance, position, id)` of the passing candidates.
+    found: Vec<(f64, u32, u64, u32)>,
+    /// `(distance, similarity)` of each candidate that passed.
+    pub passed: Vec<(u32, f64)>,
+    /// Distance of each candidate below the threshold.
+    pub failed: Vec<u32>,
+    /// Candidates below the similarity of a better match found before them (`best_only`):
+    /// whether they reach the threshold is not measured.
+    pub outranked: u64,
+}
+
+impl Verifying {
+    pub fn new(threshold: f64, best_only: bool) -> Verifying {
+        Verifying {
+            threshold,
+            best_only,
+            bar: threshold,
+            found: Vec::new(),
+            passed: Vec::new(),
+            failed: Vec::new(),
+            outranked: 0,
+        }
+    }
+
+    /// Verifies the next ranked candidate; `theirs` reads its sketch when the size bound lets
+    /// it reach the bar, `position` its place in the order when it passes.
+    pub fn check<'b>(
+        &mut self,
+        ours: &Verifiable<'_>,
+        c: &Ranked1,
+        theirs: impl FnOnce() -> Result<&'b [u32]>,
+        position: impl FnOnce() -> u64,
+    ) -> Result<()> {
+        match verify(self.bar, ours, c.count, c.signature, theirs)? {
+            Some(s) => {
+                self.passed.push((c.distance, s));
+                self.found.push((s, c.distance, position(), c.id));
+                if self.best_only {
+                    self.bar = self.bar.max(s);
+                }
+            }
+            None if self.bar > self.threshold => self.outranked += 1,
+            None => self.failed.push(c.distance),
+        }
+        Ok(())
+    }
+
+    /// The passing candidates as matches, best first (with `best_only`, the first is right
+    /// and others may be missing).
+    pub fn finish(&mut self) -> Vec<Found> {
+        best_first(std::mem::take(&mut self.found))
+    }
 }
 
 /// Passing candidates `(similarity, distance, position, id)` as matches, best first.
@@ -243,5 +320,65 @@ impl Rule {
             }
         }
         Ok(best_first(passed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With `best_only`, the first match is the one verifying every candidate gives, on
+    /// candidates made to tie and to pass at many similarities.
+    #[test]
+    fn best_only_keeps_the_first_match() {
+        let mut x: u64 = 11;
+        let mut next = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let mut outranked = 0;
+        for _ in 0..2000 {
+            let ours: Vec<u32> = (0..20 + next(40) as u32).map(|i| i * 7).collect();
+            let theirs: Vec<Vec<u32>> = (0..1 + next(12))
+                .map(|_| {
+                    let mut t: Vec<u32> = ours
+                        .iter()
+                        .copied()
+                        .filter(|_| next(10) >= next(3))
+                        .collect();
+                    t.extend((0..next(4) as u32).map(|i| 1 + i * 7));
+                    t.sort_unstable();
+                    t
+                })
+                .collect();
+            let me = Verifiable {
+                sketch: &ours,
+                count: ours.len(),
+                signature: signature(&ours),
+            };
+            let run = |best_only: bool| {
+                let mut v = Verifying::new(0.7, best_only);
+                for (i, t) in theirs.iter().enumerate() {
+                    let c = Ranked1 {
+                        id: i as u32,
+                        distance: (i % 3) as u32,
+                        count: t.len(),
+                        signature: signature(t),
+                    };
+                    v.check(&me, &c, || Ok(&t[..]), || (i % 2) as u64).unwrap();
+                }
+                (v.finish(), v.outranked)
+            };
+            let (all, _) = run(false);
+            let (best, skipped) = run(true);
+            outranked += skipped;
+            assert_eq!(all.first(), best.first());
+        }
+        assert!(
+            outranked > 0,
+            "no candidate was ever outranked: the test tests nothing"
+        );
     }
 }

@@ -146,6 +146,17 @@ impl SketchStore {
         Ok(())
     }
 
+    /// Reads the start of row `r`'s hashes when they are in memory (0 otherwise): a caller
+    /// about to read several rows asks for all of them first, so their cache misses overlap.
+    pub fn touch(&self, r: usize) -> u32 {
+        let start = self.offsets[r];
+        let in_memory = self.base_hashes + self.spilled;
+        if start >= in_memory && self.offsets[r + 1] > start {
+            return self.memory[(start - in_memory) as usize];
+        }
+        0
+    }
+
     /// Row `r`'s hashes: borrowed from memory, or read from the file into `buf`.
     pub fn get<'a>(&'a self, r: usize, buf: &'a mut Vec<u32>) -> Result<&'a [u32]> {
         let (start, end) = (self.offsets[r], self.offsets[r + 1]);
