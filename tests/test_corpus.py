@@ -51,6 +51,36 @@ def test_steps_in_threads_equal_feed(verifier: str) -> None:
     assert a.duplicates > 0
 
 
+@pytest.mark.parametrize("verifier", ["jaccard", "none"])
+def test_deciding_as_fed_equals_deciding_at_the_end(verifier: str) -> None:
+    texts = _texts() + _texts()[:300]  # (exact copies too)
+    policy = Policy.default().replace(verifier=verifier)
+    refs = texts[500:540]
+    whole, streamed = CorpusDeduper(policy), CorpusDeduper(policy)
+    for d in (whole, streamed):
+        d.add_references(refs)
+    visited = 0
+    for i in range(0, len(texts), 97):
+        whole.feed(texts[i : i + 97])
+        streamed.feed(texts[i : i + 97])
+        if i < 900:  # (the rest is visited by result())
+            visited += streamed.decide_fed()
+    assert visited == 970  # (ten chunks of 97)
+    steps: list[int] = []
+    a, b = whole.result(), streamed.result(progress=steps.append)
+    assert sum(steps) == len(texts)
+    for name in ("representative", "similarity", "reference", "empty"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert a.stats == b.stats
+    assert a.duplicates > 0 and (a.reference >= 0).sum() > 0
+    # a decision in another order starts over, and the streamed one is not reused after it
+    c = streamed.result(np.arange(len(texts))[::-1].copy())
+    assert np.array_equal(
+        c.representative, whole.result(np.arange(len(texts))[::-1].copy()).representative
+    )
+    assert np.array_equal(streamed.result().representative, a.representative)
+
+
 def test_add_sketched_checks_its_chunk() -> None:
     d = CorpusDeduper()
     with pytest.raises(ValueError, match="norms has 1 items but fingerprints has 2"):

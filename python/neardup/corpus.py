@@ -84,9 +84,11 @@ class CorpusResult:
       each dropped row, the representative first.
     - ``stats``: counters of the run -- ``documents``, ``candidates`` (found in the band buckets
       or within the radius), ``compared`` (verified), ``capped`` (rows with more candidates than
-      ``verify_limit``), ``buckets_cut``, ``empty`` (rows with no text: never copies), and
-      histograms of the compared candidates: ``distance_passed`` / ``distance_failed`` (by
-      SimHash distance, 65 bins) and ``similarity`` (100 bins of 0.01).
+      ``verify_limit``), ``buckets_cut``, ``empty`` (rows with no text: never copies),
+      ``outranked`` (compared after a better match of the same row was found, only against
+      its similarity -- a row needs its best match only -- and below it), and histograms of
+      the other compared candidates: ``distance_passed`` / ``distance_failed`` (by SimHash
+      distance, 65 bins) and ``similarity`` (100 bins of 0.01).
     """
 
     representative: npt.NDArray[np.int64]
@@ -205,6 +207,9 @@ class CorpusDeduper:
         self._pages_learnt = 0
         self._learnt: set[int] | None = None
         self._references = 0  # the engine's first rows are the reference documents
+        #: Corpus rows visited in input order by :meth:`decide_fed` (None: no such decision
+        #: under way).
+        self._decided: int | None = None
 
     def __len__(self) -> int:
         """Rows of the corpus fed so far (reference documents not counted)."""
@@ -274,6 +279,24 @@ class CorpusDeduper:
         sketches and bands them, GIL released)."""
         if chunk.norms:
             self._engine.feed(chunk.norms, chunk.fingerprints)
+
+    def decide_fed(self) -> int:
+        """Visit the rows fed since the last call, in input order, as :meth:`result` without a
+        ``keep_order`` would: a caller that feeds the corpus in chunks overlaps the decision
+        with reading the next ones (``neardup dedup`` runs it in a thread of its own), and
+        ``result()`` then visits only the rows fed after the last call. Any other decision
+        (``result`` with an order, :meth:`near_pairs`) starts over. Returns the rows visited."""
+        n = len(self)
+        if n == 0:
+            return 0
+        if self._decided is None:
+            self._start_run(False)
+            self._decided = 0
+        rows = np.arange(self._decided + self._references, n + self._references, dtype=np.int64)
+        if rows.size:
+            self._engine.decide(rows, False)
+        self._decided = n
+        return int(rows.size)
 
     def learn_boilerplate(self, texts: Iterable[str]) -> None:
         """A first pass over the corpus, before any :meth:`feed`: counts the main-text lines of
@@ -350,7 +373,7 @@ class CorpusDeduper:
         ``progress(rows)`` is called after each step with the number of rows just visited.
         """
         order = check_order(keep_order, len(self))
-        out = self._run(order, False, progress)
+        out = self._run(order, False, progress, streamed=keep_order is None)
         rep, ref = out["representative"], out["reference"]
         rows = np.flatnonzero((rep != np.arange(rep.size)) & (ref < 0))
         by_ref = np.flatnonzero(ref >= 0)
@@ -400,29 +423,42 @@ class CorpusDeduper:
             reference_pairs_similarity=out["reference_pairs_similarity"],
         )
 
-    def _run(
-        self,
-        order: npt.NDArray[np.int64],
-        all_pairs: bool,
-        progress: Callable[[int], None] | None,
-    ) -> dict[str, Any]:
+    def _start_run(self, all_pairs: bool) -> None:
+        """A new decision: references first, kept unchecked (all-pairs runs keep every row they
+        visit, so there they are visited, and their pairs with each other dropped below)."""
         self._engine.reset()
+        self._decided = None
         refs = self._references
         if refs:
-            # References first: kept unchecked (all-pairs runs keep every row they visit, so
-            # there they are visited, and their pairs with each other dropped below).
             first = np.arange(refs, dtype=np.int64)
             if all_pairs:
                 self._engine.decide(first, True)
             else:
                 self._engine.keep(first)
-        for start in range(0, order.size, _STEP):
-            step = order[start : start + _STEP]
+
+    def _run(
+        self,
+        order: npt.NDArray[np.int64],
+        all_pairs: bool,
+        progress: Callable[[int], None] | None,
+        streamed: bool = False,
+    ) -> dict[str, Any]:
+        refs = self._references
+        start = 0
+        if streamed and self._decided is not None:
+            start = self._decided  # (visited by decide_fed, in this order)
+            if progress is not None and start:
+                progress(start)
+        else:
+            self._start_run(all_pairs)
+        for at in range(start, order.size, _STEP):
+            step = order[at : at + _STEP]
             self._engine.decide(step + refs if refs else step, all_pairs)
             if progress is not None:
                 progress(int(step.size))
         out: dict[str, Any] = self._engine.outcome()
         self._engine.reset()  # (the tables go; the outcome is copied out)
+        self._decided = None
         return _corpus_rows(out, refs)
 
 

@@ -492,22 +492,37 @@ def run(args: argparse.Namespace) -> int:
     skipped = 0
     warnings = 0
     total_chars = 0
-    progress = Progress(input_bytes(sources), "pass 1/3: reading", args.quiet)
+    # With the input order as the keep order, documents are grouped as they are read.
+    streamed = args.keep == "first"
+    title = "pass 1/3: reading" + (" and grouping" if streamed else "")
+    progress = Progress(input_bytes(sources), title, args.quiet)
     try:
         # Chunks overlap: one thread prepares them in order (it learns HTML boilerplate as it
-        # goes), two fingerprint and sketch them (the core and numpy release the GIL), and this
-        # thread reads the next while adding the finished ones in order.
+        # goes), two fingerprint and sketch them (the core and numpy release the GIL), one adds
+        # them in order (and groups them, streamed), and this thread reads the next.
         with (
             ThreadPoolExecutor(max_workers=1) as prepare_pool,
             ThreadPoolExecutor(max_workers=2) as sketch_pool,
+            ThreadPoolExecutor(max_workers=1) as add_pool,
         ):
             in_flight: deque[Future[SketchedChunk]] = deque()
+            adding: deque[Future[None]] = deque()
+
+            def add(chunk: SketchedChunk) -> None:
+                deduper.add_sketched(chunk)
+                if streamed:
+                    deduper.decide_fed()
+
+            def add_next() -> None:
+                adding.append(add_pool.submit(add, in_flight.popleft().result()))
+                while len(adding) > _IN_FLIGHT:
+                    adding.popleft().result()
 
             def submit(texts: list[str]) -> None:
                 prepared = prepare_pool.submit(deduper.prepare, texts)
                 in_flight.append(sketch_pool.submit(lambda: deduper.sketch(prepared.result())))
                 while len(in_flight) > _IN_FLIGHT:
-                    deduper.add_sketched(in_flight.popleft().result())
+                    add_next()
 
             chunk: list[str] = []
             chunk_chars = 0
@@ -561,7 +576,9 @@ def run(args: argparse.Namespace) -> int:
                 progress.count(len(chunk))
                 total_chars += chunk_chars
             while in_flight:
-                deduper.add_sketched(in_flight.popleft().result())
+                add_next()
+            while adding:
+                adding.popleft().result()
     finally:
         progress.close()
     if warnings > _MAX_WARNINGS and not args.quiet:
@@ -729,9 +746,9 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.verbose:
             eprint(
-                f"neardup dedup: read+fingerprint+sketch {t_read - started:.2f} s, "
-                f"group {t_group - t_read:.2f} s, write {t_write - t_group:.2f} s, "
-                f"report {time.perf_counter() - t_write:.2f} s"
+                f"neardup dedup: read+fingerprint+sketch{'+group' if streamed else ''} "
+                f"{t_read - started:.2f} s, group {t_group - t_read:.2f} s, "
+                f"write {t_write - t_group:.2f} s, report {time.perf_counter() - t_write:.2f} s"
             )
             eprint(
                 f"neardup dedup: candidates per document {summary['candidates_per_document']}, "
