@@ -515,7 +515,7 @@ def run(args: argparse.Namespace) -> int:
 
             def add_next() -> None:
                 adding.append(add_pool.submit(add, in_flight.popleft().result()))
-                while len(adding) > _IN_FLIGHT:
+                while len(adding) > 1:  # (one waits while one is added)
                     adding.popleft().result()
 
             def submit(texts: list[str]) -> None:
