@@ -1,6 +1,7 @@
 //! Binding of `neardup_core::near`: the bounded-work decision of `neardup dedup` (rows fed in
 //! chunks, decided in slices of a preference order).
 
+use std::borrow::Cow;
 use std::sync::{Mutex, MutexGuard};
 
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
@@ -325,14 +326,16 @@ impl NearRule {
         cand_fps: PyReadonlyArray1<'_, u64>,
         cand_positions: PyReadonlyArray1<'_, i64>,
     ) -> PyResult<Vec<usize>> {
-        let flat = cand_bytes.as_array().iter().copied().collect::<Vec<u8>>();
+        // (numpy's arrays as they are when contiguous, as most are: no copy)
+        let (bytes, cand_bytes) = (bytes.as_array(), cand_bytes.as_array());
+        let (cand_fps, cand_positions) = (cand_fps.as_array(), cand_positions.as_array());
         self.rule
             .rank(
-                &bytes.as_array().to_vec(),
+                &contiguous(&bytes),
                 fp,
-                &flat,
-                &cand_fps.as_array().to_vec(),
-                &cand_positions.as_array().to_vec(),
+                &contiguous(&cand_bytes),
+                &contiguous(&cand_fps),
+                &contiguous(&cand_positions),
             )
             .map_err(to_py)
     }
@@ -364,4 +367,14 @@ fn ndarray_2d<T>(flat: Vec<T>, shape: [usize; 2]) -> PyResult<numpy::ndarray::Ar
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NearEngine>()?;
     m.add_class::<NearRule>()
+}
+
+/// An array's elements in row-major order: borrowed when they are contiguous, else copied.
+fn contiguous<'a, T: Clone, D: numpy::ndarray::Dimension>(
+    a: &'a numpy::ndarray::ArrayView<'_, T, D>,
+) -> Cow<'a, [T]> {
+    match a.as_slice() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(a.iter().cloned().collect()),
+    }
 }
