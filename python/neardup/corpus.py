@@ -133,7 +133,8 @@ class CorpusResult:
     @property
     def compared_distances(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """The SimHash distance of each compared candidate and whether it passed (from the
-        histograms)."""
+        histograms); the ``outranked`` ones (compared after a better match of the same row,
+        only against its similarity) are not among them: whether they pass is not known."""
         bins = np.arange(65, dtype=np.int64)
         passed = np.asarray(self.stats.get("distance_passed", [0] * 65), dtype=np.int64)
         failed = np.asarray(self.stats.get("distance_failed", [0] * 65), dtype=np.int64)

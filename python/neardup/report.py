@@ -589,7 +589,8 @@ class ReportPlan:
                 similarity_svg(
                     stats.get("similarity", [0] * 100),
                     threshold,
-                    "Compared candidate pairs that passed, by similarity",
+                    "Compared candidate pairs that passed, by similarity (not those compared "
+                    "after a better match of the same document)",
                 )
             )
             out.append(
@@ -604,7 +605,12 @@ class ReportPlan:
         out += [
             "</section>",
             '<section id="distances"><h2>Distances</h2>',
-            histogram_svg(compared[0], "Candidate pairs by SimHash distance", compared[1]),
+            histogram_svg(
+                compared[0],
+                "Compared candidate pairs by SimHash distance (not those outranked by a better "
+                "match of the same document)",
+                compared[1],
+            ),
             histogram_svg(
                 result.distance[self._m_rows], "Removed documents: distance to the kept one"
             ),

@@ -463,7 +463,9 @@ class SqliteTextStore:
     def last_seq(self) -> int:
         """Sequence number of the last row written (rows are numbered 1, 2, ... in write order;
         a replaced id gets a new number). Read-only: read from the file at each call (a writer
-        elsewhere may have gone on)."""
+        elsewhere may have gone on), except where the store had to be opened ``immutable``
+        (no -shm file could be made beside it): then SQLite assumes nobody writes it, and
+        what a writer adds later is not seen (and must not be: copy such a directory)."""
         if self.read_only:
             with self._lock:
                 return read_last_seq(self._conn())

@@ -579,6 +579,9 @@ def run(args: argparse.Namespace) -> int:
                 add_next()
             while adding:
                 adding.popleft().result()
+    except OSError as e:  # (the temporary sketch file, while adding and grouping)
+        eprint(f"neardup dedup: {e}")
+        return EXIT_INPUT
     finally:
         progress.close()
     if warnings > _MAX_WARNINGS and not args.quiet:
@@ -708,7 +711,9 @@ def run(args: argparse.Namespace) -> int:
         "output": args.output,
         "keep": args.keep,
         "policy": json.dumps(policy.to_dict(), sort_keys=True),
+        # (with --keep first, documents are grouped while they are read: in this figure)
         "seconds_read_and_sketch": round(t_read - started, 3),
+        "grouped_while_reading": streamed,
         "seconds_group": round(t_group - t_read, 3),
         "seconds_write": round(t_write - t_group, 3),
         "candidates_per_document": round(result.stats["candidates"] / max(1, n), 3),

@@ -250,12 +250,15 @@ def dedup_frames(
       (default: the row number in the frame's order, from 0; a frame of
       :func:`read_references`: its ``text`` and ``id``), or paths (a str or a list: what
       :func:`read_references` reads; ids by the local engine's rule, ``FILE:LINE`` where a
-      record has none). They are kept ahead of the corpus and never in ``kept``: a document
-      that passes the rule against one is dropped, and ``clusters`` gets a row for it
-      (``cluster``: the reference's id, ``reference``: true) and ``pairs`` its verified pairs
-      with references (``a``: the reference's id, ``reference``: true, listed first); the
-      other documents are deduplicated among themselves. With references the frames have a
-      ``reference`` column, and ids of two kinds (longs and strings) are written as strings.
+      record has none, equal to the local engine's where records are one per line). They
+      are kept ahead of the corpus and never in ``kept``: a document that passes the rule
+      against one is dropped and named after the best of the references and the kept
+      documents it passes against, as locally; when that is a reference, ``clusters`` gets a
+      row for it (``cluster``: the reference's id, ``reference``: true) and ``pairs`` its
+      verified pairs with references (``a``: the reference's id, ``reference``: true, listed
+      first); the other documents are deduplicated among themselves. With references the
+      frames have a ``reference`` column, and ids of two kinds (longs and strings) are
+      written as strings.
 
     The stages the frames share are computed here and held on the executors (checkpoints,
     memory then disk) until :meth:`Frames.unpersist`; writing the frames runs the rest of the

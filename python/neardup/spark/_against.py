@@ -4,9 +4,11 @@ documents with them -- a band join on the executors, bounded per bucket.
 
 References are kept ahead of the corpus and never written out (the local engine's
 :meth:`neardup.corpus.CorpusDeduper.add_references`): a corpus document that passes the rule
-against one is dropped and named after the best reference it passes against (highest
-similarity, then nearest, then earliest reference); the rest of the corpus is deduplicated
-among itself as without references.
+against one is dropped and named, as by the local engine, after the best of the references and
+the kept corpus documents it passes against (highest similarity, then nearest, then earliest);
+the rest of the corpus is deduplicated among itself as without references. ``FILE:LINE`` ids
+equal the local engine's where records are one per line (no blank JSONL lines, no quoted line
+breaks in CSV).
 """
 
 from __future__ import annotations
