@@ -377,6 +377,17 @@ class _FileSlots:
     bad: list[int] = field(default_factory=list)
 
 
+def _input_is_output(inputs: list[str], outputs: tuple[str | None, ...]) -> bool:
+    """Whether one of ``inputs`` is also one of the given ``outputs`` (the same path once made
+    absolute), which writing would destroy before it is read; the first such is named."""
+    written = {os.path.abspath(p) for p in outputs if p}
+    for path in inputs:
+        if os.path.abspath(path) in written:
+            eprint(f"neardup dedup: {path} is both an input and an output")
+            return True
+    return False
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``neardup dedup``; returns the exit code."""
     if uses_pipes(args) and not getattr(args, "output_label", None):
@@ -425,13 +436,11 @@ def run(args: argparse.Namespace) -> int:
         if os.path.isdir(s.path) and not nio.dir_files(s.path):
             eprint(f"neardup dedup: {s.path} holds no .txt, .text, .html or .htm file")
             return EXIT_INPUT
-    outputs = [
-        os.path.abspath(p) for p in (args.output, args.clusters, args.pairs, args.report) if p
-    ]
-    for path in [s.path for s in sources] + args.against:
-        if os.path.abspath(path) in outputs:
-            eprint(f"neardup dedup: {path} is both an input and an output")
-            return EXIT_USAGE
+    if _input_is_output(
+        [s.path for s in sources] + args.against,
+        (args.output, args.clusters, args.pairs, args.report),
+    ):
+        return EXIT_USAGE
     try:
         references = open_references(args.against, args.format)
     except ReferenceInputError as e:
@@ -879,11 +888,8 @@ def _write_pairs(
 
 def _run_spark(args: argparse.Namespace) -> int:
     against = list(getattr(args, "against", None) or [])
-    outputs = [os.path.abspath(p) for p in (args.output, args.clusters, args.pairs) if p]
-    for path in against:
-        if os.path.abspath(path) in outputs:
-            eprint(f"neardup dedup: {path} is both an input and an output")
-            return EXIT_USAGE
+    if _input_is_output(against, (args.output, args.clusters, args.pairs)):
+        return EXIT_USAGE
     for flag, given in (("--report", args.report), ("--temp-dir", args.temp_dir)):
         if given:
             eprint(f"neardup dedup: {flag} runs with --engine local only")
