@@ -274,6 +274,22 @@ def _signed(fp: int) -> int:
     return fp - 2**64 if fp >= 2**63 else fp
 
 
+#: The store's schema, written once: ``{schema}`` is "" for the file's own (a writable store
+#: makes what it lacks, :meth:`SqliteTextStore._setup`) and "temp." where a read-only
+#: connection completes an older store (:func:`_complete_old_tables`). A ``texts`` table made
+#: before fingerprints were kept lacks ``fp`` (added by the writable store, as NULLs read-only).
+_META_TABLE = (
+    "CREATE TABLE IF NOT EXISTS {schema}meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+)
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS {schema}texts (kind TEXT NOT NULL, key TEXT NOT NULL,"
+    " text TEXT NOT NULL, ts REAL NOT NULL, seq INTEGER NOT NULL, fp INTEGER,"
+    " PRIMARY KEY (kind, key)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS {schema}texts_ts ON texts (ts)",
+    _META_TABLE,
+)
+
+
 def _complete_old_tables(conn: sqlite3.Connection) -> None:
     """In a read-only connection to a store written before fingerprints or the ``meta`` table
     were kept, what it lacks, in the connection's own temporary schema (names there come before
@@ -283,12 +299,9 @@ def _complete_old_tables(conn: sqlite3.Connection) -> None:
     if "texts" in tables:
         columns = {row[1] for row in conn.execute("PRAGMA main.table_info(texts)")}
         if "fp" not in columns:
-            conn.execute(
-                "CREATE TEMP VIEW texts AS SELECT kind, key, text, ts, seq, NULL AS fp"
-                " FROM main.texts"
-            )
+            conn.execute("CREATE TEMP VIEW texts AS SELECT *, NULL AS fp FROM main.texts")
     if "meta" not in tables:
-        conn.execute("CREATE TEMP TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+        conn.execute(_META_TABLE.format(schema="temp."))
 
 
 # sync setting -> SQLite synchronous pragma. "full": every commit fsynced (survives power loss);
@@ -425,18 +438,11 @@ class SqliteTextStore:
         # The write path descends the primary-key and timestamp B-trees at random places: keep
         # their inner pages cached (64 MiB, against SQLite's default 2 MiB).
         db.execute("PRAGMA cache_size=-65536")
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS texts ("
-            " kind TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, ts REAL NOT NULL,"
-            " seq INTEGER NOT NULL, fp INTEGER, PRIMARY KEY (kind, key)) WITHOUT ROWID"
-        )
+        for statement in _SCHEMA:
+            db.execute(statement.format(schema=""))
         columns = {row[1] for row in db.execute("PRAGMA table_info(texts)")}
         if "fp" not in columns:  # a store written before fingerprints were kept
             db.execute("ALTER TABLE texts ADD COLUMN fp INTEGER")
-        db.execute("CREATE INDEX IF NOT EXISTS texts_ts ON texts (ts)")
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
-        )
         self._seq = read_last_seq(db)
         self._quick_check(db)
 
