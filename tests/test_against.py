@@ -228,6 +228,38 @@ def test_index_query_verifies_and_names_ids_without_echoing_the_text(
     assert all(m["similarity"] >= 0.8 and m["distance"] <= 20 for m in result["matches"])
 
 
+def test_stored_texts_without_fingerprints_are_fingerprinted_on_reading_not_written(
+    tmp_path: Path, files: tuple[Path, Path, list[str], list[str]]
+) -> None:
+    """A reference directory whose store holds rows without fingerprints (written before the
+    store kept them) answers as it did with them: their texts are fingerprinted as they are
+    read, and the read-only store is not written."""
+    import sqlite3
+
+    ref_path, train, refs, _ = files
+    idx = tmp_path / "evals"
+    _build(idx, ref_path)
+    stored = neardup("index", "query", str(idx), "--text", refs[3], "-q")
+    assert stored.returncode == 0, stored.stderr
+    fp = json.loads(stored.stdout)["fingerprint"]
+    queries = [("--fingerprint", fp, "--k", "10"), (str(train),)]
+    want = [neardup("index", "query", str(idx), *q, "-q").stdout for q in queries]
+    assert any(m["id"] == "q3" for m in json.loads(want[0])["matches"])
+    db = sqlite3.connect(idx / "texts.sqlite")
+    db.execute("UPDATE texts SET fp = NULL")
+    db.commit()
+    db.close()
+    before = (idx / "texts.sqlite").read_bytes()
+    for q, expect in zip(queries, want):
+        r = neardup("index", "query", str(idx), *q, "-q")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == expect
+    assert (idx / "texts.sqlite").read_bytes() == before
+    db = sqlite3.connect(idx / "texts.sqlite")
+    assert db.execute("SELECT COUNT(*) FROM texts WHERE fp IS NOT NULL").fetchone() == (0,)
+    db.close()
+
+
 def test_a_directory_of_an_earlier_version_still_answers_unverified(
     tmp_path: Path, files: tuple[Path, Path, list[str], list[str]]
 ) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "INDEX_SEQ",
     "SYNCS",
     "DurableLog",
+    "index_rows",
     "load_policy",
     "open_index",
     "open_texts",
@@ -187,6 +188,50 @@ def repair(root: str) -> dict[str, Any]:
         "read_error": error,
         "moved_aside": aside,
     }
+
+
+def index_rows(
+    index: Index,
+    store: SqliteTextStore,
+    fingerprint_many: Callable[[list[str]], Any],
+    since: int = 0,
+    *,
+    from_index: bool = False,
+    keep_fingerprints: bool = False,
+) -> int:
+    """Add to ``index`` every row of ``store`` written after sequence number ``since``, in the
+    order written, with its stored fingerprint and timestamp; returns how many. A row stored
+    without a fingerprint (written before the store kept them) gets the one ``index`` has for
+    its id (``from_index``, when it has one), else ``fingerprint_many`` of its text, and with
+    ``keep_fingerprints`` the store keeps it from then on (a write: not for a read-only store).
+    What :meth:`DurableLog.catch_up` replays, and how a reference directory's stored texts are
+    indexed (``neardup.cli._against.index_stored``)."""
+    done = 0
+    for rows in store.changes_since(since):
+        ids = [r[0] for r in rows]
+        fps: list[int | None] = [r[1] for r in rows]
+        missing = [j for j, fp in enumerate(fps) if fp is None]
+        todo = missing
+        if from_index:
+            todo = []
+            for j in missing:
+                try:
+                    fps[j] = int(index.get(ids[j])[0])
+                except KeyError:
+                    todo.append(j)
+        if todo:
+            new = fingerprint_many([rows[j][3] or "" for j in todo])
+            for j, fp in zip(todo, np.asarray(new, np.uint64).tolist()):
+                fps[j] = int(fp)
+        if missing and keep_fingerprints:
+            store.set_fingerprints([(ids[j], int(fps[j] or 0)) for j in missing])
+        index.add_many(
+            ids,
+            np.asarray(fps, np.uint64),
+            np.asarray([r[2] for r in rows], np.float64),
+        )
+        done += len(rows)
+    return done
 
 
 def _record_committed(root: str, seq: int) -> None:
@@ -335,38 +380,19 @@ class DurableLog:
     ) -> int:
         """Add to ``index`` every row written after the index's last recorded sync (with its
         stored fingerprint, or a new one for rows written without); returns how many."""
-        store = self.store
-        since = store.get_meta(INDEX_SEQ)
+        since = self.store.get_meta(INDEX_SEQ)
         legacy = since is None  # written before the text store kept the fingerprints
         if since is None or len(index) == 0:
             since = 0
-        done = 0
-        for rows in store.changes_since(since):
-            ids = [r[0] for r in rows]
-            fps: list[int | None] = [r[1] for r in rows]
-            missing = [j for j, fp in enumerate(fps) if fp is None]
-            todo = missing
-            if legacy:
-                # Such a store's index was synced on every write: take its fingerprints where
-                # it has the id.
-                todo = []
-                for j in missing:
-                    try:
-                        fps[j] = int(index.get(ids[j])[0])
-                    except KeyError:
-                        todo.append(j)
-            if todo:
-                new = fingerprinter.fingerprint_many([prepare(rows[j][3] or "") for j in todo])
-                for j, fp in zip(todo, new.tolist()):
-                    fps[j] = int(fp)
-            if missing:  # kept in the text store from now on
-                store.set_fingerprints([(ids[j], int(fps[j] or 0)) for j in missing])
-            index.add_many(
-                ids,
-                np.asarray(fps, np.uint64),
-                np.asarray([r[2] for r in rows], np.float64),
-            )
-            done += len(rows)
+        done = index_rows(
+            index,
+            self.store,
+            lambda texts: fingerprinter.fingerprint_many([prepare(t) for t in texts]),
+            since,
+            # (such a store's index was synced on every write: its fingerprints are good)
+            from_index=legacy,
+            keep_fingerprints=True,
+        )
         self.mark_index_current(index)
         return done
 

@@ -19,11 +19,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from neardup import io as nio
 from neardup._core import CorruptIndexError, IncompatibleIndexError, Index
 from neardup.corpus import CorpusDeduper
+from neardup.durable import index_rows
 from neardup.io import counted
 from neardup.kept import saved_engine_path
 from neardup.policy import Policy
@@ -133,19 +132,9 @@ def index_stored(
 ) -> None:
     """Add every row of ``store`` to ``index``, in the order written, with its stored
     fingerprint and timestamp (``fingerprint_many`` makes those of the texts stored without
-    one): the index an index directory's references are looked up in."""
-    for rows in store.changes_since(0):
-        fps = [fp or 0 for _, fp, _, _ in rows]
-        missing = [j for j, row in enumerate(rows) if row[1] is None]
-        if missing:
-            made = fingerprint_many([rows[j][3] or "" for j in missing])
-            for j, fp in zip(missing, np.asarray(made, dtype=np.uint64).tolist()):
-                fps[j] = int(fp)
-        index.add_many(
-            [row[0] for row in rows],
-            np.asarray(fps, dtype=np.uint64),
-            [row[2] for row in rows],
-        )
+    one, which the read-only store does not keep): the index an index directory's references
+    are looked up in (:func:`neardup.durable.index_rows`, what a durable log replays)."""
+    index_rows(index, store, fingerprint_many)
 
 
 def _open_reference(path: str) -> SqliteTextStore:
