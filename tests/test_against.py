@@ -281,28 +281,6 @@ def test_a_directory_of_an_earlier_version_still_answers_unverified(
     assert r.returncode == 1 and "holds fingerprints only" in r.stderr
 
 
-def _as_reader_who_cannot_write(*args: str) -> Any:
-    """``neardup ARGS`` by a process that cannot write what it does not own the right to (a
-    read-only reference directory): as root, one without the capability to override file
-    permissions."""
-    import os
-    import shutil
-    import subprocess
-
-    exe = shutil.which("neardup")
-    assert exe is not None
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: a read-only directory is writable")
-        prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
-    return subprocess.run(
-        [*prefix, exe, *args], capture_output=True, text=True, timeout=300,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
 def test_a_read_only_reference_directory_is_read_as_it_is(
     tmp_path: Path, sample: list[dict[str, Any]]
 ) -> None:
@@ -325,16 +303,17 @@ def test_a_read_only_reference_directory_is_read_as_it_is(
     for p in [*ref_dir.iterdir(), ref_dir]:
         p.chmod(0o555 if p.is_dir() else 0o444)
     try:
-        r = _as_reader_who_cannot_write(
-            "dedup", str(corpus_file), "-o", str(out / "kept.jsonl"), "--against", str(ref_dir)
+        kept = out / "kept.jsonl"
+        r = neardup(
+            "dedup", str(corpus_file), "-o", str(kept), "--against", str(ref_dir), unprivileged=True
         )
         assert r.returncode == 0, r.stderr
-        assert (out / "kept.jsonl").read_bytes() == expect.read_bytes()
-        r = _as_reader_who_cannot_write("index", "query", str(ref_dir), str(corpus_file), "-q")
+        assert kept.read_bytes() == expect.read_bytes()
+        r = neardup("index", "query", str(ref_dir), str(corpus_file), "-q", unprivileged=True)
         assert r.returncode == 0, r.stderr
         assert r.stdout == queries.stdout
-        r = _as_reader_who_cannot_write(
-            "index", "query", str(ref_dir), str(corpus_file), "--k", "4", "-q"
+        r = neardup(
+            "index", "query", str(ref_dir), str(corpus_file), "--k", "4", "-q", unprivileged=True
         )
         assert r.returncode == 0 and r.stdout == near.stdout
     finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _helpers import SAMPLE, neardup
+from _helpers import SAMPLE, neardup, run_unprivileged
 from neardup import Index, hamming
 from neardup.dedup import Deduplicator, Policy
 
@@ -166,25 +166,6 @@ def test_build_refuses_an_id_repeated_among_its_inputs(
         store.close()
 
 
-def _cannot_write(*command: str) -> Any:
-    """``command`` run by a process that cannot write what it lacks the permission to (a
-    read-only directory): as root, one without the capability to override file permissions."""
-    import os
-    import shutil
-    import subprocess
-
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: a read-only directory is writable")
-        prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
-    return subprocess.run(
-        [*prefix, *command], capture_output=True, text=True, timeout=300,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
 def _files(directory: Path) -> dict[str, tuple[bytes, int]]:
     return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(directory.iterdir())}
 
@@ -245,13 +226,11 @@ def test_a_query_reads_the_directory_with_its_k_whether_or_not_it_can_be_written
     assert r.returncode == 0 and r.stdout == answers[0], r.stderr
     # the same answers from a directory that cannot be written (one path: the store read
     # read-only, an index in memory with the directory's k), and nothing changed in it
-    exe = shutil.which("neardup")
-    assert exe is not None
     before = _files(idx)
     _read_only(idx, True)
     try:
         for q, expect in zip(queries, answers):
-            r = _cannot_write(exe, "index", "query", str(idx), *q, "-q")
+            r = neardup("index", "query", str(idx), *q, "-q", unprivileged=True)
             assert r.returncode == 0, r.stderr
             assert r.stdout == expect
     finally:
@@ -263,7 +242,6 @@ def test_a_query_reads_the_directory_with_its_k_whether_or_not_it_can_be_written
 def test_a_permission_failure_of_the_index_is_a_permission_error(
     tmp_path: Path, rows: list[dict[str, Any]]
 ) -> None:
-    import shutil
     import sys
 
     src = tmp_path / "a.jsonl"
@@ -273,7 +251,7 @@ def test_a_permission_failure_of_the_index_is_a_permission_error(
     _read_only(raw, True)
     try:
         # the binding raises PermissionError (errno EACCES), not an OSError to read the text of
-        opened = _cannot_write(
+        opened = run_unprivileged(
             sys.executable,
             "-c",
             "import sys\nfrom neardup import Index\ntry:\n    Index.open(sys.argv[1])\n"
@@ -284,9 +262,7 @@ def test_a_permission_failure_of_the_index_is_a_permission_error(
         assert opened.stdout.startswith("PermissionError 13 [Errno 13] Permission denied")
         # a directory of fingerprints only has no store to read: the index is opened for
         # writing, which is refused with what to do
-        exe = shutil.which("neardup")
-        assert exe is not None
-        r = _cannot_write(exe, "index", "query", str(raw), "--text", rows[0]["text"])
+        r = neardup("index", "query", str(raw), "--text", rows[0]["text"], unprivileged=True)
         assert r.returncode == 1
         assert "is opened for writing; copy it somewhere writable" in r.stderr
     finally:

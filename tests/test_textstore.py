@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _helpers import run_unprivileged
 from neardup.textstore import SqliteTextStore
 
 
@@ -101,8 +102,9 @@ def test_bad_fingerprints_and_shapes_are_refused_by_name(tmp_path: Path) -> None
     s.close()
 
 
-def test_a_file_written_before_fingerprints_were_kept_is_upgraded(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite"
+def _old_store(path: Path) -> Path:
+    """A store file as written before fingerprints and the ``meta`` table were kept: rows
+    ``"a"`` (text "old a", time 1.0) and ``42`` ("old 42", 2.0)."""
     db = sqlite3.connect(path)
     db.execute(
         "CREATE TABLE texts (kind TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL,"
@@ -114,6 +116,11 @@ def test_a_file_written_before_fingerprints_were_kept_is_upgraded(tmp_path: Path
     )
     db.commit()
     db.close()
+    return path
+
+
+def test_a_file_written_before_fingerprints_were_kept_is_upgraded(tmp_path: Path) -> None:
+    path = _old_store(tmp_path / "old.sqlite")
     s = SqliteTextStore(path)
     assert s.last_seq == 2
     assert next(s.changes_since(0)) == [("a", None, 1.0, "old a"), (42, None, 2.0, "old 42")]
@@ -267,18 +274,7 @@ def test_a_read_only_store_is_never_made_and_a_damaged_one_is_named(tmp_path: Pa
 def test_a_read_only_store_reads_a_file_written_before_fingerprints_and_meta(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "old.sqlite"
-    db = sqlite3.connect(path)
-    db.execute(
-        "CREATE TABLE texts (kind TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL,"
-        " ts REAL NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (kind, key)) WITHOUT ROWID"
-    )
-    db.executemany(
-        "INSERT INTO texts VALUES (?, ?, ?, ?, ?)",
-        [("s", "a", "old a", 1.0, 1), ("i", "42", "old 42", 2.0, 2)],
-    )
-    db.commit()
-    db.close()
+    path = _old_store(tmp_path / "old.sqlite")
     before = path.read_bytes()
     r = SqliteTextStore(path, read_only=True)
     assert r.last_seq == 2 and r.get_meta("index_seq") is None
@@ -307,23 +303,11 @@ s.close()
 
 def _read_as_one_who_cannot_write(path: Path) -> dict[str, object]:
     """The store at ``path`` read read-only by a process that cannot write what it lacks the
-    permission to (as root: one without the capability to override file permissions)."""
+    permission to (:func:`_helpers.run_unprivileged`)."""
     import json
-    import os
-    import shutil
-    import subprocess
     import sys
 
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: a read-only directory is writable")
-        prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--"]
-    r = subprocess.run(
-        [*prefix, sys.executable, "-c", _READ, str(path)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    r = run_unprivileged(sys.executable, "-c", _READ, str(path))
     assert r.returncode == 0, r.stderr
     out: dict[str, object] = json.loads(r.stdout)
     return out
