@@ -2,8 +2,9 @@
 engine (``CorpusDeduper`` and the ``neardup dedup`` command) on the same input, with outputs
 written by the executors as part files.
 
-Spark is slow to start on two cores: one session for the module (held to
-``spark.driver.maxResultSize=64m`` and ``spark.driver.memory=1g`` for every test), few jobs.
+Spark is slow to start on two cores: one session for every Spark test module (the ``spark``
+fixture of tests/conftest.py, held to ``spark.driver.maxResultSize=64m`` and
+``spark.driver.memory=1g`` for every test), few jobs.
 """
 
 from __future__ import annotations
@@ -11,10 +12,8 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,31 +46,6 @@ HELD_DOCS = 300_000 if os.environ.get("NEARDUP_TEST_SPARK_300K") else 10_000
 #: A policy whose own limits do not bind on the corpora here (the local engine then compares
 #: every document with every kept one that shares a band), so both engines must agree exactly.
 UNBOUND = Policy.default().replace(bucket_limit=512, verify_limit=512)
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    if shutil.which("java") is None:
-        pytest.fail("java is not installed: run scripts/setup-test.sh (default-jre-headless)")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("neardup-tests")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "1g")
-        .config("spark.driver.maxResultSize", "64m")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # (the many small jobs of each run would otherwise keep their plans and metrics in the
-        # 1 GB driver: the settings run_dedup_cli gives a session it starts)
-        .config("spark.sql.ui.retainedExecutions", "20")
-        .config("spark.ui.retainedJobs", "50")
-        .config("spark.ui.retainedStages", "50")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

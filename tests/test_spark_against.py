@@ -4,14 +4,12 @@ engine (``CorpusDeduper.add_references``, ``neardup dedup --against``) on the sa
 references -- a JSONL file with ids, one without (``FILE:LINE``), an ``index build`` directory
 -- and a missing reference refused before any output.
 
-One Spark session for the module (local[2], as tests/test_spark.py), few jobs.
+The Spark session of every Spark test module (tests/conftest.py), few jobs.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,29 +29,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning"),
 ]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    if shutil.which("java") is None:
-        pytest.fail("java is not installed: run scripts/setup-test.sh (default-jre-headless)")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("neardup-tests-against")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "1g")
-        .config("spark.driver.maxResultSize", "64m")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.ui.retainedExecutions", "20")
-        .config("spark.ui.retainedJobs", "50")
-        .config("spark.ui.retainedStages", "50")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")
