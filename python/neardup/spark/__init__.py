@@ -109,10 +109,12 @@ def _references_frame(
     given_text_col: str | None,
     corpus_text_col: str,
     id_col: str | None,
+    held: list[DataFrame],
 ) -> DataFrame:
     """``against`` as ``(REF, id, text)``: a DataFrame's columns (its order, its row numbers
     for ids when ``id_col`` is None; a frame of :func:`read_references`: its ``text`` and
-    ``id``), or the paths :func:`read_references` reads."""
+    ``id``), or the paths :func:`read_references` reads (the frames it holds appended to
+    ``held``)."""
     if isinstance(against, DataFrame):
         ours = REF in against.columns and {"id", "text"} <= set(against.columns)
         text_col = given_text_col or ("text" if ours else corpus_text_col)
@@ -135,9 +137,8 @@ def _references_frame(
     if isinstance(against, str) or (
         isinstance(against, Sequence) and all(isinstance(p, str) for p in against)
     ):
-        return read_references(
-            spark, against, text_field=given_text_col or corpus_text_col, id_field=id_col
-        )
+        text_field = given_text_col or corpus_text_col
+        return _against._read_all(spark, against, text_field, id_col, None, "fail", held)
     raise TypeError(
         f"against must be a DataFrame, a path or a list of paths, got {type(against).__name__}"
     )
@@ -191,9 +192,13 @@ def dedup(
     against: DataFrame | str | Sequence[str] | None = None,
     against_text_col: str | None = None,
     against_id_col: str | None = None,
+    checkpoint_dir: str | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """Drop near-duplicates from ``df``; returns ``(kept_df, clusters_df)`` (see
-    :func:`dedup_frames`, which also gives the verified pairs and the job's counts)."""
+    :func:`dedup_frames`, which also gives the verified pairs and the job's counts, and frees
+    what the job holds once they are written: here, with ``checkpoint_dir``, its checkpoint
+    files stay until Spark's cleaner removes them, where
+    ``spark.cleaner.referenceTracking.cleanCheckpoints`` is true)."""
     frames = dedup_frames(
         df,
         text_col,
@@ -208,6 +213,7 @@ def dedup(
         against=against,
         against_text_col=against_text_col,
         against_id_col=against_id_col,
+        checkpoint_dir=checkpoint_dir,
     )
     return frames.kept, frames.clusters
 
@@ -227,6 +233,7 @@ def dedup_frames(
     against: DataFrame | str | Sequence[str] | None = None,
     against_text_col: str | None = None,
     against_id_col: str | None = None,
+    checkpoint_dir: str | None = None,
 ) -> Frames:
     """Drop near-duplicates from ``df``: the kept rows, the clusters and the verified pairs.
 
@@ -259,10 +266,20 @@ def dedup_frames(
       first); the other documents are deduplicated among themselves. With references the
       frames have a ``reference`` column, and ids of two kinds (longs and strings) are
       written as strings.
+    - ``checkpoint_dir``: where the job's checkpoints are written (below), a directory every
+      executor and the driver reach -- ``hdfs://``, ``s3a://``, a shared mount; a local path in
+      local mode -- or ``None``. A directory that cannot be made or written there is a
+      ValueError naming it, before any stage runs.
 
-    The stages the frames share are computed here and held on the executors (checkpoints,
-    memory then disk) until :meth:`Frames.unpersist`; writing the frames runs the rest of the
-    job.
+    The stages the frames share are computed here and held until :meth:`Frames.unpersist`
+    (checkpoints: later plans name them in one line); writing the frames runs the rest of the
+    job. Without ``checkpoint_dir`` they are held on the executors (memory, then local disk),
+    and an executor lost on the way fails the job; with it they are also written to a
+    subdirectory of ``checkpoint_dir`` of the job's own, which survives a lost executor and
+    which :meth:`Frames.unpersist` removes (as the job's failure here does). The SparkContext's
+    checkpoint directory is set for the job and given back as it was; one the session already
+    has (``SparkContext.setCheckpointDir``, ``spark.checkpoint.dir``) is used alike when
+    ``checkpoint_dir`` is None, and only the files the job wrote there are removed.
     """
     if text_col not in df.columns:
         raise ValueError(f"text_col {text_col!r} is not a column of df: {df.columns}")
@@ -281,11 +298,46 @@ def dedup_frames(
     pol = _policy_for(policy, k)
     bnd = bounds if bounds is not None else Bounds()
     spark = df.sparkSession
-    refs_in = None
-    if against is not None:
-        refs_in = _references_frame(against, spark, against_text_col, text_col, against_id_col)
-    stats: dict[str, Any] = {}
+    own = _job.CheckpointDir(spark, checkpoint_dir) if checkpoint_dir is not None else None
     cached: list[DataFrame] = []
+    try:
+        refs_in = None
+        if against is not None:
+            refs_in = _references_frame(
+                against, spark, against_text_col, text_col, against_id_col, cached
+            )
+        frames = _job_frames(
+            df, text_col, id_col, pol, bnd, keep, order_col, time_col, empty, refs_in, cached
+        )
+    except BaseException:
+        for frame in cached:
+            _job.release(frame)
+        if own is not None:
+            own.remove()
+        raise
+    finally:
+        if own is not None:
+            own.restore()  # (every checkpoint is taken: the writes read them by their paths)
+    frames.checkpoints = own
+    return frames
+
+
+def _job_frames(
+    df: DataFrame,
+    text_col: str,
+    id_col: str | None,
+    pol: Policy,
+    bnd: Bounds,
+    keep: str,
+    order_col: str | None,
+    time_col: str | None,
+    empty: str,
+    refs_in: DataFrame | None,
+    cached: list[DataFrame],
+) -> Frames:
+    """:func:`dedup_frames` of checked arguments; the frames it holds go to ``cached``."""
+    spark = df.sparkSession
+    stats: dict[str, Any] = {}
 
     def keep_cached(frame: DataFrame, compute: bool = True) -> DataFrame:
         # computed now (a checkpoint: later plans name it in one line), freed by unpersist

@@ -196,6 +196,7 @@ def run_dedup_cli(
     against_text_field: str | None = None,
     against_id_field: str | None = None,
     on_error: str = "fail",
+    checkpoint_dir: str | None = None,
 ) -> dict[str, Any]:
     """``neardup dedup --engine spark``: read ``inputs``, have the executors write the kept
     records to the directory ``output`` (part files, input order) and, when asked, the
@@ -206,11 +207,16 @@ def run_dedup_cli(
     ``against_text_field`` (default ``text_field``), ``against_id_field`` and ``on_error``),
     all checked before the session starts; a missing one is a ``ReferenceInputError`` (a
     ``ValueError``) naming it.
+    ``checkpoint_dir``: ``--checkpoint-dir``, where the job's checkpoints are written (see
+    :func:`neardup.spark.dedup_frames`), the references' included; it is set up after the
+    outputs are checked and before any input is read, and a directory that cannot be made or
+    written there is a ValueError naming ``--checkpoint-dir``; the job's subdirectory is removed
+    when the job ends, failed or not.
     The other arguments are those of ``neardup dedup`` (see :func:`neardup.spark.dedup_frames`).
     """
     from neardup.spark import dedup_frames
     from neardup.spark._against import _read_all, check_references
-    from neardup.spark._job import release
+    from neardup.spark._job import CheckpointDir, release
 
     started = time.perf_counter()
     targets = [p for p in (output, clusters, pairs) if p]
@@ -220,66 +226,77 @@ def run_dedup_cli(
     for p in targets:
         check_output(p)
     spark = session(master, spark_conf)
-    df = read(spark, inputs, input_format)
-    if text_field not in df.columns:
-        raise ValueError(f"--text-field {text_field!r} is not a field of the input: {df.columns}")
-    if id_field is None and "id" in df.columns:
-        id_field = "id"
-    elif id_field is not None and id_field not in df.columns:
-        raise ValueError(f"--id-field {id_field!r} is not a field of the input: {df.columns}")
-    if time_field is not None and time_field not in df.columns:
-        raise ValueError(f"--time-field {time_field!r} is not a field of the input: {df.columns}")
-    refs = None
+    own = None
+    if checkpoint_dir is not None:
+        own = CheckpointDir(spark, checkpoint_dir, "--checkpoint-dir")
     held: list[DataFrame] = []
-    if against:
-        refs = _read_all(
-            spark,
-            list(against),
-            against_text_field or text_field,
-            against_id_field,
-            input_format,
-            on_error,
-            held,
-        )
     try:
-        frames = dedup_frames(
-            df,
-            text_field,
-            id_field,
-            k,
-            policy=policy,
-            keep=keep,
-            time_col=time_field,
-            empty=empty,
-            against=refs,
-            against_text_col="text" if refs is not None else None,
-            against_id_col="id" if refs is not None else None,
-        )
-    except ValueError as e:
-        raise ValueError(str(e).replace("time_col", "--time-field", 1)) from None
-    try:
-        write(frames.kept, output, formats[output])
-        if clusters:
-            write(frames.clusters, clusters, formats[clusters])
-        if pairs:
-            write(frames.pairs, pairs, formats[pairs])
-        n = df.count()
-        by_ref = F.col("reference") if refs is not None else F.lit(False)
-        counts = (
-            frames.clusters.groupBy()
-            .agg(
-                F.count(F.when(~F.col("kept"), 1)).alias("removed"),
-                F.count(F.when(F.col("kept"), 1)).alias("clusters"),
-                F.count(F.when(by_ref, 1)).alias("by_reference"),
-                F.count_distinct(F.when(by_ref, F.col("cluster"))).alias("matched"),
+        df = read(spark, inputs, input_format)
+        if text_field not in df.columns:
+            raise ValueError(
+                f"--text-field {text_field!r} is not a field of the input: {df.columns}"
             )
-            .first()
-        )
-        n_empty = frames.stats.get("empty")
+        if id_field is None and "id" in df.columns:
+            id_field = "id"
+        elif id_field is not None and id_field not in df.columns:
+            raise ValueError(f"--id-field {id_field!r} is not a field of the input: {df.columns}")
+        if time_field is not None and time_field not in df.columns:
+            raise ValueError(
+                f"--time-field {time_field!r} is not a field of the input: {df.columns}"
+            )
+        refs = None
+        if against:
+            refs = _read_all(
+                spark,
+                list(against),
+                against_text_field or text_field,
+                against_id_field,
+                input_format,
+                on_error,
+                held,
+            )
+        try:
+            frames = dedup_frames(
+                df,
+                text_field,
+                id_field,
+                k,
+                policy=policy,
+                keep=keep,
+                time_col=time_field,
+                empty=empty,
+                against=refs,
+                against_text_col="text" if refs is not None else None,
+                against_id_col="id" if refs is not None else None,
+            )
+        except ValueError as e:
+            raise ValueError(str(e).replace("time_col", "--time-field", 1)) from None
+        try:
+            write(frames.kept, output, formats[output])
+            if clusters:
+                write(frames.clusters, clusters, formats[clusters])
+            if pairs:
+                write(frames.pairs, pairs, formats[pairs])
+            n = df.count()
+            by_ref = F.col("reference") if refs is not None else F.lit(False)
+            counts = (
+                frames.clusters.groupBy()
+                .agg(
+                    F.count(F.when(~F.col("kept"), 1)).alias("removed"),
+                    F.count(F.when(F.col("kept"), 1)).alias("clusters"),
+                    F.count(F.when(by_ref, 1)).alias("by_reference"),
+                    F.count_distinct(F.when(by_ref, F.col("cluster"))).alias("matched"),
+                )
+                .first()
+            )
+            n_empty = frames.stats.get("empty")
+        finally:
+            frames.unpersist()
     finally:
-        frames.unpersist()
         for frame in held:
             release(frame)
+        if own is not None:
+            own.remove()
     removed = int(counts["removed"]) if counts is not None else 0
     if empty == "drop" and n_empty:
         removed += int(n_empty)

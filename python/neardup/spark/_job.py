@@ -81,37 +81,121 @@ class Frames:
     pairs: DataFrame
     stats: dict[str, Any] = field(default_factory=dict)
     cached: list[DataFrame] = field(default_factory=list)
+    checkpoints: CheckpointDir | None = None
 
     def unpersist(self) -> None:
-        """Frees what the job holds on the executors, once the frames are written: the frames
-        cannot be computed after it (their stages read the rows it frees)."""
+        """Frees what the job holds on the executors and removes the checkpoint files it
+        wrote (``checkpoint_dir=``), once the frames are written: the frames cannot be computed
+        after it (their stages read the rows it frees)."""
         for df in self.cached:
             release(df)
         self.cached.clear()
+        if self.checkpoints is not None:
+            self.checkpoints.remove()
 
 
 def checkpoint(frame: DataFrame) -> DataFrame:
-    """``frame`` computed now and held on the executors (memory, else disk), as a frame whose
-    plan is a scan of those rows: a later stage's plan names it in one line instead of
-    repeating the plans it came from. (A ``persist``-ed frame's plan prints the whole plan it
-    caches, and the job's frames share their stages many times over: the clusters' plan
-    printed 33 MB for 170 rows, which the driver builds for every query it runs and keeps for
-    the last ones; a 1 GB driver ran out of heap on the fourth job.)"""
-    return frame.localCheckpoint(eager=True)
+    """``frame`` computed now, as a frame whose plan is a scan of its rows: a later stage's
+    plan names it in one line instead of repeating the plans it came from. (A ``persist``-ed
+    frame's plan prints the whole plan it caches, and the job's frames share their stages many
+    times over: the clusters' plan printed 33 MB for 170 rows, which the driver builds for
+    every query it runs and keeps for the last ones; a 1 GB driver ran out of heap on the
+    fourth job.)
+
+    Where the rows are held is the SparkContext's checkpoint directory's choice -- the one rule
+    for every checkpoint of the job: without one (the default), on the executors (memory, else
+    local disk: ``localCheckpoint``, lost with its executor, which fails the job); with one
+    (``checkpoint_dir=``, ``--checkpoint-dir``, or one the session already has), written there
+    (``checkpoint``: a shared filesystem survives an executor) and also cached on the executors,
+    so that only a lost executor's part is read back from the files."""
+    if frame.sparkSession.sparkContext.getCheckpointDir() is None:
+        return frame.localCheckpoint(eager=True)
+    return frame.checkpoint(eager=True).persist(StorageLevel.MEMORY_AND_DISK)
 
 
 def release(frame: DataFrame) -> None:
-    """Frees the rows of a :func:`checkpoint`-ed frame on the executors (``unpersist`` does
-    not reach them: they are an RDD's blocks, not a cached plan's); for another frame,
-    ``unpersist``. Only once no frame still to be computed reads them."""
+    """Frees the rows of a :func:`checkpoint`-ed frame: its blocks on the executors
+    (``unpersist`` does not reach a local checkpoint's: they are an RDD's blocks, not a cached
+    plan's) and the files of a reliable one; for another frame, ``unpersist``. Only once no
+    frame still to be computed reads them."""
     try:
         plan = frame._jdf.queryExecution().analyzed()
-        if plan.getClass().getSimpleName() == "LogicalRDD":
-            plan.rdd().unpersist(False)
-            return
+        is_rdd = plan.getClass().getSimpleName() == "LogicalRDD"
+        written = plan.rdd().getCheckpointFile() if is_rdd else None
     except Exception:  # noqa: BLE001 - not a JVM-backed frame (Spark Connect): Spark's cleaner
-        pass
-    frame.unpersist()
+        is_rdd, written = False, None
+    if not is_rdd:
+        frame.unpersist()
+        return
+    plan.rdd().unpersist(False)
+    if written is not None and written.isDefined():
+        frame.unpersist()  # (the rows cached on top of the files)
+        _delete(frame.sparkSession.sparkContext, written.get())
+
+
+def _delete(sc: Any, path: str) -> None:
+    """Removes ``path`` (a directory, with what it holds) through Hadoop's file system API,
+    which reaches what the checkpoints reach (a local path, ``hdfs://``, ``s3a://``); a path
+    that cannot be removed is logged, not raised (cleaning up never hides the job's error)."""
+    try:
+        target = sc._jvm.org.apache.hadoop.fs.Path(path)
+        target.getFileSystem(sc._jsc.hadoopConfiguration()).delete(target, True)
+    except Exception as e:  # noqa: BLE001 - a py4j error carries the Java exception's text
+        log.warning("could not remove checkpoint files %s: %s", path, _java_message(e))
+
+
+def _java_message(e: BaseException) -> str:
+    """The Java exception's own line of a py4j error (else the error's text)."""
+    java = getattr(e, "java_exception", None)
+    return str(java.toString()) if java is not None else str(e)
+
+
+class CheckpointDir:
+    """A job's reliable checkpoints (``checkpoint_dir=``, ``--checkpoint-dir``): the
+    SparkContext's checkpoint directory is set to ``directory`` for the job's checkpoints --
+    Spark makes a subdirectory of its own there (``DIR/<uuid>``, :attr:`path`), where each
+    checkpoint is an ``rdd-N`` directory -- and given back as it was by :meth:`restore`, so
+    that a later job of the session without the option checkpoints locally as before.
+    :meth:`remove` deletes the subdirectory, whatever is left in it.
+
+    ``option`` names the setting in the ValueError raised when ``directory`` cannot be made or
+    written (a file on the way, no permission, an unknown scheme)."""
+
+    def __init__(self, spark: Any, directory: str, option: str = "checkpoint_dir") -> None:
+        if not isinstance(directory, str) or not directory.strip():
+            raise ValueError(f"{option} must be a directory path, got {directory!r}")
+        self._sc = spark.sparkContext
+        scala = self._sc._jsc.sc()
+        self._previous = scala.checkpointDir()  # (a scala Option: None when unset)
+        try:
+            self._sc.setCheckpointDir(directory)
+        except Exception as e:  # noqa: BLE001 - py4j: the Java exception says what is wrong
+            raise ValueError(
+                f"{option} {directory}: cannot make the checkpoint directory there: "
+                f"{_java_message(e)}"
+            ) from None
+        self.path: str = str(self._sc.getCheckpointDir())
+        self._restored = False
+        self._removed = False
+
+    def restore(self) -> None:
+        """Gives the SparkContext its checkpoint directory back (unset, or the one it had);
+        the checkpoints already taken stay readable (each names its own files)."""
+        if self._restored:
+            return
+        self._restored = True
+        try:
+            # (SparkContext's setter is Spark-private: the public one cannot unset it)
+            getattr(self._sc._jsc.sc(), "checkpointDir_$eq")(self._previous)
+        except Exception as e:  # noqa: BLE001 - a Spark without it: the directory stays set
+            log.warning("could not restore the session's checkpoint directory: %s", e)
+
+    def remove(self) -> None:
+        """:meth:`restore`, and deletes the job's subdirectory with its checkpoint files."""
+        self.restore()
+        if not self._removed:
+            self._removed = True
+            _delete(self._sc, self.path)
 
 
 # -- preparation -------------------------------------------------------------------------------
