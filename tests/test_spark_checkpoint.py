@@ -22,7 +22,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="the [spark] extra is required")
 
-from _helpers import near_copy, words  # noqa: E402
+from _helpers import near_copy, neardup, words  # noqa: E402
 from neardup import spark as nspark  # noqa: E402
 from neardup.corpus import CorpusDeduper  # noqa: E402
 from neardup.spark import _job  # noqa: E402
@@ -210,3 +210,23 @@ def test_the_sessions_own_checkpoint_dir_is_used_and_kept(
     finally:
         # (the session is every Spark test's: unset it again, as the job does)
         getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))
+
+
+def test_the_flag_reaches_the_job_and_a_bad_dir_is_refused(tmp_path: Path) -> None:
+    """``neardup dedup --engine spark --checkpoint-dir DIR`` (its own session: a process)."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": words(i, 40)}) + "\n" for i in range(4)), "utf-8")
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--checkpoint-dir", "x")
+    assert r.returncode == 2 and "--checkpoint-dir need --engine spark" in r.stderr
+    (tmp_path / "a-file").write_text("", "utf-8")
+    out = tmp_path / "kept"
+    bad = ("--checkpoint-dir", str(tmp_path / "a-file" / "sub"))
+    r = neardup("dedup", "--engine", "spark", str(src), "-o", str(out), *bad)
+    assert r.returncode == 1 and "--checkpoint-dir " in r.stderr and "cannot make" in r.stderr
+    assert not out.exists()
+    top = tmp_path / "checkpoints"
+    r = neardup(
+        "dedup", "--engine", "spark", str(src), "-o", str(out), "--checkpoint-dir", str(top)
+    )
+    assert r.returncode == 0, r.stderr
+    assert (out / "_SUCCESS").exists() and _tree(top) == []

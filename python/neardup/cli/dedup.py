@@ -217,6 +217,15 @@ def add_parser(subparsers: Any) -> None:
         help="format of the part files of -o, --clusters and --pairs (default: parquet for a "
         "path ending in .parquet, else jsonl)",
     )
+    spark.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        default=None,
+        help="also write what the job holds between its stages to DIR, which the driver and "
+        "every executor reach (hdfs://, s3a://, a shared mount), so that a lost executor does "
+        "not fail the job; the job's subdirectory there is removed when it ends (default: held "
+        "on the executors only)",
+    )
     p.set_defaults(run=run)
 
 
@@ -416,6 +425,7 @@ def run(args: argparse.Namespace) -> int:
             ("--master", args.master),
             ("--spark-conf", args.spark_conf),
             ("--output-format", args.output_format),
+            ("--checkpoint-dir", args.checkpoint_dir),
         )
         if given
     ]
@@ -926,6 +936,7 @@ def _run_spark(args: argparse.Namespace) -> int:
             against_text_field=args.against_text_field,
             against_id_field=args.against_id_field,
             on_error=args.on_error,
+            checkpoint_dir=args.checkpoint_dir,
         )
     except (ValueError, OSError) as e:
         eprint(f"neardup dedup (spark): {e}")
