@@ -1,8 +1,10 @@
-"""What the batch engine's two limits cost in recall: ``bucket_limit`` and ``verify_limit``.
+"""What the batch engine's limits cost in recall: ``bucket_limit``, ``verify_limit`` and
+``full_bucket_quorum``.
 
 Each document is compared with at most ``bucket_limit`` newest kept documents per MinHash band
-and at most ``verify_limit`` of those (the best by estimated similarity) are verified
-(docs/quality.md, "Bounded work"). This runs ``CorpusDeduper`` on a workload of
+(one found in full buckets only when ``full_bucket_quorum`` of them hold it) and at most
+``verify_limit`` of those (the best by estimated similarity) are verified (docs/quality.md,
+"Bounded work"). This runs ``CorpusDeduper`` on a workload of
 ``benches/workloads.py`` with the limits off (every kept document that shares a band is
 compared: the exact greedy rule over the band candidates) and with each pair of limits given,
 and prints, for each, the time of the decision, the documents dropped, and the near-copies lost
@@ -11,6 +13,7 @@ kept earlier because of a limit can make a later one its copy).
 
     python benches/limits.py --workload templated --docs 60000
     python benches/limits.py --workload families --docs 60000 --limits 64:32,16:8
+    python benches/limits.py --workload templated --docs 60000 --limits 64:32:1,64:32:3
 """
 
 from __future__ import annotations
@@ -39,11 +42,14 @@ from neardup.dedup import Policy  # noqa: E402
 UNLIMITED = 1 << 30
 
 
-def run(texts: list[str], bucket_limit: int, verify_limit: int) -> tuple[float, np.ndarray, dict]:
+def run(
+    texts: list[str], bucket_limit: int, verify_limit: int, quorum: int | None = None
+) -> tuple[float, np.ndarray, dict]:
     """Seconds of the decision, the kept mask and the run's counters."""
-    d = CorpusDeduper(
-        Policy.default().replace(bucket_limit=bucket_limit, verify_limit=verify_limit)
-    )
+    policy = Policy.default().replace(bucket_limit=bucket_limit, verify_limit=verify_limit)
+    if quorum is not None:
+        policy = policy.replace(full_bucket_quorum=quorum)
+    d = CorpusDeduper(policy)
     for i in range(0, len(texts), 16384):
         d.feed(texts[i : i + 16384])
     t = time.perf_counter()
@@ -58,33 +64,39 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--limits",
-        default="64:32,32:16,16:8",
-        help="bucket_limit:verify_limit pairs to compare with no limits (default: the policy's "
-        "64:32 and two tighter ones)",
+        default="64:32,64:32:1,32:16,16:8",
+        help="bucket_limit:verify_limit[:full_bucket_quorum] to compare with no limits "
+        "(default: the policy's 64:32 with its quorum 2, the same with quorum 1, two tighter)",
     )
     args = p.parse_args()
-    pairs = [tuple(int(x) for x in item.split(":")) for item in args.limits.split(",")]
+    pairs = [[int(x) for x in item.split(":")] for item in args.limits.split(",")]
+    if any(len(x) not in (2, 3) for x in pairs):
+        p.error("--limits: bucket:verify or bucket:verify:quorum, comma-separated")
+    default_quorum = Policy.default().full_bucket_quorum
     texts = workloads.GENERATORS[args.workload](args.docs, args.seed).texts
     secs, base, stats = run(texts, UNLIMITED, UNLIMITED)
     n = len(texts)
     print(f"{args.workload}, {n:,} documents, seed {args.seed}")
-    print(f"{'bucket':>8} {'verify':>7} {'s':>7} {'dropped':>9} {'lost':>6} {'extra':>6} "
-          f"{'lost %':>7} {'cand/doc':>9} {'verified/doc':>13}")  # fmt: skip
+    print(f"{'bucket':>8} {'verify':>7} {'quorum':>7} {'s':>7} {'dropped':>9} {'lost':>6} "
+          f"{'extra':>6} {'lost %':>7} {'cand/doc':>9} {'verified/doc':>13}")  # fmt: skip
     dropped = int(n - base.sum())
 
-    def row(label_b: str, label_v: str, secs: float, kept: np.ndarray, stats: dict) -> None:
+    def row(
+        label_b: str, label_v: str, label_q: str, secs: float, kept: np.ndarray, stats: dict
+    ) -> None:
         lost = int(np.count_nonzero(~base & kept))
         extra = int(np.count_nonzero(base & ~kept))
         share = 100 * lost / dropped if dropped else 0.0
         print(
-            f"{label_b:>8} {label_v:>7} {secs:7.2f} {int(n - kept.sum()):9,} {lost:6,} "
-            f"{extra:6,} {share:6.2f}% {stats['candidates'] / n:9.1f} "
+            f"{label_b:>8} {label_v:>7} {label_q:>7} {secs:7.2f} {int(n - kept.sum()):9,} "
+            f"{lost:6,} {extra:6,} {share:6.2f}% {stats['candidates'] / n:9.1f} "
             f"{stats['compared'] / n:13.1f}"
         )
 
-    row("none", "none", secs, base, stats)
-    for b, v in pairs:
-        row(str(b), str(v), *run(texts, b, v))
+    row("none", "none", "-", secs, base, stats)
+    for b, v, *q in pairs:
+        quorum = q[0] if q else default_quorum
+        row(str(b), str(v), str(quorum), *run(texts, b, v, quorum))
 
 
 if __name__ == "__main__":

@@ -71,6 +71,11 @@ def test_policy_round_trip_and_validation() -> None:
         Policy.from_dict({"bogus": 1})
     with pytest.raises(ValueError, match="html must be"):
         Policy(html="maybe")
+    # the quorum of full buckets counts bands: 1 up to the band shape's bands
+    assert Policy(bands=8, rows=2, full_bucket_quorum=8).full_bucket_quorum == 8
+    for bad in (0, 9, True, 2.0):
+        with pytest.raises(ValueError, match=r"full_bucket_quorum must be an int in 1\.\.8"):
+            Policy(bands=8, rows=2, full_bucket_quorum=bad)
 
 
 # -- Deduplicator ------------------------------------------------------------------------------

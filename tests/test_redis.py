@@ -5,6 +5,7 @@ never stored)."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import random
 import time
@@ -135,6 +136,28 @@ def test_same_answers_on_a_templated_stream(any_url: str) -> None:
             assert len(d) == len(local)
 
 
+def test_full_lists_need_the_quorum_as_in_the_embedded_store(any_url: str) -> None:
+    """Band lists read full (bucket_limit 4 here) hold a template's shared text: a stored text
+    found in full lists only is a candidate when full_bucket_quorum of them hold it, in Redis
+    as in the embedded store; the quorum changes the answers on this stream. (One text per
+    call: within a batch the embedded store's lists take the batch's texts as they are kept,
+    which with lists this short makes other answers than one read of the store.)"""
+    rng = random.Random(8)
+    notice = "dear customer, your order {} has shipped; do not reply to this message {}"
+    texts = [notice.format(rng.randrange(10**5), i % 3) for i in range(300)]
+    got = {}
+    for quorum in (1, 2):
+        policy = Policy(bucket_limit=4, full_bucket_quorum=quorum)
+        local = Deduplicator(policy=policy)
+        with _open(any_url, policy=policy) as shared:
+            for i, text in enumerate(texts):
+                want = _answers([local.check_and_add(i, text)])
+                assert _answers([shared.check_and_add(i, text)]) == want, i
+                got.setdefault(quorum, []).extend(want)
+    assert got[1] != got[2]
+    assert sum(added for added, _ in got[2]) > sum(added for added, _ in got[1])
+
+
 def test_the_write_compares_what_it_read(any_url: str) -> None:
     """A conditional write after another writer changed a band hash: stored when the fields it
     goes to are as read (its change count alone differs), refused when one of them was
@@ -209,6 +232,16 @@ def test_settings_are_checked(redis_url: str) -> None:
     redis.Redis.from_url(redis_url).set(f"{{{old}}}:config", '{"format": 3}')
     with pytest.raises(IncompatibleIndexError, match="format 3; this version reads format 4"):
         RedisDeduplicator.from_url(_url(redis_url, old))
+    # a namespace recorded before a policy setting existed: the setting takes its default
+    r = redis.Redis.from_url(redis_url)
+    recorded = json.loads(r.get(f"{{{ns}}}:config"))
+    del recorded["policy"]["full_bucket_quorum"]
+    r.set(f"{{{ns}}}:config", json.dumps(recorded))
+    RedisDeduplicator.from_url(_url(redis_url, ns)).close()
+    with pytest.raises(IncompatibleIndexError, match="full_bucket_quorum"):
+        RedisDeduplicator.from_url(
+            _url(redis_url, ns), policy=Policy.default().replace(full_bucket_quorum=1)
+        )
     with pytest.raises(ValueError, match="blocks"):
         RedisDeduplicator.from_url(_url(redis_url, ns, blocks=4))
     with pytest.raises(ValueError, match="verifier"):

@@ -210,6 +210,7 @@ class NearEngine:
         k_long: int,
         short_chars: int,
         bucket_limit: int,
+        full_bucket_quorum: int,
         verify_limit: int,
         memory_budget: int,
         spill_dir: str | os.PathLike[str],

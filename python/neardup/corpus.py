@@ -84,7 +84,9 @@ class CorpusResult:
       each dropped row, the representative first.
     - ``stats``: counters of the run -- ``documents``, ``candidates`` (found in the band buckets
       or within the radius), ``compared`` (verified), ``capped`` (rows with more candidates than
-      ``verify_limit``), ``buckets_cut``, ``empty`` (rows with no text: never copies),
+      ``verify_limit``), ``buckets_cut``, ``unconfirmed`` (rows found in full buckets only,
+      fewer than ``full_bucket_quorum`` of them: not candidates), ``empty`` (rows with no text:
+      never copies),
       ``outranked`` (compared after a better match of the same row was found, only against
       its similarity -- a row needs its best match only -- and below it), and histograms of
       the other compared candidates: ``distance_passed`` / ``distance_failed`` (by SimHash

@@ -116,6 +116,7 @@ def engine_for(policy: Policy, memory_budget: int, spill_dir: str | None) -> Nea
         k_long=policy.k_long,
         short_chars=policy.short_chars,
         bucket_limit=policy.bucket_limit,
+        full_bucket_quorum=policy.full_bucket_quorum,
         verify_limit=policy.verify_limit,
         memory_budget=memory_budget,
         spill_dir=spill_directory(spill_dir),

@@ -90,11 +90,15 @@ class Policy:
     # 1 - (1 - J**rows)**bands. None: the shape of about 100 min-hashes with the most rows per
     # band that still finds a pair at the threshold with probability >= 0.999 (20 x 5 at 0.8:
     # 0.9996 at J = 0.8, 6e-6 at J = 0.05). Per text at most ``bucket_limit`` newest kept texts
-    # are read per band and the ``verify_limit`` most promising verified.
+    # are read per band and the ``verify_limit`` most promising verified. A band bucket read
+    # full (``bucket_limit`` texts) holds text that a template family shares: a stored text
+    # found in full buckets only is a candidate when ``full_bucket_quorum`` of them hold it
+    # (near-copies share several bands; a family's other members mostly one), 1: any.
     bands: int | None = None
     rows: int | None = None
     bucket_limit: int = 64
     verify_limit: int = 32
+    full_bucket_quorum: int = 2
 
     def __post_init__(self) -> None:
         for name in ("k_short", "k_long"):
@@ -127,6 +131,11 @@ class Policy:
                 continue
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top:
                 raise ValueError(f"{name} must be an int in 1..{top}, got {v!r}")
+        q, bands = self.full_bucket_quorum, self.band_shape[0]
+        if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= bands:
+            raise ValueError(
+                f"full_bucket_quorum must be an int in 1..{bands} (the bands), got {q!r}"
+            )
         if self.html not in (True, False, "auto"):
             raise ValueError(f"html must be True, False or 'auto', got {self.html!r}")
         object.__setattr__(self, "threshold", float(t))

@@ -199,6 +199,7 @@ fn config() -> Config {
         k_long: 4,
         short_chars: 100,
         bucket_limit: 1 << 30,
+        full_bucket_quorum: 2,
         verify_limit: 1 << 30,
         memory_budget: 1 << 30,
         spill_dir: std::env::temp_dir(),

@@ -20,7 +20,8 @@ type Matches = Vec<Vec<Found>>;
 
 /// Rows of a corpus (fingerprint, sketch, MinHash band keys) and the greedy decision over
 /// them: each row, in preference order, is compared with the kept rows that share a band key
-/// (at most ``bucket_limit`` newest per band, the best ``verify_limit`` of them by shared
+/// (at most ``bucket_limit`` newest per band; one found in full buckets only needs
+/// ``full_bucket_quorum`` of them; the best ``verify_limit`` of them by shared
 /// bands then SimHash distance) and dropped for the best one whose Jaccard passes
 /// ``threshold``. ``verify=False``: the kept rows within the SimHash radius decide. Used by
 /// ``neardup.corpus.CorpusDeduper``.
@@ -51,7 +52,8 @@ impl NearEngine {
     #[new]
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (*, bands, rows, shingle, threshold, verify, k_short, k_long, short_chars,
-                        bucket_limit, verify_limit, memory_budget, spill_dir))]
+                        bucket_limit, full_bucket_quorum, verify_limit, memory_budget,
+                        spill_dir))]
     fn new(
         bands: usize,
         rows: usize,
@@ -62,6 +64,7 @@ impl NearEngine {
         k_long: u32,
         short_chars: usize,
         bucket_limit: usize,
+        full_bucket_quorum: usize,
         verify_limit: usize,
         memory_budget: usize,
         spill_dir: std::path::PathBuf,
@@ -76,6 +79,7 @@ impl NearEngine {
             k_long,
             short_chars,
             bucket_limit,
+            full_bucket_quorum,
             verify_limit,
             memory_budget,
             spill_dir,
@@ -142,6 +146,7 @@ impl NearEngine {
         stats.set_item("estimated_out", s.estimated_out)?;
         stats.set_item("capped", s.capped)?;
         stats.set_item("buckets_cut", s.buckets_cut)?;
+        stats.set_item("unconfirmed", s.unconfirmed)?;
         stats.set_item("outranked", s.outranked)?;
         stats.set_item("empty", s.empty)?;
         stats.set_item("distance_passed", s.distance_passed.clone())?;

@@ -194,7 +194,10 @@ class RedisDeduplicator(Closing):
         # The stored candidates of each text: the rows of the records in its band lists (stale
         # ones left out), one sorted array per text that has any.
         list_code, list_row = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        full = np.zeros(0, np.int64)  # (lists read full: bucket_limit records)
         if m and len(found.records):
+            got, sizes = np.unique(found.codes, return_counts=True)
+            full = got[sizes >= self.policy.bucket_limit]
             table_h = np.frombuffer(b"".join(hashes), ">u8").astype(np.uint64)
             sorter = np.argsort(table_h)
             recs = found.records
@@ -212,7 +215,15 @@ class RedisDeduplicator(Closing):
         if total:
             flat = count.ravel()
             at = np.repeat(lo.ravel() - (np.cumsum(flat) - flat), flat) + np.arange(total)
-            pair = unique(np.repeat(np.arange(n, dtype=np.int64), per_text) * m + list_row[at])
+            pair = np.repeat(np.arange(n, dtype=np.int64), per_text) * m + list_row[at]
+            if len(full):
+                # a stored text found in full lists only needs full_bucket_quorum of them
+                quorum = self.policy.full_bucket_quorum
+                weight = np.where(np.isin(list_code[at], full), 1, quorum)
+                pair, where = np.unique(pair, return_inverse=True)
+                pair = pair[np.bincount(where, weight) >= quorum]
+            else:
+                pair = unique(pair)
             text, cand = np.divmod(pair, m)
             bounds = np.flatnonzero(np.diff(text)) + 1
             for part_t, part_c in zip(np.split(text, bounds), np.split(cand, bounds)):

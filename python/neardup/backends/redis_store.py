@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from neardup._core import IncompatibleIndexError
 from neardup.backends.redis_functions import Functions, missing_function
+from neardup.policy import Policy
 from neardup.stores import Doc, Found, dec_id, enc_id
 
 __all__ = ["FORMAT_VERSION", "Doc", "Found", "RedisStore", "dec_id", "enc_id", "id_hash"]
@@ -137,6 +138,8 @@ class RedisStore:
         want = {"format": FORMAT_VERSION, **settings}
         self.client.set(self._config, json.dumps(want, sort_keys=True), nx=True)
         have = json.loads(self.client.get(self._config))
+        if isinstance(have.get("policy"), dict):  # (settings added since take their defaults)
+            have["policy"] = Policy.from_dict(have["policy"]).to_dict()
         if have.get("format") != FORMAT_VERSION:
             raise IncompatibleIndexError(
                 f"namespace {self.namespace!r} holds neardup Redis format "

@@ -85,10 +85,12 @@ const PARALLEL_MIN_CHECKS: usize = 8;
 /// Working memory of candidate searches (one per thread).
 #[derive(Default)]
 struct Scratch {
-    /// Per row: the stamp of the last search that met it.
-    tally: Vec<u32>,
+    /// Per row: the stamp of the last search that met it, and its place in `found`.
+    tally: Vec<(u32, u32)>,
     stamp: u32,
     found: Vec<u32>,
+    /// Per row of `found`: the weight of the buckets that hold it (see `band_candidates`).
+    weight: Vec<u32>,
     buf_a: Vec<u32>,
     buf_b: Vec<u32>,
 }
@@ -101,6 +103,7 @@ pub(super) struct Counts {
     capped: u64,
     compared: u64,
     buckets_cut: u64,
+    unconfirmed: u64,
     empty: u64,
     outranked: u64,
     /// `(distance, similarity)` of each passing candidate.
@@ -189,7 +192,7 @@ impl Decision {
         let scratch: usize = self
             .scratch
             .iter()
-            .map(|s| s.lock().map_or(0, |s| s.tally.capacity() * 4))
+            .map(|s| s.lock().map_or(0, |s| s.tally.capacity() * 8))
             .sum();
         maps + self.nodes.capacity() * 8
             + rings
@@ -215,26 +218,40 @@ impl Decision {
         o.empty.resize(n, false);
     }
 
-    /// Distinct live rows in the buckets of `keys`, unordered.
-    fn band_candidates(&self, keys: &[u32], sc: &mut Scratch, counts: &mut Counts) -> Vec<u32> {
+    /// Distinct live rows in the buckets of `keys`, unordered. A row that only full buckets
+    /// (holding `bucket_limit` live rows: text a template family shares) hold is left out
+    /// unless `quorum` of them do: each full bucket weighs 1, any other `quorum`.
+    fn band_candidates(
+        &self,
+        keys: &[u32],
+        limit: usize,
+        quorum: usize,
+        sc: &mut Scratch,
+        counts: &mut Counts,
+    ) -> Vec<u32> {
         if sc.tally.len() < self.position.len() {
-            sc.tally.resize(self.position.len(), NONE);
+            sc.tally.resize(self.position.len(), (NONE, 0));
         }
         // a fresh stamp per call marks the rows this call has met
         sc.stamp = sc.stamp.wrapping_add(1);
         if sc.stamp == NONE {
-            sc.tally.fill(NONE);
+            sc.tally.fill((NONE, 0));
             sc.stamp = 0;
         }
         let stamp = sc.stamp;
         let mut found = std::mem::take(&mut sc.found);
         found.clear();
-        let (dead, tally) = (&self.dead, &mut sc.tally);
-        let mut count = |r: u32| {
+        let (dead, tally, weight) = (&self.dead, &mut sc.tally, &mut sc.weight);
+        weight.clear();
+        let quorum = quorum as u32;
+        let mut count = |r: u32, w: u32| {
             let t = &mut tally[r as usize];
-            if *t != stamp && !dead[r as usize] {
-                *t = stamp;
+            if t.0 == stamp {
+                weight[t.1 as usize] += w;
+            } else if !dead[r as usize] {
+                *t = (stamp, found.len() as u32);
                 found.push(r);
+                weight.push(w);
             }
         };
         // (every band's lookup first: their cache misses overlap)
@@ -242,26 +259,53 @@ impl Decision {
         for ((head, key), table) in heads.iter_mut().zip(keys).zip(&self.heads) {
             *head = table.get(key).copied().unwrap_or(NONE);
         }
+        let mut full = false;
         for &head in &heads[..keys.len()] {
             if head != NONE && head & HOT != 0 {
                 let ring = &self.rings[(head & !HOT) as usize];
+                let w = if ring.rows.len() >= limit { 1 } else { quorum };
+                full |= w < quorum;
                 for &r in &ring.rows {
-                    count(r);
+                    count(r, w);
                 }
                 if ring.added > ring.rows.len() as u64 {
                     counts.buckets_cut += 1;
                 }
                 continue;
             }
+            // (a list holds at most `min(HOT_AFTER, limit)` rows: full only for a small limit)
+            let w = if limit <= HOT_AFTER && self.live_rows(head) >= limit {
+                1
+            } else {
+                quorum
+            };
+            full |= w < quorum;
             let mut node = head;
             while node != NONE {
                 let (r, older) = self.nodes[node as usize];
-                count(r);
+                count(r, w);
                 node = older;
             }
         }
+        if full {
+            let before = found.len();
+            let mut w = weight.iter();
+            found.retain(|_| w.next().is_some_and(|&w| w >= quorum));
+            counts.unconfirmed += (before - found.len()) as u64;
+        }
         found
     }
+    /// The live rows in the short list starting at `node`.
+    fn live_rows(&self, mut node: u32) -> usize {
+        let mut live = 0;
+        while node != NONE {
+            let (r, older) = self.nodes[node as usize];
+            live += usize::from(!self.dead[r as usize]);
+            node = older;
+        }
+        live
+    }
+
     /// The rows in the short list starting at `node`, counted up to [`HOT_AFTER`].
     fn list_length(&self, mut node: u32) -> usize {
         let mut length = 0;
@@ -545,6 +589,7 @@ impl Decision {
         s.capped += c.capped;
         s.compared += c.compared;
         s.buckets_cut += c.buckets_cut;
+        s.unconfirmed += c.unconfirmed;
         s.empty += c.empty;
         s.outranked += c.outranked;
         for (d, similarity) in c.passed {
@@ -598,7 +643,13 @@ impl Decision {
             c
         } else {
             let m = cfg.bands * cfg.rows;
-            let found = self.band_candidates(&probe.keys, sc, &mut counts);
+            let found = self.band_candidates(
+                &probe.keys,
+                cfg.bucket_limit,
+                cfg.full_bucket_quorum,
+                sc,
+                &mut counts,
+            );
             // (ask for every candidate's bytes first: their cache misses overlap)
             let touched: u32 = found
                 .iter()

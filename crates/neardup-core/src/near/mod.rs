@@ -6,7 +6,10 @@
 //! 1. **candidates**: kept documents that share a MinHash band key with it ([`minhash`]; the
 //!    chance of sharing one is a function of the very Jaccard similarity that decides, so
 //!    unrelated texts of one domain rarely meet). Each band bucket is read up to its
-//!    `bucket_limit` newest entries.
+//!    `bucket_limit` newest entries. A bucket read full (`bucket_limit` entries) is text that
+//!    a template family shares, so its entries are candidates only when `full_bucket_quorum`
+//!    of the document's full buckets hold them (or any other bucket does): a family's
+//!    background stays out, its near-copies share several bands and stay in.
 //! 2. **ranking**: by the similarity estimated from the low bytes of the `bands * rows`
 //!    min-hashes (b-bit min-wise hashing; those estimated more than 5 standard deviations
 //!    below the threshold go: 0.2 at 0.8 with 100 min-hashes), then the smallest SimHash
@@ -70,6 +73,8 @@ pub struct Config {
     pub k_long: u32,
     pub short_chars: usize,
     pub bucket_limit: usize,
+    /// How many full buckets must hold a row found in full buckets only (1: any).
+    pub full_bucket_quorum: usize,
     pub verify_limit: usize,
     /// Bytes of sketches held in memory before they spill to a file in `spill_dir`.
     pub memory_budget: usize,
@@ -96,6 +101,12 @@ impl Config {
             return bad(format!(
                 "bucket_limit and verify_limit must be >= 1, got {} and {}",
                 self.bucket_limit, self.verify_limit
+            ));
+        }
+        if !(1..=self.bands).contains(&self.full_bucket_quorum) {
+            return bad(format!(
+                "full_bucket_quorum must be in 1..={} (the bands), got {}",
+                self.bands, self.full_bucket_quorum
             ));
         }
         Ok(())
@@ -142,6 +153,8 @@ pub struct Stats {
     pub capped: u64,
     /// Bucket reads stopped at `bucket_limit`.
     pub buckets_cut: u64,
+    /// Rows found in full buckets only, fewer than `full_bucket_quorum` of them: left out.
+    pub unconfirmed: u64,
     /// Rows with nothing to compare (empty text).
     pub empty: u64,
     /// Candidates verified against the similarity of a better match of the same text found

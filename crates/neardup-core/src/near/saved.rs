@@ -379,6 +379,7 @@ mod tests {
             k_long: 4,
             short_chars: 100,
             bucket_limit: 64,
+            full_bucket_quorum: 2,
             verify_limit: 32,
             memory_budget,
             spill_dir: std::env::temp_dir(),

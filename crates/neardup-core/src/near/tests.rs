@@ -60,6 +60,7 @@ fn config(verify: bool) -> Config {
         k_long: 4,
         short_chars: 100,
         bucket_limit: 1 << 30,
+        full_bucket_quorum: 2,
         verify_limit: 1 << 30,
         memory_budget: 1 << 30,
         spill_dir: std::env::temp_dir(),
@@ -405,21 +406,29 @@ fn brute_force_limited(texts: &[String], cfg: &Config) -> Vec<i64> {
         if sketches[r].is_empty() {
             continue;
         }
-        let mut shared: std::collections::BTreeMap<usize, u32> = Default::default();
+        // per kept row: (full buckets that hold it, other buckets that hold it)
+        let mut shared: std::collections::BTreeMap<usize, (usize, usize)> = Default::default();
         for (band, key) in keys[r].iter().enumerate() {
             let same: Vec<usize> = kept
                 .iter()
                 .copied()
                 .filter(|&k| keys[k][band] == *key)
                 .collect();
+            let full = same.len() >= cfg.bucket_limit;
             for &k in same.iter().rev().take(cfg.bucket_limit) {
-                *shared.entry(k).or_default() += 1;
+                let e = shared.entry(k).or_default();
+                if full {
+                    e.0 += 1;
+                } else {
+                    e.1 += 1;
+                }
             }
         }
         let pos = |k: usize| kept.iter().position(|&x| x == k).unwrap();
         let mut ranked: Vec<(std::cmp::Reverse<u32>, u32, usize, usize)> = shared
-            .keys()
-            .filter_map(|&k| {
+            .iter()
+            .filter(|(_, &(full, other))| other > 0 || full >= cfg.full_bucket_quorum)
+            .filter_map(|(&k, _)| {
                 let est = minhash::estimate(&bytes[r], &bytes[k]);
                 let score = std::cmp::Reverse((est * 1000.0) as u32);
                 let j = cfg.threshold.max(0.5);
@@ -450,12 +459,21 @@ fn brute_force_limited(texts: &[String], cfg: &Config) -> Vec<i64> {
 
 #[test]
 fn limits_mean_the_newest_rows_per_band_and_the_best_ranked_candidates() {
+    // ... and a row that only full buckets hold needs `full_bucket_quorum` of them
     let texts = templated(1500, 4);
-    for (bucket_limit, verify_limit, threshold) in [(3, 2, 0.8), (12, 5, 0.6), (40, 9, 0.5)] {
+    let mut outcomes = Vec::new();
+    for (bucket_limit, verify_limit, threshold, full_bucket_quorum) in [
+        (3, 2, 0.8, 2),
+        (12, 5, 0.6, 2),
+        (40, 9, 0.5, 2),
+        (12, 5, 0.6, 1),
+        (12, 5, 0.6, 3),
+    ] {
         let cfg = Config {
             bucket_limit,
             verify_limit,
             threshold,
+            full_bucket_quorum,
             ..config(true)
         };
         let mut e = engine_over(&texts, cfg.clone());
@@ -466,7 +484,15 @@ fn limits_mean_the_newest_rows_per_band_and_the_best_ranked_candidates() {
             got.stats.buckets_cut > 0 && got.stats.capped > 0,
             "the limits were reached"
         );
+        assert_eq!(got.stats.unconfirmed > 0, full_bucket_quorum > 1);
+        if bucket_limit == 12 {
+            outcomes.push((got.stats.candidates, got.representative));
+        }
     }
+    // the quorum leaves candidates out, and that changes a decision here (pushed in the
+    // order quorum 2, 1, 3)
+    assert!(outcomes[2].0 < outcomes[0].0 && outcomes[0].0 < outcomes[1].0);
+    assert!(outcomes[0].1 != outcomes[1].1 || outcomes[0].1 != outcomes[2].1);
 }
 
 #[test]
