@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from _helpers import SAMPLE
-from neardup.corpus import CorpusDeduper, SketchedChunk
+from neardup.corpus import CorpusDeduper
 from neardup.dedup import Policy
 from neardup.verify import jaccard
 
@@ -82,11 +82,22 @@ def test_deciding_as_fed_equals_deciding_at_the_end(verifier: str) -> None:
 
 
 def test_add_sketched_checks_its_chunk() -> None:
+    """A chunk's probes (sketches and band keys, made beside the decision) are fed once and
+    only into an engine of their shape; nothing is added when refused."""
     d = CorpusDeduper()
     with pytest.raises(ValueError, match="norms has 1 items but fingerprints has 2"):
-        d.add_sketched(SketchedChunk(np.zeros(2, np.uint64), ["x"]))
-    d.add_sketched(SketchedChunk(np.empty(0, np.uint64), []))
+        d._engine.probes(["x"], np.zeros(2, np.uint64))
+    d.add_sketched(d.sketch([]))
     assert len(d) == 0
+    chunk = d.sketch(["a text of some words", "another one"])
+    assert len(chunk.probes) == 2
+    d.add_sketched(chunk)
+    with pytest.raises(ValueError, match="fed already"):
+        d.add_sketched(chunk)
+    other = CorpusDeduper(Policy.default().replace(bands=10, rows=3))
+    with pytest.raises(ValueError, match="another shape than this engine's"):
+        d.add_sketched(other.sketch(["a text of some words"]))
+    assert len(d) == 2
 
 
 def _with_copies(n: int) -> list[str]:

@@ -20,6 +20,7 @@ __all__ = [
     "from_bitstring",
     "Index",
     "NearEngine",
+    "NearProbes",
     "NearRule",
     "_disable_parallelism_after_fork",
     "main_text",
@@ -216,6 +217,8 @@ class NearEngine:
         spill_dir: str | os.PathLike[str],
     ) -> NearEngine: ...
     def feed(self, norms: Sequence[str], fingerprints: npt.NDArray[np.uint64]) -> None: ...
+    def probes(self, norms: Sequence[str], fingerprints: npt.NDArray[np.uint64]) -> NearProbes: ...
+    def feed_probes(self, probes: NearProbes) -> None: ...
     def decide(self, rows: npt.NDArray[np.int64], all_pairs: bool = False) -> None: ...
     def outcome(self) -> dict[str, Any]: ...
     def check(
@@ -236,6 +239,12 @@ class NearEngine:
         self, path: str | os.PathLike[str], rows: npt.NDArray[np.int64], extra: bytes
     ) -> None: ...
     def load(self, path: str | os.PathLike[str]) -> bytes: ...
+
+@final
+class NearProbes:
+    """Prepared texts made ready by NearEngine.probes for NearEngine.feed_probes (fed once)."""
+
+    def __len__(self) -> int: ...
 
 @final
 class NearRule:

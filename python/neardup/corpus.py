@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup._core import Fingerprinter, IncompatibleIndexError
+from neardup._core import Fingerprinter, IncompatibleIndexError, NearProbes
 from neardup.htmltext import main_text
 from neardup.kept import DEFAULT_MEMORY_BUDGET, engine_for, load_rows, spill_directory
 from neardup.policy import Policy, check_text, check_texts
@@ -147,11 +147,12 @@ class CorpusResult:
 
 @dataclass
 class SketchedChunk:
-    """A chunk ready for :meth:`CorpusDeduper.add_sketched`: the prepared texts and their
-    fingerprints (see :meth:`CorpusDeduper.sketch`)."""
+    """A chunk ready for :meth:`CorpusDeduper.add_sketched`: the prepared texts, their
+    fingerprints and what the engine keeps of them (see :meth:`CorpusDeduper.sketch`)."""
 
     fingerprints: npt.NDArray[np.uint64]
     norms: list[str]
+    probes: NearProbes
 
 
 class CorpusDeduper:
@@ -232,8 +233,7 @@ class CorpusDeduper:
         if len(self):
             raise ValueError("add_references must come before the corpus is fed")
         chunk = self.sketch(self.prepare(texts))
-        if chunk.norms:
-            self._engine.feed(chunk.norms, chunk.fingerprints)
+        self.add_sketched(chunk)
         self._references += len(chunk.norms)
 
     def load_references(self, path: str, ids: Sequence[Any], last_seq: int) -> None:
@@ -273,15 +273,15 @@ class CorpusDeduper:
         return self._prepare_chunk(texts)
 
     def sketch(self, norms: list[str]) -> SketchedChunk:
-        """Fingerprints of prepared texts (thread-safe)."""
+        """Fingerprints, shingle sketches and band keys of prepared texts (thread-safe: a
+        thread of its own makes the next chunk while the engine adds and decides)."""
         fps = np.asarray(self.fingerprinter.fingerprint_many(norms), dtype=np.uint64)
-        return SketchedChunk(fps, norms)
+        return SketchedChunk(fps, norms, self._engine.probes(norms, fps))
 
     def add_sketched(self, chunk: SketchedChunk) -> None:
-        """Add a chunk made by :meth:`sketch`; its rows follow those added so far (the core
-        sketches and bands them, GIL released)."""
+        """Add a chunk made by :meth:`sketch`; its rows follow those added so far."""
         if chunk.norms:
-            self._engine.feed(chunk.norms, chunk.fingerprints)
+            self._engine.feed_probes(chunk.probes)
 
     def decide_fed(self) -> int:
         """Visit the rows fed since the last call, in input order, as :meth:`result` without a

@@ -5,11 +5,11 @@ use std::borrow::Cow;
 use std::sync::{Mutex, MutexGuard};
 
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use neardup_core::near::{Config, Engine, Rule, Shape};
+use neardup_core::near::{Config, Engine, Probes, Rule, Shape};
 
 use crate::errors::to_py;
 
@@ -100,6 +100,35 @@ impl NearEngine {
     ) -> PyResult<()> {
         let fps = fingerprints.as_array().to_vec();
         py.detach(|| self.with(|e| e.feed(&norms, &fps)))
+    }
+
+    /// What :meth:`feed` computes of prepared texts (sketches, band keys), computed here
+    /// without the engine (GIL released): another thread may decide meanwhile; for
+    /// :meth:`feed_probes`.
+    fn probes(
+        &self,
+        py: Python<'_>,
+        norms: Vec<String>,
+        fingerprints: PyReadonlyArray1<'_, u64>,
+    ) -> PyResult<NearProbes> {
+        let fps = fingerprints.as_array().to_vec();
+        let probes = py.detach(|| self.shape.probes(&norms, &fps).map_err(to_py))?;
+        Ok(NearProbes {
+            len: probes.len(),
+            inner: Mutex::new(Some(probes)),
+        })
+    }
+
+    /// :meth:`feed` of texts whose probes :meth:`probes` computed (GIL released); a probes
+    /// object is fed once.
+    fn feed_probes(&self, py: Python<'_>, probes: &NearProbes) -> PyResult<()> {
+        let taken = probes
+            .inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("the probes are unusable"))?
+            .take()
+            .ok_or_else(|| PyValueError::new_err("these probes were fed already"))?;
+        py.detach(|| self.with(|e| e.feed_probes(taken)))
     }
 
     /// Visits ``rows`` next in the decision under way (GIL released); ``all_pairs``: compare
@@ -369,8 +398,24 @@ fn ndarray_2d<T>(flat: Vec<T>, shape: [usize; 2]) -> PyResult<numpy::ndarray::Ar
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }
 
+/// Prepared texts made ready by :meth:`NearEngine.probes` for :meth:`NearEngine.feed_probes`
+/// (their sketches and band keys; fed once).
+#[pyclass(module = "neardup._core", frozen)]
+pub struct NearProbes {
+    inner: Mutex<Option<Probes>>,
+    len: usize,
+}
+
+#[pymethods]
+impl NearProbes {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NearEngine>()?;
+    m.add_class::<NearProbes>()?;
     m.add_class::<NearRule>()
 }
 

@@ -232,7 +232,26 @@ impl Engine {
     /// sketches and band keys are computed here (both cores for large chunks). Rows may be
     /// added while a decision is under way (the online deduplicator does).
     pub fn feed<S: AsRef<str> + Sync>(&mut self, norms: &[S], fps: &[u64]) -> Result<()> {
-        self.probes(norms, fps)?
+        self.feed_probes(self.shape().probes(norms, fps)?)
+    }
+
+    /// [`Engine::feed`] of texts whose probes were computed beforehand ([`Shape::probes`] of
+    /// this engine's [`Engine::shape`], on another thread while this one decided): refused,
+    /// with nothing added, when they are of another shape.
+    pub fn feed_probes(&mut self, probes: Probes) -> Result<()> {
+        let (b, m) = (self.cfg.bands, self.cfg.bands * self.cfg.rows);
+        if probes
+            .0
+            .iter()
+            .any(|p| p.keys.len() != b || p.bytes.len() != m)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "probes of another shape than this engine's ({b} bands of {} rows)",
+                self.cfg.rows
+            )));
+        }
+        probes
+            .0
             .into_iter()
             .try_for_each(|p| self.push(p).map(|_| ()))
     }
@@ -246,11 +265,6 @@ impl Engine {
         self.lengths.push(p.length);
         self.fps.push(p.fp);
         Ok(self.fps.len() - 1)
-    }
-
-    /// What the decision needs of each text (not stored).
-    fn probes<S: AsRef<str> + Sync>(&self, norms: &[S], fps: &[u64]) -> Result<Vec<Probe>> {
-        self.shape().probes(norms, fps).map(|p| p.0)
     }
 
     /// What computes probes of texts without the engine (another thread may use it meanwhile).
@@ -484,8 +498,19 @@ pub struct Shape {
     bands: Bands,
 }
 
-/// Texts made ready for [`Engine::check_probes`] / [`Engine::check_and_keep_probes`].
+/// Texts made ready for [`Engine::check_probes`] / [`Engine::check_and_keep_probes`] /
+/// [`Engine::feed_probes`].
 pub struct Probes(Vec<Probe>);
+
+impl Probes {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 impl Shape {
     pub fn new(shingle: usize, verify: bool, bands: Bands) -> Shape {
