@@ -147,10 +147,9 @@ class CorpusResult:
 
 @dataclass
 class SketchedChunk:
-    """A chunk ready for :meth:`CorpusDeduper.add_sketched`: the prepared texts, their
-    fingerprints and what the engine keeps of them (see :meth:`CorpusDeduper.sketch`)."""
+    """A chunk ready for :meth:`CorpusDeduper.add_sketched`: the prepared texts and what the
+    engine keeps of them, fingerprints included (see :meth:`CorpusDeduper.sketch`)."""
 
-    fingerprints: npt.NDArray[np.uint64]
     norms: list[str]
     probes: NearProbes
 
@@ -276,7 +275,7 @@ class CorpusDeduper:
         """Fingerprints, shingle sketches and band keys of prepared texts (thread-safe: a
         thread of its own makes the next chunk while the engine adds and decides)."""
         fps = np.asarray(self.fingerprinter.fingerprint_many(norms), dtype=np.uint64)
-        return SketchedChunk(fps, norms, self._engine.probes(norms, fps))
+        return SketchedChunk(norms, self._engine.probes(norms, fps))
 
     def add_sketched(self, chunk: SketchedChunk) -> None:
         """Add a chunk made by :meth:`sketch`; its rows follow those added so far."""
