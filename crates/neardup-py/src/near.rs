@@ -91,7 +91,8 @@ impl NearEngine {
         })
     }
 
-    /// Adds prepared texts and their fingerprints as the next rows (GIL released).
+    /// Adds prepared texts and their fingerprints as the next rows (GIL released; their
+    /// sketches and band keys made before the engine is taken, as :meth:`check` does).
     fn feed(
         &self,
         py: Python<'_>,
@@ -99,7 +100,10 @@ impl NearEngine {
         fingerprints: PyReadonlyArray1<'_, u64>,
     ) -> PyResult<()> {
         let fps = fingerprints.as_array().to_vec();
-        py.detach(|| self.with(|e| e.feed(&norms, &fps)))
+        py.detach(|| {
+            let probes = self.shape.probes(&norms, &fps).map_err(to_py)?;
+            self.with(|e| e.feed_probes(probes))
+        })
     }
 
     /// What :meth:`feed` computes of prepared texts (sketches, band keys), computed here
