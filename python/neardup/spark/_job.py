@@ -354,11 +354,14 @@ def band_pairs(docs: DataFrame, heads: int, window: int) -> DataFrame:
     return near.select("b", F.explode(cands).alias("a")).select("a", "b").distinct()
 
 
-def window_pairs(docs: DataFrame, size: int) -> DataFrame:
+def window_pairs(docs: DataFrame, size: int, buckets: DataFrame | None = None) -> DataFrame:
     """Candidate pairs ``(a, b)``: in each band bucket of ``docs`` (``POS``, ``keys``), every
     document with the ``size`` documents before it -- a self-join of blocks of ``size``
-    consecutive members, so ``size`` may be large (``Policy.bucket_limit``)."""
+    consecutive members, so ``size`` may be large (``Policy.bucket_limit``). ``buckets``
+    (``band``, ``key``): only these buckets."""
     exploded = docs.select(POS, F.posexplode("keys").alias("band", "key"))
+    if buckets is not None:
+        exploded = exploded.join(buckets, ["band", "key"], "left_semi")
     bucket = Window.partitionBy("band", "key")
     members = (
         exploded.withColumn("n", F.count(F.lit(1)).over(bucket))
@@ -376,6 +379,17 @@ def window_pairs(docs: DataFrame, size: int) -> DataFrame:
         .select("a", "b")
         .distinct()
     )
+
+
+def changed_buckets(docs: DataFrame, dropped: DataFrame, before: DataFrame) -> DataFrame:
+    """The band buckets (``band``, ``key``) of ``docs`` (``POS``, ``keys``) that hold a
+    document dropped by one of two decisions and not by the other (``dropped``, ``before``:
+    ``POS``): the only buckets whose kept documents differ between them."""
+    flipped = dropped.join(before, POS, "left_anti").unionByName(
+        before.join(dropped, POS, "left_anti")
+    )
+    moved = docs.join(flipped, POS, "left_semi")
+    return moved.select(F.posexplode("keys").alias("band", "key")).distinct()
 
 
 def verified_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy, limit: int) -> DataFrame:
@@ -433,15 +447,22 @@ def resolve(
     stats["candidate_pairs"] = checked.count()
     log.info("%d candidate pairs (%.1f s)", stats["candidate_pairs"], time.perf_counter() - started)
     repairs = 0
+    before: DataFrame | None = None  # the documents the last decision dropped
+    last: DataFrame | None = None  # its state, freed once ``extra`` no longer needs it
     while True:
         every = edges if virtual is None else edges.unionByName(virtual)
         state = cache(decide(every, bounds, stats), False)
         log.info("decision %d taken (%.1f s)", repairs, time.perf_counter() - started)
         dropped = state.where(F.col("st") == DROPPED).select(F.col("node").alias(POS))
         kept = docs.join(dropped, POS, "left_anti").select(POS, "keys")
+        # Only a bucket whose kept documents changed can have pairs not checked yet.
+        buckets = None if before is None else changed_buckets(docs, dropped, before)
         extra = cache(
-            window_pairs(kept, policy.bucket_limit).join(checked, ["a", "b"], "left_anti")
+            window_pairs(kept, policy.bucket_limit, buckets).join(checked, ["a", "b"], "left_anti")
         )
+        if last is not None:
+            release(last)
+        before, last = dropped, state
         n_extra = extra.count()
         if repairs >= bounds.max_repairs or not n_extra:
             break
@@ -452,7 +473,7 @@ def resolve(
             "check %d: %d more pairs of kept documents, %d passing (%.1f s)",
             repairs + 1, n_extra, n_found, time.perf_counter() - started,
         )  # fmt: skip
-        old = (checked, edges, state, extra, found)
+        old = (checked, edges, extra, found)
         checked = cache(checked.unionByName(extra))
         if not n_found:
             break
