@@ -438,11 +438,6 @@ def test_a_held_driver_gives_the_local_kept_set_on_big_families(
     print(f"{len(texts)} texts: {summary['kept']} kept, Spark {took:.1f} s, {summary}")
 
 
-@pytest.mark.skipif(
-    not os.environ.get("NEARDUP_TEST_LOCAL_CLUSTER"),
-    reason="local-cluster[2,1,1024] starts three JVMs (passed here in 90 s on 2 busy cores); "
-    "set NEARDUP_TEST_LOCAL_CLUSTER=1 to run it",
-)
 def test_local_cluster_mode_through_the_command(rows: list[dict[str, Any]], tmp_path: Path) -> None:
     """`neardup dedup --engine spark --master local-cluster[2,1,1024]`: separate executor JVMs
     and Python workers (nothing shared with the driver), the session settings from
