@@ -473,14 +473,12 @@ def resolve(
             "check %d: %d more pairs of kept documents, %d passing (%.1f s)",
             repairs + 1, n_extra, n_found, time.perf_counter() - started,
         )  # fmt: skip
-        old = (checked, edges, extra, found)
-        checked = cache(checked.unionByName(extra))
+        # (unions of computed frames: nothing is copied, and the parts stay held)
+        checked = checked.unionByName(extra)
         if not n_found:
             break
         repairs += 1
-        edges = cache(edges.unionByName(found))
-        for frame in old:
-            release(frame)
+        edges = edges.unionByName(found)
     stats["repairs"] = repairs
     stats["verified_pairs"] = edges.count()
     return edges, state
@@ -519,10 +517,8 @@ def _resolve_radius(
         if repairs >= bounds.max_repairs or not n_found:
             break
         repairs += 1
-        old = (edges, state, found)
-        edges = cache(edges.unionByName(found))
-        for frame in old:
-            release(frame)
+        release(state)
+        edges = edges.unionByName(found)  # (computed parts: nothing is copied)
     stats["repairs"] = repairs
     stats["verified_pairs"] = edges.count()
     return edges, state
