@@ -381,13 +381,17 @@ def window_pairs(docs: DataFrame, size: int, buckets: DataFrame | None = None) -
     )
 
 
-def changed_buckets(docs: DataFrame, dropped: DataFrame, before: DataFrame) -> DataFrame:
+def dropped_by(state: DataFrame) -> DataFrame:
+    """The documents (``POS``) a decision (:func:`decide`'s ``node``, ``st``) dropped."""
+    return state.where(F.col("st") == DROPPED).select(F.col("node").alias(POS))
+
+
+def changed_buckets(docs: DataFrame, state: DataFrame, before: DataFrame) -> DataFrame:
     """The band buckets (``band``, ``key``) of ``docs`` (``POS``, ``keys``) that hold a
-    document dropped by one of two decisions and not by the other (``dropped``, ``before``:
-    ``POS``): the only buckets whose kept documents differ between them."""
-    flipped = dropped.join(before, POS, "left_anti").unionByName(
-        before.join(dropped, POS, "left_anti")
-    )
+    document dropped by one of two decisions (``state``, ``before``) and not by the other:
+    the only buckets whose kept documents differ between them."""
+    now, then = dropped_by(state), dropped_by(before)
+    flipped = now.join(then, POS, "left_anti").unionByName(then.join(now, POS, "left_anti"))
     moved = docs.join(flipped, POS, "left_semi")
     return moved.select(F.posexplode("keys").alias("band", "key")).distinct()
 
@@ -447,22 +451,20 @@ def resolve(
     stats["candidate_pairs"] = checked.count()
     log.info("%d candidate pairs (%.1f s)", stats["candidate_pairs"], time.perf_counter() - started)
     repairs = 0
-    before: DataFrame | None = None  # the documents the last decision dropped
-    last: DataFrame | None = None  # its state, freed once ``extra`` no longer needs it
+    last: DataFrame | None = None  # the last decision, freed once ``extra`` is computed
     while True:
         every = edges if virtual is None else edges.unionByName(virtual)
         state = cache(decide(every, bounds, stats), False)
         log.info("decision %d taken (%.1f s)", repairs, time.perf_counter() - started)
-        dropped = state.where(F.col("st") == DROPPED).select(F.col("node").alias(POS))
-        kept = docs.join(dropped, POS, "left_anti").select(POS, "keys")
+        kept = docs.join(dropped_by(state), POS, "left_anti").select(POS, "keys")
         # Only a bucket whose kept documents changed can have pairs not checked yet.
-        buckets = None if before is None else changed_buckets(docs, dropped, before)
+        buckets = None if last is None else changed_buckets(docs, state, last)
         extra = cache(
             window_pairs(kept, policy.bucket_limit, buckets).join(checked, ["a", "b"], "left_anti")
         )
         if last is not None:
             release(last)
-        before, last = dropped, state
+        last = state
         n_extra = extra.count()
         if repairs >= bounds.max_repairs or not n_extra:
             break
@@ -508,8 +510,7 @@ def _resolve_radius(
     while True:
         every = edges if virtual is None else edges.unionByName(virtual)
         state = cache(decide(every, bounds, stats), False)
-        dropped = state.where(F.col("st") == DROPPED).select(F.col("node").alias(POS))
-        kept = docs.join(dropped, POS, "left_anti").select(POS, "fp", "len")
+        kept = docs.join(dropped_by(state), POS, "left_anti").select(POS, "fp", "len")
         found = cache(radius_pairs(kept, policy))
         n_found = found.count()
         stats["candidate_pairs"] += n_found
