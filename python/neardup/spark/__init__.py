@@ -346,6 +346,11 @@ def _job_frames(
         cached.append(frame)
         return frame
 
+    def free(frame: DataFrame) -> None:
+        # one of them freed before the outputs are written
+        cached[:] = [f for f in cached if f is not frame]
+        _job.release(frame)
+
     order = F.col(order_col).cast("long") if order_col else F.monotonically_increasing_id()
     numbered = df.withColumn(ROW, order)
     source = numbered.select(ROW, text_col, *([time_col] if time_col else []))
@@ -387,78 +392,41 @@ def _job_frames(
         stats["references"] = refs.count()
     stats["empty"] = docs.where(F.col("len") == 0).count()
 
-    # 2. exact copies: one document per prepared text (the first in preference order)
+    # 2. the documents of the pair stage: every non-empty text (an exact copy is compared as
+    # any other document is, as locally: its first copy may be out of its reach there)
     full = docs.where(F.col("len") > 0)
-    firsts = full.groupBy("h1", "h2").agg(F.min(POS).alias("canon"))
-    copies = keep_cached(
-        full.join(firsts, ["h1", "h2"])
-        .where(F.col(POS) != F.col("canon"))
-        .select(F.col(POS).alias("copy"), "canon")
-    )
-    distinct = full.join(copies.select(F.col("copy").alias(POS)), POS, "left_anti")
 
     # the references: a document that passes against one is dropped whatever the rest of the
-    # corpus is (they are kept ahead of it), and its exact copies with it
+    # corpus is (they are kept ahead of it)
     by_ref = ref_pairs = matched = None
     if refs is not None:
-        ref_edges = keep_cached(_against.reference_edges(distinct, refs, pol))
-        matched = keep_cached(_job.best(ref_edges, "b", "a").withColumnRenamed("b", "x"))
-        ref_pairs = ref_edges.unionByName(
-            copies.join(ref_edges.withColumnRenamed("b", "canon"), "canon").select(
-                "a", F.col("copy").alias("b"), "d", "sim"
-            )
-        )
+        ref_pairs = keep_cached(_against.reference_edges(full, refs, pol))
+        matched = keep_cached(_job.best(ref_pairs, "b", "a").withColumnRenamed("b", "x"))
 
     # 3-4. candidates, ranked and verified, and the decision (the references' near-copies
     # dropped from the start: they keep nothing out)
     forced = matched.select(F.col("x").alias(POS)) if matched is not None else None
-    edges, state = _job.resolve(distinct, pol, bnd, stats, keep_cached, forced)
+    edges, state = _job.resolve(full, pol, bnd, stats, keep_cached, free, forced)
     kept_nodes = state.where(F.col("st") == KEPT).select(F.col("node"))
     dropped_nodes = state.where(F.col("st") == DROPPED).select(F.col("node"))
-    rep_distinct = _job.best(
+    named = _job.best(
         edges.join(dropped_nodes.withColumnRenamed("node", "b"), "b", "left_semi").join(
             kept_nodes.withColumnRenamed("node", "a"), "a", "left_semi"
         ),
         "b",
         "a",
     ).withColumnRenamed("b", "x")
-    # an exact copy: its first copy when that is kept, else the best kept document that passes
-    # against the first copy (the same text) and comes before the copy
-    canon_state = copies.join(state.withColumnRenamed("node", "canon"), "canon", "left")
-    copy_of_kept = canon_state.where(F.col("st").isNull() | (F.col("st") == KEPT)).select(
-        F.col("copy").alias("x"),
-        F.col("canon").alias("rep"),
-        F.lit(0).cast("long").alias("d"),
-        F.lit(1.0).alias("sim"),
-    )
-    copy_of_dropped = canon_state.where(F.col("st") == DROPPED).select("copy", "canon")
-    kept_pos = kept_nodes.withColumnRenamed("node", "other")
-    before = copy_of_dropped.join(
-        edges.select(F.col("b").alias("canon"), F.col("a").alias("other"), "d", "sim"), "canon"
-    ).unionByName(
-        copy_of_dropped.join(
-            edges.select(F.col("a").alias("canon"), F.col("b").alias("other"), "d", "sim"), "canon"
-        )
-    )
-    before = before.join(kept_pos, "other", "left_semi").where(F.col("other") < F.col("copy"))
-    rep_copies = _job.best(before, "copy", "other").withColumnRenamed("copy", "x")
     if matched is None:
-        dropped = keep_cached(rep_distinct.unionByName(copy_of_kept).unionByName(rep_copies))
+        dropped = keep_cached(named)
     else:
-        # a reference's near-copy (or an exact copy of one) is named after the best of the
-        # references and the kept corpus documents it passes against, as the local engine
-        # does: references are earlier than the corpus on ties
-        refs_too = copy_of_dropped.join(matched.withColumnRenamed("x", "canon"), "canon").select(
-            F.col("copy").alias("x"), "rep", "d", "sim"
+        # a reference's near-copy is named after the best of the references and the kept
+        # corpus documents it passes against, as the local engine does: references are
+        # earlier than the corpus on ties
+        both = keep_cached(
+            _best_named(matched.withColumn("src", F.lit(0)), named.withColumn("src", F.lit(1)))
         )
-        named = keep_cached(
-            _best_named(
-                matched.unionByName(refs_too).withColumn("src", F.lit(0)),
-                rep_distinct.unionByName(rep_copies).withColumn("src", F.lit(1)),
-            )
-        )
-        dropped = keep_cached(named.where(F.col("src") == 1).drop("src").unionByName(copy_of_kept))
-        by_ref = named.where(F.col("src") == 0).drop("src")
+        dropped = keep_cached(both.where(F.col("src") == 1).drop("src"))
+        by_ref = both.where(F.col("src") == 0).drop("src")
 
     # 5. the frames
     rows = docs.select(ROW, POS, "len")
@@ -531,14 +499,7 @@ def _job_frames(
     clusters_df = listed.orderBy("g", "k1", F.col("kept").desc(), "k2").select(
         "id", "cluster", "kept", "distance", "similarity", *extra
     )
-    every_pair = edges.select("a", "b", "d", "sim").unionByName(
-        copies.select(
-            F.col("canon").alias("a"),
-            F.col("copy").alias("b"),
-            F.lit(0).cast("long").alias("d"),
-            F.lit(1.0).alias("sim"),
-        )
-    )
+    every_pair = edges.select("a", "b", "d", "sim")
     id_b = by_pos.select(F.col(POS).alias("b"), F.col("id").alias("id_b"))
     found = (
         every_pair.join(by_pos.select(F.col(POS).alias("a"), F.col("id").alias("id_a")), "a")

@@ -383,7 +383,7 @@ def _union_all(frames: list[DataFrame]) -> DataFrame:
 
 def reference_edges(docs: DataFrame, refs: DataFrame, policy: Policy) -> DataFrame:
     """The passing pairs ``(a, b, d, sim)`` of a reference ``a`` (its ``REF`` order) and a
-    corpus document ``b`` (its ``POS``) of the distinct documents ``docs``. ``refs`` are the
+    corpus document ``b`` (its ``POS``) of the documents ``docs``. ``refs`` are the
     prepared references (``REF``, ``fp``, ``len``, ``keys``, ``mh``, ``norm``, ``h1``, ``h2``);
     empty ones are never candidates and exact copies among them count once (the earliest).
 
