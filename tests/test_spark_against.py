@@ -10,6 +10,7 @@ The Spark session of every Spark test module (tests/conftest.py), few jobs.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +206,48 @@ def test_a_missing_reference_fails_before_any_output(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no such file"):
         nspark.run_dedup_cli([str(train)], str(out), against=[str(tmp_path / "nope.jsonl")])
     assert not out.exists()
+
+
+def _edited(text: str, rng: random.Random, edits: int) -> str:
+    chars = list(text)
+    for _ in range(edits):
+        chars[rng.randrange(len(chars))] = rng.choice("abcdefghijklmnopqrstuvwxyz ")
+    return "".join(chars)
+
+
+def test_where_the_local_limits_bind_each_document_is_named_as_locally(
+    spark: SparkSession,
+) -> None:
+    """The default policy on 1,000 references in 10 families of 100 near-copies and 1,500
+    corpus documents (600 more near-copies of the families, 900 in 3 families of their own):
+    the local engine cuts bucket reads, leaves rows of full buckets out and caps what it
+    verifies, and the references are kept documents before the corpus in the buckets it reads
+    -- so the Spark job keeps the same documents, names each dropped one after the same
+    reference or kept document, and lists the same pairs with references."""
+    rng = random.Random(5)
+    bases = [words(500 + i, 40) for i in range(13)]
+    refs = [_edited(bases[i % 10], rng, rng.randint(0, 6)) for i in range(1000)]
+    corpus = [_edited(bases[rng.randrange(10)], rng, rng.randint(0, 6)) for _ in range(600)]
+    corpus += [_edited(bases[10 + i % 3], rng, rng.randint(0, 6)) for i in range(900)]
+    rng.shuffle(corpus)
+    expect = _expected(refs, corpus)
+    assert min(expect.stats[k] for k in ("capped", "buckets_cut", "unconfirmed")) > 0
+    df = spark.createDataFrame([(i, t) for i, t in enumerate(corpus)], "id long, text string")
+    against = spark.createDataFrame([(t,) for t in refs], "text string")
+    frames = nspark.dedup_frames(df, "text", "id", against=against)
+    try:
+        kept = [r["id"] for r in frames.kept.collect()]
+        clusters = [r.asDict() for r in frames.clusters.collect()]
+        pairs = {(x["a"], x["b"]) for x in frames.pairs.where("reference").collect()}
+        stats = frames.stats
+    finally:
+        frames.unpersist()
+    assert kept == np.flatnonzero(expect.kept).tolist()
+    named = {x["id"]: x["cluster"] for x in clusters if x["reference"]}
+    want = {int(r): int(expect.reference[r]) for r in np.flatnonzero(expect.reference >= 0)}
+    assert named == want and len(want) >= 500
+    member = (expect.representative != np.arange(len(corpus))) & (expect.reference < 0)
+    got_members = {x["id"]: x["cluster"] for x in clusters if not x["reference"] and not x["kept"]}
+    assert got_members == {int(r): int(expect.representative[r]) for r in np.flatnonzero(member)}
+    assert pairs >= {(v, k) for k, v in want.items()}
+    assert stats["converged"]

@@ -18,34 +18,36 @@ counts (rows, rounds), never rows:
    length, band keys and min-hash bytes (``NearRule.probes``) and a 128-bit hash of the
    prepared text. Empty prepared texts are never candidates: kept (or dropped with
    ``empty="drop"``), never clustered.
-2. **Exact copies**: documents with the same prepared text are one document for the pair
-   stage; every later copy is dropped (its representative is worked out at the end).
-3. **Candidates**: the documents of each MinHash band bucket, in preference order; each one is
+2. **Candidates**: the documents of each MinHash band bucket, in preference order; each one is
    paired with the bucket's first ``Bounds.heads`` documents and the ``Bounds.window`` documents
    before it (window functions), so a hot bucket costs ``heads + window`` pairs per document,
    not a square. The rule's ranking drops the pairs whose estimated similarity is out of reach
    (``NearRule.rank``), and the rest are verified exactly (``NearRule.verify``), grouped by
    their later document. Without a verifier the buckets are SimHash block keys, bounded alike,
-   and a pair passes within the radius; the kept documents are then paired exactly with each
-   other (:func:`neardup.spark._job.resolve`).
-4. **Decision**: the lexicographically first maximal independent set of the verified pairs, in
-   rounds (:func:`neardup.spark._job.decide`), then each dropped document's representative (a
-   grouped minimum).
+   and a pair passes within the radius. (An exact copy is a document like any other.)
+3. **Decision**: the lexicographically first maximal independent set of the verified pairs, in
+   rounds (:func:`neardup.spark._job.decide`).
+4. **Check**: every document is checked against exactly the candidates the local engine reads
+   for it under that decision (the ``Policy.bucket_limit`` newest kept documents before it per
+   bucket, the full-bucket quorum, ranked and cut to ``verify_limit``, verified), the decision
+   is taken again over the pairs that pass, and the documents after a moved one in its
+   buckets are checked again until nothing moves (:func:`neardup.spark._job.resolve`); each
+   dropped document is named after the best kept document among its pairs (a grouped
+   minimum). Without a verifier the kept documents are paired exactly with each other
+   instead.
 5. **Output**: ``kept`` (the input's rows and columns, input order), ``clusters`` and ``pairs``
    are DataFrames; :func:`run_dedup_cli` has the executors write them as part files.
 
 With references (``against=``, ``neardup dedup --against``; :mod:`neardup.spark._against`),
-they are prepared alike and, between steps 2 and 3, each distinct document is paired with the
-``Policy.bucket_limit`` last references of each of its band buckets (a band join, bounded per
-bucket), ranked and verified; a document that passes against one is dropped with its exact
-copies -- it goes through steps 3-4 dropped from the start, so that it keeps nothing out and
-is named after the best of the references and the kept documents it passes against, as
-locally -- and the rest is decided as without references.
+they are prepared alike and are kept documents before the corpus in the check of step 4, as
+the local engine keeps them; without a verifier a document within the radius of one is
+dropped from the start (it keeps nothing out) and named after the best of the references
+and kept documents within its radius.
 
-So ``dedup`` gives the local engine's kept set whenever the local engine's own limits
-(``Policy.bucket_limit`` kept documents read per band, ``verify_limit`` verified) and the
-bucket bound above do not bind: every document's candidates are then the same. docs/batch.md
-("Spark") says where they differ.
+So ``dedup`` gives the local engine's kept set and, with the verifier (the default), its
+clusters too, its limits included, once the check has converged (``Frames.stats
+["converged"]``, within ``Bounds.max_repairs`` checks). docs/batch.md ("Spark") has the
+figures.
 
 Install with ``pip install 'neardup[spark]'``; pyspark is imported only by this package.
 """
@@ -396,17 +398,22 @@ def _job_frames(
     # any other document is, as locally: its first copy may be out of its reach there)
     full = docs.where(F.col("len") > 0)
 
-    # the references: a document that passes against one is dropped whatever the rest of the
-    # corpus is (they are kept ahead of it)
-    by_ref = ref_pairs = matched = None
-    if refs is not None:
+    # the references, kept ahead of the corpus: with the verifier they are documents before
+    # every corpus document (in its buckets, read and verified as locally); without, a
+    # document within the radius of one is dropped whatever the rest of the corpus is
+    by_ref = ref_pairs = matched = ref_docs = None
+    if refs is not None and pol.verifier == "jaccard":
+        ref_docs = refs.where(F.col("len") > 0).select(
+            (F.col(REF) - F.lit(_job.REF_BASE)).alias(POS), "keys", "fp", "mh", "norm"
+        )
+    elif refs is not None:
         ref_pairs = keep_cached(_against.reference_edges(full, refs, pol))
         matched = keep_cached(_job.best(ref_pairs, "b", "a").withColumnRenamed("b", "x"))
 
     # 3-4. candidates, ranked and verified, and the decision (the references' near-copies
-    # dropped from the start: they keep nothing out)
+    # without a verifier dropped from the start: they keep nothing out)
     forced = matched.select(F.col("x").alias(POS)) if matched is not None else None
-    edges, state = _job.resolve(full, pol, bnd, stats, keep_cached, free, forced)
+    edges, state = _job.resolve(full, pol, bnd, stats, keep_cached, free, forced, ref_docs)
     kept_nodes = state.where(F.col("st") == KEPT).select(F.col("node"))
     dropped_nodes = state.where(F.col("st") == DROPPED).select(F.col("node"))
     named = _job.best(
@@ -416,12 +423,19 @@ def _job_frames(
         "b",
         "a",
     ).withColumnRenamed("b", "x")
-    if matched is None:
+    if ref_docs is not None:
+        # named after a reference (a position before the corpus) or a corpus document
+        named = keep_cached(named)
+        dropped = named.where(F.col("rep") >= 0)
+        by_ref = named.where(F.col("rep") < 0).withColumn("rep", F.col("rep") + _job.REF_BASE)
+        ref_pairs = edges.where(F.col("a") < 0).withColumn("a", F.col("a") + _job.REF_BASE)
+        edges = edges.where(F.col("a") >= 0)
+    elif matched is None:
         dropped = keep_cached(named)
     else:
         # a reference's near-copy is named after the best of the references and the kept
-        # corpus documents it passes against, as the local engine does: references are
-        # earlier than the corpus on ties
+        # corpus documents it is within the radius of, as the local engine does: references
+        # are earlier than the corpus on ties
         both = keep_cached(
             _best_named(matched.withColumn("src", F.lit(0)), named.withColumn("src", F.lit(1)))
         )

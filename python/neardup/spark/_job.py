@@ -30,6 +30,9 @@ log = logging.getLogger("neardup.spark")
 ROW = "__neardup_row"  # input order (monotonically increasing; an order column's values)
 POS = "__neardup_pos"  # preference order (monotonically increasing)
 
+#: A reference's position is its ``REF`` less this: before every corpus document.
+REF_BASE = 1 << 61
+
 #: Decision states.
 UNDECIDED, KEPT, DROPPED = 0, 1, 2
 
@@ -463,6 +466,7 @@ def resolve(
     cache: Callable[..., DataFrame],
     free: Callable[[DataFrame], None],
     forced: DataFrame | None = None,
+    refs: DataFrame | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """The verified pairs and the decision over the documents ``docs``: returns ``(edges,
     state)``.
@@ -483,13 +487,17 @@ def resolve(
     ``cache`` holds a frame until the job's outputs are written (:func:`checkpoint`-ed unless
     told not to), ``free`` frees one of them earlier.
 
-    ``forced``: documents (``POS``) dropped whatever the others are -- near-copies of
-    references, kept ahead of the corpus -- through :func:`forced_edges` (in the state, not in
-    the returned pairs): they keep nothing out, and their pairs with kept documents name their
-    best kept corpus document."""
+    ``refs`` (with the verifier; ``POS`` < 0, ``keys``, ``fp``, ``mh``, ``norm``): documents
+    kept ahead of the corpus, as the local engine keeps references: in the buckets, read and
+    verified with the rest (never checked themselves); the returned pairs and decision name
+    them by their positions.
+
+    ``forced`` (without a verifier): documents (``POS``) dropped whatever the others are --
+    near-copies of references, kept ahead of the corpus -- through :func:`forced_edges` (in
+    the state, not in the returned pairs): they keep nothing out, and their pairs with kept
+    documents name their best kept corpus document."""
     if policy.verifier != "jaccard":
         return _resolve_radius(docs, policy, bounds, stats, cache, free, forced)
-    virtual = cache(forced_edges(forced)) if forced is not None else None
     bands = policy.band_shape[0]
     first = cache(band_pairs(docs, bounds.heads, bounds.window))
     # (ranked with a limit above the most candidates a document has here: nothing cut)
@@ -497,18 +505,20 @@ def resolve(
     started = time.perf_counter()
     stats["candidate_pairs"] = first.count()
     log.info("%d candidate pairs (%.1f s)", stats["candidate_pairs"], time.perf_counter() - started)
-    state = cache(decide(_with(edges, virtual), bounds, stats), False)
+    state = cache(decide(edges, bounds, stats), False)
     free(first)
-    repairs, targets = 0, None
+    # (the references are read and verified with the corpus, never checked themselves)
+    every = docs if refs is None else docs.select(*refs.columns).unionByName(refs)
+    repairs, targets = 0, None if refs is None else docs.select(POS)
     while True:
         # the local engine's own candidates under this decision (of the documents whose
         # candidates may have changed), ranked and cut as it does, verified
-        cands = cache(local_candidates(docs, dropped_by(state), policy, targets))
+        cands = cache(local_candidates(every, dropped_by(state), policy, targets))
         n_cands = cands.count()
         stats["candidate_pairs"] += n_cands
-        found = cache(verified_pairs(cands, docs, policy, policy.verify_limit))
+        found = cache(verified_pairs(cands, every, policy, policy.verify_limit))
         free(cands)
-        if targets is not None:
+        if repairs and targets is not None:
             b = targets.select(F.col(POS).alias("b"))
             both = cache(edges.join(b, "b", "left_anti").unionByName(found))
             for frame in (edges, found, targets):
@@ -517,7 +527,7 @@ def resolve(
         else:
             free(edges)
             edges = found
-        after = cache(decide(_with(edges, virtual), bounds, stats), False)
+        after = cache(decide(edges, bounds, stats), False)
         targets = cache(to_check_again(docs, after, state))
         n_moved = targets.count()
         log.info(
@@ -538,10 +548,6 @@ def resolve(
         )  # fmt: skip
     stats["verified_pairs"] = edges.count()
     return edges, state
-
-
-def _with(edges: DataFrame, virtual: DataFrame | None) -> DataFrame:
-    return edges if virtual is None else edges.unionByName(virtual)
 
 
 def _resolve_radius(
