@@ -1,6 +1,7 @@
 """References of the Spark job (``neardup dedup --engine spark --against REF…``,
-``dedup_frames(..., against=...)``): reading them, and the verified pairs of the corpus's
-documents with them -- a band join on the executors, bounded per bucket.
+``dedup_frames(..., against=...)``): reading them, and without a verifier the pairs of the
+corpus's documents within the radius of one -- a block-key join on the executors, bounded
+per key.
 
 References are kept ahead of the corpus and never written out (the local engine's
 :meth:`neardup.corpus.CorpusDeduper.add_references`): a corpus document that passes the rule
@@ -29,7 +30,7 @@ from neardup import io as nio
 from neardup.cli._against import Reference, ReferenceInputError, _read, open_references
 from neardup.policy import Policy
 from neardup.spark import _cli
-from neardup.spark._job import POS, _block_keys, checkpoint, rank_pairs, release, verify_pairs
+from neardup.spark._job import POS, _block_keys, checkpoint, release
 
 #: The reference order column of the frame :func:`read_references` returns (a long, ascending
 #: in the order the references were given, then in each file's order).
@@ -382,42 +383,18 @@ def _union_all(frames: list[DataFrame]) -> DataFrame:
 
 
 def reference_edges(docs: DataFrame, refs: DataFrame, policy: Policy) -> DataFrame:
-    """The passing pairs ``(a, b, d, sim)`` of a reference ``a`` (its ``REF`` order) and a
-    corpus document ``b`` (its ``POS``) of the documents ``docs``. ``refs`` are the
-    prepared references (``REF``, ``fp``, ``len``, ``keys``, ``mh``, ``norm``, ``h1``, ``h2``);
-    empty ones are never candidates and exact copies among them count once (the earliest).
-
-    In each band bucket (with the Jaccard verifier; else each SimHash block key where the
-    reference's own block value is the key) a document is paired with the
-    ``policy.bucket_limit`` last references of the bucket -- the kept documents the local
-    engine reads per bucket, the references being kept first -- so a hot bucket costs each
-    document at most ``bucket_limit`` pairs, never the bucket's size; then the rule ranks each
-    document's candidates (at most ``verify_limit`` verified, as locally) and verifies them."""
+    """Without a verifier: the pairs ``(a, b, d, sim)`` of a reference ``a`` (its ``REF``
+    order) and a corpus document ``b`` (its ``POS``) of ``docs`` within the SimHash radius of
+    the corpus document's length, found by block keys (one side's own block value is among the
+    other's probes: the reference's own values, at most ``policy.bucket_limit`` per key -- the
+    references being kept first). ``refs`` are the prepared references (``REF``, ``fp``,
+    ``len``, ``h1``, ``h2``, ...); empty ones are never candidates and exact copies among them
+    count once (the earliest). (With the verifier the references are documents of the check:
+    :func:`neardup.spark._job.resolve`.)"""
     full = refs.where(F.col("len") > 0)
     firsts = full.groupBy("h1", "h2").agg(F.min(REF).alias(REF))
     one = full.join(firsts, ["h1", "h2", REF], "left_semi")
-    limit = policy.bucket_limit
-    if policy.verifier != "jaccard":
-        return _radius_edges(docs, one, policy)
-    mine = one.select(REF, F.posexplode("keys").alias("band", "key"))
-    newest = Window.partitionBy("band", "key").orderBy(F.col(REF).desc())
-    mine = mine.withColumn("i", F.row_number().over(newest)).where(F.col("i") <= limit)
-    theirs = docs.select(POS, F.posexplode("keys").alias("band", "key"))
-    pairs = (
-        mine.join(theirs, ["band", "key"])
-        .select(F.col(REF).alias("a"), F.col(POS).alias("b"))
-        .distinct()
-    )
-    side = one.select(F.col(REF).alias(POS), "fp", "mh", "norm")
-    ranked = rank_pairs(pairs, docs, policy, policy.verify_limit, earlier=side)
-    return verify_pairs(ranked, docs, policy, earlier=side)
-
-
-def _radius_edges(docs: DataFrame, refs: DataFrame, policy: Policy) -> DataFrame:
-    """:func:`reference_edges` without a verifier: pairs within the SimHash radius of the
-    corpus document's length, found by block keys (one side's own block value is among the
-    other's probes: the reference's own values, at most ``bucket_limit`` per key)."""
-    keyed = _block_keys(refs.select(F.col(REF).alias(POS), "fp"), policy).where(F.col("exact"))
+    keyed = _block_keys(one.select(F.col(REF).alias(POS), "fp"), policy).where(F.col("exact"))
     newest = Window.partitionBy("key").orderBy(F.col(POS).desc())
     keyed = keyed.withColumn("i", F.row_number().over(newest)).where(
         F.col("i") <= policy.bucket_limit
@@ -429,7 +406,7 @@ def _radius_edges(docs: DataFrame, refs: DataFrame, policy: Policy) -> DataFrame
         .select("a", "b")
         .distinct()
     )
-    joined = pairs.join(refs.select(F.col(REF).alias("a"), F.col("fp").alias("fa")), "a").join(
+    joined = pairs.join(one.select(F.col(REF).alias("a"), F.col("fp").alias("fa")), "a").join(
         docs.select(F.col(POS).alias("b"), F.col("fp").alias("fb"), F.col("len").alias("lb")), "b"
     )
     radius = F.when(F.col("lb") <= policy.short_chars, policy.k_short).otherwise(policy.k_long)

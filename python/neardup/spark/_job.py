@@ -439,8 +439,7 @@ def to_check_again(docs: DataFrame, state: DataFrame, before: DataFrame) -> Data
 
 def verified_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy, limit: int) -> DataFrame:
     """The passing pairs ``(a, b, d, sim)`` of candidate pairs: ranked by the rule (its
-    estimate floor; ``limit`` above the most candidates a document can have here, so nothing
-    is cut), then verified."""
+    estimate floor; the first ``limit`` of each document), then verified."""
     return verify_pairs(rank_pairs(pairs, docs, policy, limit), docs, policy)
 
 
@@ -590,21 +589,12 @@ def _resolve_radius(
     return edges, state
 
 
-def rank_pairs(
-    pairs: DataFrame,
-    docs: DataFrame,
-    policy: Policy,
-    limit: int,
-    earlier: DataFrame | None = None,
-) -> DataFrame:
+def rank_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy, limit: int) -> DataFrame:
     """The pairs worth verifying: ``NearRule.rank`` of each document's candidates (the rule's
-    estimate floor; ``limit`` is above the most candidates a document can have, so nothing is
-    cut; for the references, ``verify_limit``). ``earlier``: where the ``a`` documents are
-    (``POS``, ``fp``, ``mh``; default ``docs``: the references' own frame for theirs)."""
+    estimate floor; the first ``limit`` of each document, by the rule's order)."""
     side = docs.select(POS, "fp", "mh")
-    first = (earlier if earlier is not None else docs).select(POS, "fp", "mh")
     joined = pairs.join(
-        first.select(F.col(POS).alias("a"), F.col("fp").alias("fa"), F.col("mh").alias("ma")), "a"
+        side.select(F.col(POS).alias("a"), F.col("fp").alias("fa"), F.col("mh").alias("ma")), "a"
     ).join(
         side.select(F.col(POS).alias("b"), F.col("fp").alias("fb"), F.col("mh").alias("mb")), "b"
     )
@@ -634,15 +624,12 @@ def rank_pairs(
     return joined.repartition("b").sortWithinPartitions("b", "a").mapInPandas(run, "a long, b long")
 
 
-def verify_pairs(
-    pairs: DataFrame, docs: DataFrame, policy: Policy, earlier: DataFrame | None = None
-) -> DataFrame:
+def verify_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy) -> DataFrame:
     """``NearRule.verify`` of each document against its ranked candidates: the passing pairs
-    ``(a, b, d, sim)`` (``earlier``: where the ``a`` documents are, as in :func:`rank_pairs`)."""
+    ``(a, b, d, sim)``."""
     side = docs.select(POS, "fp", "norm")
-    first = (earlier if earlier is not None else docs).select(POS, "fp", "norm")
     joined = pairs.join(
-        first.select(F.col(POS).alias("a"), F.col("fp").alias("fa"), F.col("norm").alias("na")),
+        side.select(F.col(POS).alias("a"), F.col("fp").alias("fa"), F.col("norm").alias("na")),
         "a",
     ).join(
         side.select(F.col(POS).alias("b"), F.col("fp").alias("fb"), F.col("norm").alias("nb")),
