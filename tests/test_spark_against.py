@@ -251,3 +251,83 @@ def test_where_the_local_limits_bind_each_document_is_named_as_locally(
     assert got_members == {int(r): int(expect.representative[r]) for r in np.flatnonzero(member)}
     assert pairs >= {(v, k) for k, v in want.items()}
     assert stats["converged"]
+
+
+def _tied_triple() -> tuple[str, str, str]:
+    """A reference R, a corpus document C (no near-copy of R) and a document X after it that
+    passes against both with the same estimate and distance (a tie in the rule's rank, which
+    the candidates' positions break: the reference, kept first, wins it locally)."""
+    from neardup.kept import rule_for
+    from neardup.policy import Policy
+    from neardup.verify import normalise_many
+
+    policy = Policy.default()
+    rule, fingerprinter = rule_for(policy), policy.make_fingerprinter()
+    rng = random.Random(1)
+    vocabulary = [f"w{i}" for i in range(3000)]
+
+    def edit(base: list[str], lo: int) -> str:
+        out = list(base)
+        for _ in range(8):
+            out[rng.randrange(lo, lo + 60)] = rng.choice(vocabulary)
+        return " ".join(out)
+
+    for _ in range(3000):
+        base = [rng.choice(vocabulary) for _ in range(120)]
+        r, c, x = edit(base, 0), edit(base, 60), " ".join(base)
+        norms = normalise_many([r, c, x])
+        fps = np.asarray(fingerprinter.fingerprint_many(norms), np.uint64)
+        _, sketches, _ = rule.probes(norms, fps)
+        mh = np.asarray(sketches).reshape(3, -1)
+        tie = (mh[0] == mh[2]).sum() == (mh[1] == mh[2]).sum() and bin(
+            int(fps[0]) ^ int(fps[2])
+        ).count("1") == bin(int(fps[1]) ^ int(fps[2])).count("1")
+        at = np.arange(2, dtype=np.int64)
+        if tie and len(rule.verify(norms[2], int(fps[2]), norms[:2], fps[:2], at)) == 2:
+            if not rule.verify(norms[1], int(fps[1]), norms[:1], fps[:1], at[:1]):
+                return r, c, x
+    raise AssertionError("no tie in 3,000 triples")
+
+
+def test_a_reference_wins_a_tie_at_the_verify_limit_as_locally(spark: SparkSession) -> None:
+    """verify_limit=1 and X tied between reference R and the kept corpus document C: the
+    local engine verifies R (kept first) and names X after it; so does the Spark job (it
+    ranked references, which sit below the corpus's positions, last)."""
+    from neardup.policy import Policy
+
+    r, c, x = _tied_triple()
+    policy = Policy.default().replace(verify_limit=1)
+    d = CorpusDeduper(policy)
+    d.add_references([r])
+    d.feed([c, x])
+    expect = d.result()
+    assert expect.kept.tolist() == [True, False] and expect.reference.tolist() == [-1, 0]
+    df = spark.createDataFrame([(0, c), (1, x)], "id long, text string")
+    against = spark.createDataFrame([(r,)], "text string")
+    frames = nspark.dedup_frames(df, "text", "id", policy=policy, against=against)
+    try:
+        kept = [row["id"] for row in frames.kept.collect()]
+        clusters = [row.asDict() for row in frames.clusters.collect()]
+    finally:
+        frames.unpersist()
+    assert kept == [0]
+    assert [(x["id"], x["cluster"], x["reference"]) for x in clusters if not x["kept"]] == [
+        (1, 0, True)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("orders", "problem"),
+    [([-5, -3], "from -5 to -3"), ([2, 2], "repeat"), ([1, None], "no integer")],
+)
+def test_an_order_col_that_is_no_position_is_refused(
+    spark: SparkSession, orders: list[int | None], problem: str
+) -> None:
+    """order_col values are the job's positions (references sit below 0): negative, repeated
+    or missing ones are a ValueError naming the column, before the job."""
+    df = spark.createDataFrame(
+        [(0, "a text here", orders[0]), (1, "another one", orders[1])],
+        "id long, text string, o long",
+    )
+    with pytest.raises(ValueError, match=f"order_col 'o' .*{problem}"):
+        nspark.dedup_frames(df, "text", "id", order_col="o")

@@ -84,6 +84,33 @@ __all__ = [
 KEEP = ("first", "longest", "newest")
 
 
+def _check_order(numbered: DataFrame, order_col: str) -> None:
+    """A ValueError unless the rows' ``order_col`` (as ``ROW``) are distinct integers in
+    ``0 .. REF_BASE - 1``: the job's positions, where references sit below 0."""
+    got = numbered.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.count(ROW).alias("set"),
+        F.count_distinct(ROW).alias("distinct"),
+        F.min(ROW).alias("lo"),
+        F.max(ROW).alias("hi"),
+    ).first()
+    assert got is not None
+    if not got["rows"]:
+        return
+    problem = None
+    if got["set"] < got["rows"]:
+        problem = f"{got['rows'] - got['set']} rows have no integer there"
+    elif got["lo"] < 0 or got["hi"] >= _job.REF_BASE:
+        problem = f"its values run from {got['lo']} to {got['hi']}"
+    elif got["distinct"] < got["set"]:
+        problem = f"{got['set'] - got['distinct']} rows repeat another row's value"
+    if problem:
+        raise ValueError(
+            f"order_col {order_col!r} must hold distinct integers from 0 below 2**61, one a "
+            f"row: {problem}"
+        )
+
+
 def _policy_for(policy: Policy | Mapping[str, Any] | None, k: int | None) -> Policy:
     if policy is None:
         pol = Policy.default()
@@ -248,9 +275,10 @@ def dedup_frames(
     - ``keep``: ``"first"`` (input order), ``"longest"`` (the longest ``text_col`` as read) or
       ``"newest"`` (the latest ``time_col``: seconds since the epoch or ISO 8601, naive times in
       UTC, :func:`neardup.io.parse_time`); ties in input order. Input order is ``order_col``'s
-      when given, else the DataFrame's own (``monotonically_increasing_id``: the input must
-      read the same rows in the same partitions each time, as a file read does). A
-      ``time_col`` value that is not a time is a ValueError naming the row.
+      when given (distinct integers from 0 below 2**61, else a ValueError), else the
+      DataFrame's own (``monotonically_increasing_id``: the input must read the same rows in
+      the same partitions each time, as a file read does). A ``time_col`` value that is not a
+      time is a ValueError naming the row.
     - ``empty``: what becomes of documents whose prepared text is empty (never anybody's copy):
       ``"keep"`` (default) or ``"drop"``.
     - ``bounds``: the Spark job's own limits (:class:`Bounds`).
@@ -355,6 +383,8 @@ def _job_frames(
 
     order = F.col(order_col).cast("long") if order_col else F.monotonically_increasing_id()
     numbered = df.withColumn(ROW, order)
+    if order_col:
+        _check_order(numbered, order_col)
     source = numbered.select(ROW, text_col, *([time_col] if time_col else []))
 
     # 1. prepare: the corpus's page boilerplate first, then every text

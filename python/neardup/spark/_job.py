@@ -614,7 +614,8 @@ def rank_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy, limit: int) ->
             keep: list[np.ndarray] = []
             for s, e in zip(starts[:-1].tolist(), starts[1:].tolist()):
                 mine = np.frombuffer(mbs[s], np.uint8)
-                picked = rule.rank(mine, int(fb[s]), ma[s:e], fa[s:e], a[s:e])
+                # (positions from 0: references sit below the corpus, at negative POS)
+                picked = rule.rank(mine, int(fb[s]), ma[s:e], fa[s:e], a[s:e] - a[s:e].min())
                 keep.append(np.asarray(picked, np.int64) + s)
             idx = np.concatenate(keep) if keep else np.empty(0, np.int64)
             return pd.DataFrame({"a": a[idx], "b": b[idx]})
@@ -651,7 +652,8 @@ def verify_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy) -> DataFrame
             dists: list[int] = []
             sims: list[float] = []
             for s, e in zip(starts[:-1].tolist(), starts[1:].tolist()):
-                for i, d, sim in rule.verify(nb[s], int(fb[s]), na[s:e], fa[s:e], a[s:e]):
+                at = a[s:e] - a[s:e].min()  # (as in rank_pairs)
+                for i, d, sim in rule.verify(nb[s], int(fb[s]), na[s:e], fa[s:e], at):
                     rows.append(s + i)
                     dists.append(d)
                     sims.append(sim)
