@@ -185,19 +185,23 @@ def test_where_the_local_limits_bind_the_result_is_still_the_local_engines(
     bucket reads, leaves rows of full buckets out for want of the quorum and caps what it
     verifies -- and the Spark job, which checks every document against exactly the candidates
     the local engine reads for it until the decision no longer moves, keeps the same rows and
-    names the same representative for every dropped one, exact copies included."""
+    names the same representative for every dropped one, exact copies included; with keep
+    first (input order) and keep longest (the longest first, ties in input order)."""
     texts = families(4000, 800, 6, seed=11)
     texts += texts[:300:7]  # exact copies, far from their first copies
+    n = len(texts)
     df = spark.createDataFrame(list(enumerate(texts)), "id long, text string")
-    res = _local(texts)
-    assert min(res.stats[k] for k in ("capped", "buckets_cut", "unconfirmed")) > 0, res.stats
-    frames = nspark.dedup_frames(df, "text", "id")
-    kept = [r[0] for r in frames.kept.select("id").collect()]
-    assert kept == np.flatnonzero(res.kept).tolist()
-    reps = {r[0]: r[1] for r in frames.clusters.where("not kept").collect()}
-    assert reps == {i: int(r) for i, r in enumerate(res.representative.tolist()) if r != i}
-    assert frames.stats["converged"] and frames.stats["repairs"] >= 1, frames.stats
-    frames.unpersist()
+    lengths = np.asarray([len(t) for t in texts], np.int64)
+    for keep, order in (("first", None), ("longest", np.lexsort((np.arange(n), -lengths)))):
+        res = _local(texts, order=order)
+        assert min(res.stats[k] for k in ("capped", "buckets_cut", "unconfirmed")) > 0, keep
+        frames = nspark.dedup_frames(df, "text", "id", keep=keep)
+        kept = [r[0] for r in frames.kept.select("id").collect()]
+        assert kept == np.flatnonzero(res.kept).tolist(), keep
+        reps = {r[0]: r[1] for r in frames.clusters.where("not kept").collect()}
+        assert reps == {i: int(r) for i, r in enumerate(res.representative.tolist()) if r != i}
+        assert frames.stats["converged"] and frames.stats["repairs"] >= 1, frames.stats
+        frames.unpersist()
 
 
 def test_without_a_verifier_hot_blocks_give_the_local_kept_set(spark: SparkSession) -> None:

@@ -223,7 +223,7 @@ def test_where_the_local_limits_bind_each_document_is_named_as_locally(
     the local engine cuts bucket reads, leaves rows of full buckets out and caps what it
     verifies, and the references are kept documents before the corpus in the buckets it reads
     -- so the Spark job keeps the same documents, names each dropped one after the same
-    reference or kept document, and lists the same pairs with references."""
+    reference or kept document, and lists each such match among its pairs with references."""
     rng = random.Random(5)
     bases = [words(500 + i, 40) for i in range(13)]
     refs = [_edited(bases[i % 10], rng, rng.randint(0, 6)) for i in range(1000)]
