@@ -614,8 +614,7 @@ def rank_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy, limit: int) ->
             keep: list[np.ndarray] = []
             for s, e in zip(starts[:-1].tolist(), starts[1:].tolist()):
                 mine = np.frombuffer(mbs[s], np.uint8)
-                # (positions from 0: references sit below the corpus, at negative POS)
-                picked = rule.rank(mine, int(fb[s]), ma[s:e], fa[s:e], a[s:e] - a[s:e].min())
+                picked = rule.rank(mine, int(fb[s]), ma[s:e], fa[s:e], a[s:e])
                 keep.append(np.asarray(picked, np.int64) + s)
             idx = np.concatenate(keep) if keep else np.empty(0, np.int64)
             return pd.DataFrame({"a": a[idx], "b": b[idx]})
@@ -652,8 +651,7 @@ def verify_pairs(pairs: DataFrame, docs: DataFrame, policy: Policy) -> DataFrame
             dists: list[int] = []
             sims: list[float] = []
             for s, e in zip(starts[:-1].tolist(), starts[1:].tolist()):
-                at = a[s:e] - a[s:e].min()  # (as in rank_pairs)
-                for i, d, sim in rule.verify(nb[s], int(fb[s]), na[s:e], fa[s:e], at):
+                for i, d, sim in rule.verify(nb[s], int(fb[s]), na[s:e], fa[s:e], a[s:e]):
                     rows.append(s + i)
                     dists.append(d)
                     sims.append(sim)

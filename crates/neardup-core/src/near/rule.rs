@@ -181,6 +181,12 @@ pub fn best_first(mut passed: Vec<(f64, u32, u64, u32)>) -> Vec<Found> {
     passed.into_iter().map(|(s, d, _, r)| (r, d, s)).collect()
 }
 
+/// A caller's signed position as the unsigned key the rule orders by, order kept (a negative
+/// position -- say a reference placed before the documents -- comes first, not last).
+fn order_key(position: i64) -> u64 {
+    (position as u64) ^ (1 << 63)
+}
+
 /// The decision rule with its settings, for candidates that the caller finds and holds.
 #[derive(Clone, Debug)]
 pub struct Rule {
@@ -266,7 +272,7 @@ impl Rule {
                 i as u32,
                 cand_fps[i],
                 &cand_bytes[i * m..(i + 1) * m],
-                cand_positions[i] as u64,
+                order_key(cand_positions[i]),
             )
         });
         let ranked = rank(bytes, fp, self.threshold, self.verify_limit, candidates);
@@ -316,7 +322,7 @@ impl Rule {
             )?;
             if let Some(s) = found {
                 let d = (fp ^ cand_fps[i]).count_ones();
-                passed.push((s, d, cand_positions[i] as u64, i as u32));
+                passed.push((s, d, order_key(cand_positions[i]), i as u32));
             }
         }
         Ok(best_first(passed))
@@ -380,5 +386,23 @@ mod tests {
             outranked > 0,
             "no candidate was ever outranked: the test tests nothing"
         );
+    }
+
+    /// Candidates alike in all but their positions: the earliest comes first, a negative
+    /// position (a caller's reference placed before its documents) before every other.
+    #[test]
+    fn ties_go_to_the_earliest_position_negative_ones_included() {
+        let rule = Rule::new(0.8, 20, 5, 5, 1).unwrap();
+        let text = "one two three four five six seven eight nine ten eleven twelve";
+        let (_, bytes, _) = rule.probes(&[text], &[7]).unwrap();
+        let twice = [bytes.clone(), bytes.clone()].concat();
+        for (positions, first) in [([3, -5], 1), ([-5, 3], 0), ([-9, -5], 0), ([4, 3], 1)] {
+            let ranked = rule.rank(&bytes, 7, &twice, &[7, 7], &positions).unwrap();
+            assert_eq!(ranked, vec![first], "{positions:?}");
+            let found = rule
+                .verify(text, 7, &[text, text], &[7, 7], &positions)
+                .unwrap();
+            assert_eq!(found[0].0, first as u32, "{positions:?}");
+        }
     }
 }
