@@ -683,8 +683,8 @@ fn counters(s: &Stats) -> Vec<u64> {
 
 #[test]
 fn many_rows_at_once_give_the_decision_of_one_row_at_a_time() {
-    // Long calls search chunks of rows on the pool against the tables before the chunk (and
-    // search again the rows whose buckets changed within it); calls of one row never do.
+    // A call of many rows (a decision, a check-and-keep) visits them one after another: the
+    // same outcome, matches and counters as calls of one row each, limits binding or not.
     let mut texts = templated(1500, 7);
     texts.extend(corpus(900, 8));
     let order: Vec<i64> = (0..texts.len() as i64).rev().collect();
