@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import random
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.redis
@@ -176,6 +178,57 @@ def test_the_write_compares_what_it_read(any_url: str) -> None:
                 other.add(-id, writes)  # (same band hashes, other fields / same fields)
                 assert d.store.add(docs, found) is stored
             assert [m.id for m in d.check(x)] == [1, -2] and len(d) == 4
+
+
+def test_writes_of_one_process_that_share_band_lists_take_turns(any_url: str) -> None:
+    """Threads of one process write at once, but a write waits for the earlier ones under way
+    that share a band list with it: batches of one template from four threads are never
+    refused for each other's writes (no conflict, nothing decided twice), and every text is
+    answered as a check of the texts stored before it."""
+    rng = random.Random(13)
+    notice = "dear customer, your order {} has shipped; do not reply to this message {}"
+    batches = [[notice.format(rng.randrange(10**9), i % 3) for i in range(60)] for _ in range(12)]
+    with _open(any_url) as d:
+        with ThreadPoolExecutor(4) as pool:
+            done = list(pool.map(
+                lambda b: d.check_and_add_many([f"{b}-{i}" for i in range(60)], batches[b]),
+                range(12),
+            ))  # fmt: skip
+        assert d.stats()["conflicts"] == 0
+        added = sum(a for batch in done for a, _ in batch)
+        assert added == len(d) and 0 < added < 12 * 60
+        for batch in done:
+            for _, matches in batch:
+                assert all(m.id in d for m in matches)
+
+
+def test_a_write_waits_for_earlier_ones_that_share_a_list() -> None:
+    """Turns: a write sharing a band list with one under way starts when it is done (in
+    arrival order); a write sharing none starts at once."""
+    from neardup.backends.redis_dedup import _Turns
+
+    turns, order = _Turns(), []
+    first_in, release = threading.Event(), threading.Event()
+
+    def write(name: str, codes: list[int], hold: bool = False) -> None:
+        with turns.turn(np.array(codes, np.int64)):
+            order.append(name)
+            if hold:
+                first_in.set()
+                release.wait(10)
+
+    a = threading.Thread(target=write, args=("a", [1, 5], True))
+    a.start()
+    first_in.wait(10)
+    b = threading.Thread(target=write, args=("b", [5, 9]))  # (shares 5 with a)
+    b.start()
+    time.sleep(0.2)
+    write("c", [2, 7])  # (shares nothing: not held up by a, nor by b waiting)
+    assert order == ["a", "c"]
+    release.set()
+    a.join(10)
+    b.join(10)
+    assert order == ["a", "c", "b"]
 
 
 def test_api(redis_url: str) -> None:

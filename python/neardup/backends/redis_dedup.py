@@ -15,7 +15,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -61,6 +62,46 @@ def _policy_from(
             "embedded Deduplicator for other verifiers"
         )
     return pol
+
+
+class _Turns:
+    """The band lists (``band << 32 | band key``, sorted) of this process's writes, in the
+    order they came: a write waits for the earlier ones that share a list with it (it would
+    read what they are about to change, and its conditional add would then be refused and
+    decided again), and runs beside the others."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._queue: list[tuple[object, npt.NDArray[np.int64]]] = []
+
+    @staticmethod
+    def _share(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> bool:
+        if not len(a) or not len(b):
+            return False
+        at = np.searchsorted(b, a).clip(max=len(b) - 1)
+        return bool((b[at] == a).any())
+
+    def _waits(self, me: object, codes: npt.NDArray[np.int64]) -> bool:
+        for who, theirs in self._queue:
+            if who is me:
+                return False
+            if self._share(codes, theirs):
+                return True
+        return False
+
+    @contextmanager
+    def turn(self, codes: npt.NDArray[np.int64]) -> Iterator[None]:
+        """Hold the lists ``codes`` (after the earlier writes that share one are done)."""
+        me = object()
+        with self._changed:
+            self._queue.append((me, codes))
+            self._changed.wait_for(lambda: not self._waits(me, codes))
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._queue = [(w, c) for w, c in self._queue if w is not me]
+                self._changed.notify_all()
 
 
 class _Probed(NamedTuple):
@@ -121,10 +162,17 @@ class RedisDeduplicator(Closing):
         self.store.open({"policy": self.policy.to_dict(), "retention": self.retention})
         self.url = redact(url) if url else None
         self._lock = threading.Lock()
+        self._turns = _Turns()
         self._counters = {
             "checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0, "conflicts": 0,
         }  # fmt: skip
         self._closed = False
+
+    #: Writes are atomic on the server (an add is made only if the band lists it was decided
+    #: on are unchanged, else decided again), so threads may make them at once, as processes
+    #: do (the service sends batch requests from several threads); in a process, a write
+    #: waits for those under way that share a band list with it (:class:`_Turns`).
+    concurrent_writes: bool = True
 
     #: Prepared texts of candidates kept per process (oldest dropped first), at most this
     #: many and this many characters in all.
@@ -170,6 +218,12 @@ class RedisDeduplicator(Closing):
         fps = self.fingerprinter.fingerprint_many(norms)
         keys, minhash, lengths = self.rule.probes(norms, fps)
         return _Probed(norms, fps, keys, minhash, [n > 0 for n in lengths.tolist()])
+
+    @staticmethod
+    def _lists(p: _Probed) -> npt.NDArray[np.int64]:
+        """The band lists (``band << 32 | band key``, sorted) of the texts ``p``."""
+        keys = p.keys[np.asarray(p.listed, bool)].astype(np.int64)
+        return unique((np.arange(keys.shape[1], dtype=np.int64) << 32) | keys)
 
     def _decide(self, p: _Probed, ids: Sequence[Id] | None) -> tuple[list[list[Match]], Found]:
         """Each text's matches among the stored texts and, with ``ids`` (a check-and-add),
@@ -406,7 +460,8 @@ class RedisDeduplicator(Closing):
         p = self._probe(texts)
         first = self._retrying(lambda: self.store.refs(max(1, len(ids))))
         docs = self._docs(p, range(len(ids)), ids, texts, tss, first)
-        self._retrying(lambda: self.store.add(docs, None))
+        with self._turns.turn(self._lists(p)):
+            self._retrying(lambda: self.store.add(docs, None))
         self._stored(p, range(len(ids)), docs)
         self._after_write(len(docs))
         return [int(x) for x in p.fps.tolist()]
@@ -428,6 +483,12 @@ class RedisDeduplicator(Closing):
         ones and the texts of the batch added before it. One bad item refuses the batch."""
         tss = check_writes(ids, texts, timestamps, self.retention)
         p = self._probe(texts)
+        with self._turns.turn(self._lists(p)):
+            return self._check_and_add_probed(p, ids, texts, tss)
+
+    def _check_and_add_probed(
+        self, p: _Probed, ids: Sequence[Id], texts: Sequence[str], tss: Sequence[float | None]
+    ) -> list[tuple[bool, list[Match]]]:
         deadline = time.monotonic() + _PATIENCE
         for attempt in range(1 << 30):
             found, read = self._retrying(lambda: self._decide(p, ids))

@@ -83,6 +83,11 @@ class DedupService:
             commit=commit if self._defer else None,
         )
         self.readers = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="neardup-read")
+        # A store whose writes are atomic by themselves (Redis: an add is conditional on the
+        # band lists it was decided on) takes batch requests from the reader threads, several
+        # at once: one batch's round trips overlap another's decision. Others: the serialized
+        # writer.
+        self._concurrent = bool(getattr(backend, "concurrent_writes", False))
         self._sweeper: asyncio.Task[None] | None = None
         self.last_sweep: float | None = None
         self.closed = False
@@ -147,6 +152,14 @@ class DedupService:
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.readers, fn, *args)
+
+    async def _write_batch(self, kind: str, items: list[AddItem]) -> list[Any]:
+        """A batch request's writes: through the serialized writer, or on a reader thread
+        when the store's writes are atomic by themselves (see ``__init__``)."""
+        if not self._concurrent:
+            return list(await self.writer.submit(kind, items))
+        write = self._check_and_add_group if kind == CHECK_AND_ADD_BATCH else self._add_group
+        return await self._read(write, items)
 
     # -- the backend calls made by the writer thread ------------------------------------------
 
@@ -252,7 +265,7 @@ class DedupService:
         """POST /v1/add/batch."""
         now = time.time()
         items = [self._stamp(it, now) for it in await self._parse(parse_add_batch, body)]
-        fps = await self.writer.submit(ADD_BATCH, items) if items else []
+        fps = await self._write_batch(ADD_BATCH, items) if items else []
         self.metrics.count_documents(checked=len(items), added=len(items))
         return orjson.dumps({"results": [self._stored(it, fp) for it, fp in zip(items, fps)]})
 
@@ -269,7 +282,7 @@ class DedupService:
         """POST /v1/check-and-add/batch."""
         # Items without a timestamp are stamped by the backend as it adds them.
         items = await self._parse(parse_add_batch, body)
-        outcomes = await self.writer.submit(CHECK_AND_ADD_BATCH, items) if items else []
+        outcomes = await self._write_batch(CHECK_AND_ADD_BATCH, items) if items else []
         added = sum(1 for a, _ in outcomes if a)
         self.metrics.count_documents(checked=len(items), added=added, duplicate=len(items) - added)
         return orjson.dumps(
