@@ -202,33 +202,45 @@ def test_writes_of_one_process_that_share_band_lists_take_turns(any_url: str) ->
                 assert all(m.id in d for m in matches)
 
 
-def test_a_write_waits_for_earlier_ones_that_share_a_list() -> None:
-    """Turns: a write sharing a band list with one under way starts when it is done (in
-    arrival order); a write sharing none starts at once."""
+def test_a_write_waits_for_earlier_ones_that_may_change_a_list_it_reads() -> None:
+    """Turns: a write that reads a band list that an earlier one under way may change starts
+    once that one is done or has narrowed what it may change (having decided), in arrival
+    order; a write sharing no list starts at once."""
     from neardup.backends.redis_dedup import _Turns
 
     turns, order = _Turns(), []
-    first_in, release = threading.Event(), threading.Event()
+    holding, narrow, release = threading.Event(), threading.Event(), threading.Event()
 
-    def write(name: str, codes: list[int], hold: bool = False) -> None:
+    def first() -> None:
+        with turns.turn(np.array([1, 5], np.int64)) as turn:
+            order.append("a")
+            holding.set()
+            narrow.wait(10)
+            turn.hold(np.array([1], np.int64))  # (decided: changes list 1 only)
+            release.wait(10)
+        order.append("a done")
+
+    def write(name: str, codes: list[int]) -> None:
         with turns.turn(np.array(codes, np.int64)):
             order.append(name)
-            if hold:
-                first_in.set()
-                release.wait(10)
 
-    a = threading.Thread(target=write, args=("a", [1, 5], True))
+    a = threading.Thread(target=first)
     a.start()
-    first_in.wait(10)
-    b = threading.Thread(target=write, args=("b", [5, 9]))  # (shares 5 with a)
+    holding.wait(10)
+    b = threading.Thread(target=write, args=("b", [5, 9]))  # (reads 5, which a may change)
     b.start()
+    d = threading.Thread(target=write, args=("d", [1]))  # (reads 1: a keeps it)
+    d.start()
     time.sleep(0.2)
-    write("c", [2, 7])  # (shares nothing: not held up by a, nor by b waiting)
+    write("c", [2, 7])  # (shares nothing: held up by no one)
     assert order == ["a", "c"]
-    release.set()
-    a.join(10)
+    narrow.set()
     b.join(10)
     assert order == ["a", "c", "b"]
+    release.set()
+    a.join(10)
+    d.join(10)
+    assert order == ["a", "c", "b", "a done", "d"]
 
 
 def test_api(redis_url: str) -> None:

@@ -64,15 +64,30 @@ def _policy_from(
     return pol
 
 
+class _Turn:
+    """A write's place among the writes of its process (see :class:`_Turns`)."""
+
+    def __init__(self, turns: _Turns, codes: npt.NDArray[np.int64]) -> None:
+        self._turns = turns
+        self.codes = codes
+
+    def hold(self, codes: npt.NDArray[np.int64]) -> None:
+        """From now on the write may change the lists ``codes`` only (sorted)."""
+        with self._turns.changed:
+            self.codes = codes
+            self._turns.changed.notify_all()
+
+
 class _Turns:
-    """The band lists (``band << 32 | band key``, sorted) of this process's writes, in the
-    order they came: a write waits for the earlier ones that share a list with it (it would
-    read what they are about to change, and its conditional add would then be refused and
-    decided again), and runs beside the others."""
+    """The writes under way in this process, in the order they came, each with the band lists
+    (``band << 32 | band key``, sorted) it may still change: before it has decided, those of
+    all its texts; then those of the texts it keeps. A write starts once no earlier one may
+    change a list it reads (else its conditional add would be refused for its own process's
+    write and decided again), beside the others."""
 
     def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._queue: list[tuple[object, npt.NDArray[np.int64]]] = []
+        self.changed = threading.Condition()
+        self._queue: list[_Turn] = []
 
     @staticmethod
     def _share(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> bool:
@@ -81,27 +96,27 @@ class _Turns:
         at = np.searchsorted(b, a).clip(max=len(b) - 1)
         return bool((b[at] == a).any())
 
-    def _waits(self, me: object, codes: npt.NDArray[np.int64]) -> bool:
-        for who, theirs in self._queue:
-            if who is me:
+    def _waits(self, me: _Turn, codes: npt.NDArray[np.int64]) -> bool:
+        for earlier in self._queue:
+            if earlier is me:
                 return False
-            if self._share(codes, theirs):
+            if self._share(codes, earlier.codes):
                 return True
         return False
 
     @contextmanager
-    def turn(self, codes: npt.NDArray[np.int64]) -> Iterator[None]:
-        """Hold the lists ``codes`` (after the earlier writes that share one are done)."""
-        me = object()
-        with self._changed:
-            self._queue.append((me, codes))
-            self._changed.wait_for(lambda: not self._waits(me, codes))
+    def turn(self, codes: npt.NDArray[np.int64]) -> Iterator[_Turn]:
+        """A write that reads and may change the lists ``codes``, once it may start."""
+        me = _Turn(self, codes)
+        with self.changed:
+            self._queue.append(me)
+            self.changed.wait_for(lambda: not self._waits(me, codes))
         try:
-            yield
+            yield me
         finally:
-            with self._changed:
-                self._queue = [(w, c) for w, c in self._queue if w is not me]
-                self._changed.notify_all()
+            with self.changed:
+                self._queue.remove(me)
+                self.changed.notify_all()
 
 
 class _Probed(NamedTuple):
@@ -220,10 +235,12 @@ class RedisDeduplicator(Closing):
         return _Probed(norms, fps, keys, minhash, [n > 0 for n in lengths.tolist()])
 
     @staticmethod
-    def _lists(p: _Probed) -> npt.NDArray[np.int64]:
-        """The band lists (``band << 32 | band key``, sorted) of the texts ``p``."""
-        keys = p.keys[np.asarray(p.listed, bool)].astype(np.int64)
-        return unique((np.arange(keys.shape[1], dtype=np.int64) << 32) | keys)
+    def _lists(p: _Probed, rows: Sequence[int] | None = None) -> npt.NDArray[np.int64]:
+        """The band lists (``band << 32 | band key``, sorted) of the texts ``rows`` of ``p``
+        (None: all)."""
+        keys = p.keys[np.asarray(p.listed, bool)] if rows is None else p.keys[
+            [r for r in rows if p.listed[r]]]  # fmt: skip
+        return unique((np.arange(keys.shape[1], dtype=np.int64) << 32) | keys.astype(np.int64))
 
     def _decide(self, p: _Probed, ids: Sequence[Id] | None) -> tuple[list[list[Match]], Found]:
         """Each text's matches among the stored texts and, with ``ids`` (a check-and-add),
@@ -483,16 +500,20 @@ class RedisDeduplicator(Closing):
         ones and the texts of the batch added before it. One bad item refuses the batch."""
         tss = check_writes(ids, texts, timestamps, self.retention)
         p = self._probe(texts)
-        with self._turns.turn(self._lists(p)):
-            return self._check_and_add_probed(p, ids, texts, tss)
+        lists = self._lists(p)
+        with self._turns.turn(lists) as turn:
+            return self._check_and_add_probed(p, ids, texts, tss, turn, lists)
 
     def _check_and_add_probed(
-        self, p: _Probed, ids: Sequence[Id], texts: Sequence[str], tss: Sequence[float | None]
-    ) -> list[tuple[bool, list[Match]]]:
+        self, p: _Probed, ids: Sequence[Id], texts: Sequence[str], tss: Sequence[float | None],
+        turn: _Turn, lists: npt.NDArray[np.int64],
+    ) -> list[tuple[bool, list[Match]]]:  # fmt: skip
         deadline = time.monotonic() + _PATIENCE
         for attempt in range(1 << 30):
+            turn.hold(lists)
             found, read = self._retrying(lambda: self._decide(p, ids))
             rows = [i for i, m in enumerate(found) if not m]
+            turn.hold(self._lists(p, rows))  # (later writes that read none of them may start)
             docs = self._docs(p, rows, ids, texts, tss, read.first)
             if self._retrying(lambda: self.store.add(docs, read)):  # noqa: B023
                 self._stored(p, rows, docs)
