@@ -218,7 +218,7 @@ def test_a_write_waits_for_earlier_ones_that_may_change_a_list_it_reads() -> Non
             narrow.wait(10)
             turn.hold(np.array([1], np.int64))  # (decided: changes list 1 only)
             release.wait(10)
-        order.append("a done")
+            order.append("a done")
 
     def write(name: str, codes: list[int]) -> None:
         with turns.turn(np.array(codes, np.int64)):
@@ -241,6 +241,38 @@ def test_a_write_waits_for_earlier_ones_that_may_change_a_list_it_reads() -> Non
     a.join(10)
     d.join(10)
     assert order == ["a", "c", "b", "a done", "d"]
+
+
+def test_a_write_cut_short_while_it_waits_leaves_no_place_behind() -> None:
+    """An exception reaching a write while it waits for its turn (a KeyboardInterrupt, say)
+    takes it out of the queue: later writes on its lists are not held up for ever."""
+    import ctypes
+
+    from neardup.backends.redis_dedup import _Turns
+
+    turns, got = _Turns(), []
+
+    def waiter() -> None:
+        try:
+            with turns.turn(np.array([5], np.int64)):
+                got.append("ran")
+        except KeyboardInterrupt:
+            got.append("interrupted")
+
+    with turns.turn(np.array([5], np.int64)) as first:
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(0.2)  # (it waits behind the first)
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(t.ident), ctypes.py_object(KeyboardInterrupt)
+        )
+        first.hold(np.array([5], np.int64))  # (wakes it: it meets the exception)
+        t.join(10)
+    assert got == ["interrupted"]
+    later = threading.Thread(target=lambda: turns.turn(np.array([5], np.int64)).__enter__())
+    later.start()
+    later.join(10)
+    assert not later.is_alive()
 
 
 def test_api(redis_url: str) -> None:

@@ -125,3 +125,46 @@ def test_no_refusal_for_a_text_never_stored(any_url: str, tmp_path: Path) -> Non
                     assert got["added"], got
                 for name in names:
                     assert httpx.get(f"{b.url}/v1/documents/{name}", timeout=30).status_code == 200
+
+
+def test_batch_writes_run_beside_checks_and_end_with_the_service(redis_url: str) -> None:
+    """On a Redis store the service runs batch writes on threads of their own, several at
+    once: a check sent while a template's batches take turns is answered before the first of
+    them is done (it does not queue behind them for a reader thread), every batch is answered,
+    and a batch sent after the service stopped is a 503 ('unavailable'), not an error of a
+    thread pool."""
+    import asyncio
+
+    import orjson
+    from neardup.backends.redis import RedisDeduplicator
+    from neardup.service.core import DedupService
+    from neardup.service.errors import ApiError
+    from neardup.service.settings import Settings
+
+    url = f"{redis_url}{'&' if '?' in redis_url else '?'}namespace={fresh_ns()}"
+    rng = random.Random(5)
+    notice = "dear customer, your order {} has shipped; do not reply to this message"
+    bodies = [
+        orjson.dumps({"items": [{"id": f"{b}-{i}", "text": notice.format(rng.randrange(10**9))}
+                                for i in range(1000)]})
+        for b in range(6)
+    ]  # fmt: skip
+    service = DedupService(
+        Settings(store=url, retention=None, read_threads=2), RedisDeduplicator.from_url(url)
+    )
+
+    async def run() -> int:
+        await service.start()
+        writes = [asyncio.create_task(service.check_and_add_batch(b)) for b in bodies]
+        await asyncio.sleep(0.01)
+        await service.check(orjson.dumps({"text": notice.format(7)}))
+        pending = sum(not w.done() for w in writes)
+        answers = [orjson.loads(r)["results"] for r in await asyncio.gather(*writes)]
+        assert [len(a) for a in answers] == [1000] * 6
+        await service.stop()
+        with pytest.raises(ApiError) as refused:
+            await service.check_and_add_batch(bodies[0])
+        assert refused.value.code == "unavailable" and refused.value.status == 503
+        return pending
+
+    assert asyncio.run(run()) == len(bodies)

@@ -108,14 +108,14 @@ class _Turns:
     def turn(self, codes: npt.NDArray[np.int64]) -> Iterator[_Turn]:
         """A write that reads and may change the lists ``codes``, once it may start."""
         me = _Turn(self, codes)
-        with self.changed:
-            self._queue.append(me)
-            self.changed.wait_for(lambda: not self._waits(me, codes))
         try:
-            yield me
-        finally:
             with self.changed:
-                self._queue.remove(me)
+                self._queue.append(me)
+                self.changed.wait_for(lambda: not self._waits(me, codes))
+            yield me
+        finally:  # (also when the wait is cut short: a place left behind would block others)
+            with self.changed:
+                self._queue = [t for t in self._queue if t is not me]
                 self.changed.notify_all()
 
 

@@ -1,7 +1,8 @@
 """The service's request handlers, independent of the web framework: JSON bytes in, JSON bytes out.
 
 Both the FastAPI routes and the lean ASGI fast path call these, so the two give the same answers.
-Writes go through the :class:`SerializedWriter`; checks run in a pool of reader threads, off the
+Writes go through the :class:`SerializedWriter` (batch writes to a store whose writes are atomic
+by themselves, Redis, through a pool of their own); checks run in a pool of reader threads, off the
 event loop.
 """
 
@@ -84,10 +85,14 @@ class DedupService:
         )
         self.readers = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="neardup-read")
         # A store whose writes are atomic by themselves (Redis: an add is conditional on the
-        # band lists it was decided on) takes batch requests from the reader threads, several
-        # at once: one batch's round trips overlap another's decision. Others: the serialized
-        # writer.
-        self._concurrent = bool(getattr(backend, "concurrent_writes", False))
+        # band lists it was decided on) takes batch requests from threads of their own, several
+        # at once: one batch's round trips overlap another's decision (a pool apart from the
+        # readers, so that checks never wait behind writes). Others: the serialized writer.
+        self.batch_writers = (
+            ThreadPoolExecutor(settings.read_threads, thread_name_prefix="neardup-batch")
+            if getattr(backend, "concurrent_writes", False)
+            else None
+        )
         self._sweeper: asyncio.Task[None] | None = None
         self.last_sweep: float | None = None
         self.closed = False
@@ -117,6 +122,9 @@ class DedupService:
         else:
             await asyncio.get_running_loop().run_in_executor(None, self.writer.stop)
         self.readers.shutdown(wait=True)
+        if self.batch_writers is not None:  # (the batch writes under way end first)
+            pool = self.batch_writers
+            await asyncio.get_running_loop().run_in_executor(None, lambda: pool.shutdown(True))
         close = getattr(self.backend, "close", None)
         if close is not None:
             close()
@@ -151,15 +159,21 @@ class DedupService:
         return await self._read(lambda: parse(parse_json(body), self.limits))
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        if self.closed:  # (its threads are gone)
+            raise ApiError("unavailable", "the service is shutting down")
         return await asyncio.get_running_loop().run_in_executor(self.readers, fn, *args)
 
     async def _write_batch(self, kind: str, items: list[AddItem]) -> list[Any]:
-        """A batch request's writes: through the serialized writer, or on a reader thread
-        when the store's writes are atomic by themselves (see ``__init__``)."""
-        if not self._concurrent:
+        """A batch request's writes: through the serialized writer, or on a thread of
+        :attr:`batch_writers` when the store's writes are atomic by themselves (see
+        ``__init__``)."""
+        if self.batch_writers is None:
             return list(await self.writer.submit(kind, items))
+        if self.closed:
+            raise ApiError("unavailable", "the service is shutting down")
         write = self._check_and_add_group if kind == CHECK_AND_ADD_BATCH else self._add_group
-        return await self._read(write, items)
+        loop = asyncio.get_running_loop()
+        return list(await loop.run_in_executor(self.batch_writers, write, items))
 
     # -- the backend calls made by the writer thread ------------------------------------------
 
