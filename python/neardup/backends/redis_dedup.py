@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from neardup._closing import Closing
 from neardup.backends.redis_connect import connect, redact
-from neardup.backends.redis_store import Recent, RedisStore, id_hash, unique
+from neardup.backends.redis_store import Recent, RedisStore, band_codes, id_hash, unique
 from neardup.dedup import Match, Policy, check_text, check_texts, check_writes
 from neardup.kept import rule_for
 from neardup.stores import Doc, Found, Store, dec_id, enc_id
@@ -240,7 +240,7 @@ class RedisDeduplicator(Closing):
         (None: all)."""
         keys = p.keys[np.asarray(p.listed, bool)] if rows is None else p.keys[
             [r for r in rows if p.listed[r]]]  # fmt: skip
-        return unique((np.arange(keys.shape[1], dtype=np.int64) << 32) | keys.astype(np.int64))
+        return unique(band_codes(keys))
 
     def _decide(self, p: _Probed, ids: Sequence[Id] | None) -> tuple[list[list[Match]], Found]:
         """Each text's matches among the stored texts and, with ``ids`` (a check-and-add),
@@ -260,8 +260,7 @@ class RedisDeduplicator(Closing):
         table_fp = np.concatenate([np.array([data[h][1] for h in hashes], np.uint64), p.fps])
         table_pos = np.array([data[h][0] for h in hashes] + list(range(_BATCH_POSITION,
                              _BATCH_POSITION + n)), np.int64)  # fmt: skip
-        # A band list as one number: band << 32 | band key.
-        codes = (np.arange(p.keys.shape[1], dtype=np.int64) << 32) | p.keys.astype(np.int64)
+        codes = band_codes(p.keys)  # (a band list as one number)
         # The stored candidates of each text: the rows of the records in its band lists (stale
         # ones left out), one sorted array per text that has any.
         list_code, list_row = np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -502,12 +501,14 @@ class RedisDeduplicator(Closing):
         p = self._probe(texts)
         lists = self._lists(p)
         with self._turns.turn(lists) as turn:
-            return self._check_and_add_probed(p, ids, texts, tss, turn, lists)
+            return self._check_and_add_in_turn(p, ids, texts, tss, turn, lists)
 
-    def _check_and_add_probed(
+    def _check_and_add_in_turn(
         self, p: _Probed, ids: Sequence[Id], texts: Sequence[str], tss: Sequence[float | None],
         turn: _Turn, lists: npt.NDArray[np.int64],
     ) -> list[tuple[bool, list[Match]]]:  # fmt: skip
+        """:meth:`check_and_add_many` of probed texts in its turn (holding ``lists``, those of
+        all its texts, whenever it decides)."""
         deadline = time.monotonic() + _PATIENCE
         for attempt in range(1 << 30):
             turn.hold(lists)

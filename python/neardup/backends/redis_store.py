@@ -92,6 +92,12 @@ def unique(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
 
 
+def band_codes(keys: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
+    """Each band list of rows of band keys (one column per band) as one number:
+    ``band << 32 | band key``."""
+    return (np.arange(keys.shape[1], dtype=np.int64) << 32) | keys.astype(np.int64)
+
+
 def id_hash(id: bytes) -> bytes:
     """The 8-byte hash of an encoded id that records and data keys name it by."""
     return hashlib.blake2b(id, digest_size=8).digest()
@@ -297,7 +303,7 @@ class RedisStore:
         # Every (band, band key, doc) as one number, band-major; sorted, each field's records
         # follow one another in doc order, band j's at [j * n, (j + 1) * n).
         shift = n.bit_length()
-        code = ((np.arange(nb, dtype=np.int64) << 32) | keys.astype(np.int64)).T.ravel()
+        code = band_codes(keys).T.ravel()
         ordered = np.sort((code << shift) | np.tile(np.arange(n, dtype=np.int64), nb))
         doc = ordered & ((1 << shift) - 1)
         ordered >>= shift

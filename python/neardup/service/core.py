@@ -159,9 +159,14 @@ class DedupService:
         return await self._read(lambda: parse(parse_json(body), self.limits))
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        if self.closed:  # (its threads are gone)
+        return await self._run(self.readers, fn, *args)
+
+    async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a thread of ``pool`` (503 once the service is stopping: the pool's
+        threads are gone)."""
+        if self.closed:
             raise ApiError("unavailable", "the service is shutting down")
-        return await asyncio.get_running_loop().run_in_executor(self.readers, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     async def _write_batch(self, kind: str, items: list[AddItem]) -> list[Any]:
         """A batch request's writes: through the serialized writer, or on a thread of
@@ -169,11 +174,8 @@ class DedupService:
         ``__init__``)."""
         if self.batch_writers is None:
             return list(await self.writer.submit(kind, items))
-        if self.closed:
-            raise ApiError("unavailable", "the service is shutting down")
         write = self._check_and_add_group if kind == CHECK_AND_ADD_BATCH else self._add_group
-        loop = asyncio.get_running_loop()
-        return list(await loop.run_in_executor(self.batch_writers, write, items))
+        return await self._run(self.batch_writers, write, items)
 
     # -- the backend calls made by the writer thread ------------------------------------------
 
