@@ -1,8 +1,8 @@
 """The service on one local redis-server (``neardup serve --store redis://...``) against
 datasketch's Redis-backed MinHashLSH, in the same run.
 
-A throwaway redis-server (no persistence) on a free port; ``--items`` texts stored first; then
-through one ``neardup serve`` process:
+A throwaway redis-server (no persistence) on a free port; ``--items`` texts stored first (with
+Redis's ``used_memory`` a stored text); then through one ``neardup serve`` process:
 
 1. single ``POST /v1/check-and-add``: requests/s, p50/p99 (wrk 2 threads, ``--connections``);
 2. ``POST /v1/check-and-add/batch`` (``--batch-size`` texts a request, 2 connections): docs/s;
@@ -163,6 +163,7 @@ def main() -> None:
     args.duration = args.duration or (3.0 if args.quick else 10.0)
     vocab = vocabulary()
     stored = [stored_text(i, vocab, args.stream) for i in range(items)]
+    text_bytes = sum(len(t.encode()) for t in stored) / max(1, items)
     work = Path(tempfile.mkdtemp(prefix="neardup-bench-redis-"))
     print(
         f"neardup on Redis through the service vs datasketch MinHashLSH on Redis: {items:,} "
@@ -190,9 +191,15 @@ def main() -> None:
         store = f"redis://127.0.0.1:{port}/0?namespace=bench"
         t0 = time.perf_counter()
         with RedisDeduplicator.from_url(store) as d:
+            m0 = int(d.store.client.info("memory")["used_memory"])
             for s in range(0, items, 5000):
                 d.add_many(list(range(s, min(items, s + 5000))), stored[s : s + 5000])
-        print(f"  stored {items:,} texts in {time.perf_counter() - t0:.1f} s (add_many)")
+            per_text = (int(d.store.client.info("memory")["used_memory"]) - m0) / items
+        results["redis_bytes_per_text"] = per_text
+        print(
+            f"  stored {items:,} texts in {time.perf_counter() - t0:.1f} s (add_many); Redis "
+            f"used_memory {per_text:,.0f} bytes a text (texts of {text_bytes:.0f} bytes on average)"
+        )
         cmd = [sys.executable, "-m", "neardup", "serve", "--store", store, "--port", "0",
                "--retention", "none", "--max-batch", str(max(10_000, args.batch_size))]  # fmt: skip
         srv = Server(cmd).start()

@@ -327,7 +327,11 @@ def test_settings_are_checked(redis_url: str) -> None:
     # format 3: band hashes without their change count (before the write skipped fields read
     # empty): refused, not written with a count the older code would not keep
     redis.Redis.from_url(redis_url).set(f"{{{old}}}:config", '{"format": 3}')
-    with pytest.raises(IncompatibleIndexError, match="format 3; this version reads format 4"):
+    with pytest.raises(IncompatibleIndexError, match="format 3; this version reads format 5"):
+        RedisDeduplicator.from_url(_url(redis_url, old))
+    # format 4: a version's data as a hash, which this version's functions cannot read
+    redis.Redis.from_url(redis_url).set(f"{{{old}}}:config", '{"format": 4}')
+    with pytest.raises(IncompatibleIndexError, match="format 4; this version reads format 5"):
         RedisDeduplicator.from_url(_url(redis_url, old))
     # a namespace recorded before a policy setting existed: the setting takes its default
     r = redis.Redis.from_url(redis_url)

@@ -50,7 +50,7 @@ def connect(url: str, **client_kwargs: Any) -> tuple[Client, dict[str, Any]]:
         if name in _GONE_OPTIONS:
             raise ValueError(
                 f"url option {name}={value!r} is no longer used: the Redis store keeps MinHash "
-                "band lists (format 4), not SimHash blocks; remove it"
+                "band lists (format 5), not SimHash blocks; remove it"
             )
         conv = _OUR_OPTIONS.get(name)
         if conv is None:

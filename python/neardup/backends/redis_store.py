@@ -10,9 +10,9 @@ Keys (namespace ``ns``; ``h`` is an id's 8-byte hash, ``ref`` a version's 8-byte
   ``2 * bucket_limit`` (so a removal gives its place back to an older record); a check reads
   the newest ``bucket_limit``; field ``#``: the number of changes of the hash's records (a
   write that finds it as read needs not read the fields it found empty again);
-- ``ns:d:<h>``: the id's stored version: ``i`` id, ``r`` ref (its position: smaller is older),
-  ``f`` fingerprint (8 bytes), ``m`` min-hash bytes, ``k`` band keys, ``x`` text, ``t``
-  timestamp. A record whose ref is not the data's is stale (never read as a candidate);
+- ``ns:d:<h>``: the id's stored version, one string (:func:`unpack_data`): its ref (its
+  position: smaller is older), fingerprint, timestamp, id, min-hash bytes, band keys and text.
+  A record whose ref is not the data's is stale (never read as a candidate);
 - ``{ns}:seq`` (refs), ``{ns}:t`` (id -> timestamp: counts and expiry), ``{ns}:config``.
 
 On a cluster the band hashes spread over the masters by their names, the data by ids.
@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -36,11 +37,13 @@ from neardup.backends.redis_functions import Functions, missing_function
 from neardup.policy import Policy
 from neardup.stores import Doc, Found, dec_id, enc_id
 
-__all__ = ["FORMAT_VERSION", "Doc", "Found", "RedisStore", "dec_id", "enc_id", "id_hash"]
+__all__ = [
+    "FORMAT_VERSION", "Doc", "Found", "RedisStore", "dec_id", "enc_id", "id_hash", "unpack_data",
+]  # fmt: skip
 
 #: The data format of a namespace (2: the SimHash blocks of earlier versions; 3: band hashes
-#: without their change count; both refused).
-FORMAT_VERSION = 4
+#: without their change count; 4: a version's data as a hash; all refused).
+FORMAT_VERSION = 5
 
 # A reservation of band fields outlives a stalled or killed writer by this long (ms).
 RESERVE_TTL_MS = 5000
@@ -96,6 +99,19 @@ def band_codes(keys: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
     """Each band list of rows of band keys (one column per band) as one number:
     ``band << 32 | band key``."""
     return (np.arange(keys.shape[1], dtype=np.int64) << 32) | keys.astype(np.int64)
+
+
+def unpack_data(v: bytes) -> tuple[bytes, int, float, bytes, bytes, bytes, bytes]:
+    """A version's data string (the Lua library's ``DATA``): its ref (8 bytes), fingerprint,
+    timestamp, encoded id, min-hash bytes, band keys and text (UTF-8)."""
+    ref, fp, ts = v[:8], int.from_bytes(v[8:16], "big"), struct.unpack_from(">d", v, 16)[0]
+    parts, at = [], 24
+    for _ in range(4):
+        end = at + 4 + int.from_bytes(v[at : at + 4], "big")
+        parts.append(v[at + 4 : end])
+        at = end
+    i, m, k, x = parts
+    return ref, fp, ts, i, m, k, x
 
 
 def id_hash(id: bytes) -> bytes:
@@ -225,15 +241,15 @@ class RedisStore:
         """Reserve ``n`` refs; the first."""
         return int(self.client.incrby(self._seq, n)) - n + 1
 
-    def _hmget(self, hashes: Sequence[bytes], *fields: str) -> list[list[Any]]:
-        """``fields`` of the data of each id hash: one call on a server, a pipeline on a
+    def _values(self, hashes: Sequence[bytes]) -> list[bytes | None]:
+        """The data string of each id hash (None: none): one call on a server, a pipeline on a
         cluster."""
         keys = [self._data + h for h in hashes]
         if not self.cluster:
-            return list(self.fn.call(self.client, "data", keys, list(fields)))
+            return list(self.fn.call(self.client, "data", keys, []))
         pipe = self.client.pipeline(transaction=False)
         for k in keys:
-            pipe.hmget(k, *fields)
+            pipe.get(k)
         return list(pipe.execute())
 
     def _data_of(self, records: set[bytes]) -> dict[bytes, tuple[int, int, bytes, bytes]]:
@@ -253,13 +269,13 @@ class RedisStore:
             elif known[1] >= horizon:
                 out[rec[:8]] = known[0]
         hashes = list(wanted)
-        got = self._hmget(hashes, "r", "f", "m", "i", "t") if hashes else []
         read = []
-        for h, (r, f, m, i, t) in zip(hashes, got):
-            if r is not None:
-                value = (int.from_bytes(r, "big"), int.from_bytes(f, "big"), m, i)
-                read.append((h + r, (value, float(t))))
-                if float(t) >= horizon:
+        for h, v in zip(hashes, self._values(hashes) if hashes else []):
+            if v is not None:
+                r, f, t, i, m, _, _ = unpack_data(v)
+                value = (int.from_bytes(r, "big"), f, m, i)
+                read.append((h + r, (value, t)))
+                if t >= horizon:
                     out[h] = value
         if read and not self.cluster:
             self.cache.update(read)
@@ -270,12 +286,15 @@ class RedisStore:
         hashes = list(hashes)
         if not hashes:
             return {}
-        got = self._hmget(hashes, "x")
-        return {h: x[0].decode() for h, x in zip(hashes, got) if x[0] is not None}
+        return {h: unpack_data(v)[6].decode() for h, v in zip(hashes, self._values(hashes))
+                if v is not None}  # fmt: skip
 
     def get(self, id: bytes) -> str | None:
-        i, x, t = self.client.hmget(self._key(id), "i", "x", "t")
-        return x.decode() if i == id and float(t) >= self._horizon() else None
+        v = self.client.get(self._key(id))
+        if v is None:
+            return None
+        _, _, t, i, _, _, x = unpack_data(v)
+        return x.decode() if i == id and t >= self._horizon() else None
 
     def count(self) -> int:
         """Stored versions (those past the retention window are not counted)."""
