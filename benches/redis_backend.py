@@ -88,7 +88,9 @@ def redis_cpu(client: Any) -> float:
 
 def peer(port: int, stored: list[str], stream: list[str]) -> dict[str, float]:
     """datasketch MinHashLSH on Redis: insert ``stored`` (one session), then query-then-insert
-    ``stream`` one text at a time; docs/s of the latter, on the same 5-gram shingles."""
+    ``stream`` one text at a time; docs/s of the latter, on the same 5-gram shingles, and
+    Redis's ``used_memory`` a stored text."""
+    import redis
     from datasketch import MinHash, MinHashLSH
     from neardup.dedup import Policy
     from neardup.verify import shingles
@@ -109,9 +111,13 @@ def peer(port: int, stored: list[str], stream: list[str]) -> dict[str, float]:
             "redis": {"host": "127.0.0.1", "port": port},
         },
     )
+    r = redis.Redis(port=port)
+    m0 = int(r.info("memory")["used_memory"])
     with lsh.insertion_session() as session:
         for i, text in enumerate(stored):
             session.insert(f"p{i}", minhash(text))
+    per_text = (int(r.info("memory")["used_memory"]) - m0) / max(1, len(stored))
+    r.close()
     t0 = time.perf_counter()
     added = 0
     for j, text in enumerate(stream):
@@ -120,7 +126,7 @@ def peer(port: int, stored: list[str], stream: list[str]) -> dict[str, float]:
             lsh.insert(f"q{j}", m)
             added += 1
     took = time.perf_counter() - t0
-    return {"dps": len(stream) / took, "added": added}
+    return {"dps": len(stream) / took, "added": added, "bytes_per_text": per_text}
 
 
 def cpu(port: int, stored: list[str], bodies: list[bytes], batch: int) -> dict[str, float]:
@@ -190,11 +196,15 @@ def main() -> None:
 
         store = f"redis://127.0.0.1:{port}/0?namespace=bench"
         t0 = time.perf_counter()
+        import redis
+
+        server = redis.Redis(port=port)
+        m0 = int(server.info("memory")["used_memory"])
         with RedisDeduplicator.from_url(store) as d:
-            m0 = int(d.store.client.info("memory")["used_memory"])
             for s in range(0, items, 5000):
                 d.add_many(list(range(s, min(items, s + 5000))), stored[s : s + 5000])
-            per_text = (int(d.store.client.info("memory")["used_memory"]) - m0) / items
+        per_text = (int(server.info("memory")["used_memory"]) - m0) / items
+        server.close()
         results["redis_bytes_per_text"] = per_text
         print(
             f"  stored {items:,} texts in {time.perf_counter() - t0:.1f} s (add_many); Redis "
@@ -214,8 +224,6 @@ def main() -> None:
             batch_file.write_bytes(
                 b"\n".join(request_bodies(n_batch, items, vocab, "b", 99, args.stream))
             )
-            import redis
-
             r = redis.Redis(port=port)
             s0, r0 = process_cpu(srv.proc.pid), redis_cpu(r)  # type: ignore[union-attr]
             batch = python_load(srv.host, srv.port, batch_file, "/v1/check-and-add/batch",
@@ -258,7 +266,8 @@ def main() -> None:
         )
     print(
         f"  datasketch MinHashLSH on Redis, query-then-insert in-process: {p['dps']:,.0f} "
-        f"docs/s ({args.peer_docs:,} texts)"
+        f"docs/s ({args.peer_docs:,} texts); used_memory {p['bytes_per_text']:,.0f} bytes a "
+        f"stored text (neardup {results['redis_bytes_per_text']:,.0f})"
     )
     if args.json:
         args.json.write_text(orjson.dumps(results, option=orjson.OPT_INDENT_2).decode())
