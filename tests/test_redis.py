@@ -396,6 +396,33 @@ def test_a_server_that_lost_the_functions(redis_url: str) -> None:
         assert d.check_and_add("b", "another text entirely, not a copy") == (True, [])
 
 
+def test_long_ids_and_texts(any_url: str) -> None:
+    """A version's data is one string; a check reads of its candidates only the part before
+    the text (also when a long id makes that part longer than the first read of it)."""
+    from neardup.backends.redis_store import id_hash, unpack_data
+    from neardup.stores import enc_id
+
+    long_id = "id-" + "é" * 600  # (1,203 bytes: the head is read in two parts)
+    text = " ".join(_vocab(random.Random(5), 20_000))  # (~120 KB)
+    with _open(any_url) as d:
+        for scripted in (False, True):
+            d.store.fn.scripted = scripted
+            d.add(long_id, text, 1765000000.123456)
+            d.add("short", text[:5000] + " other", -0.5)
+            assert d.get(long_id) == text and [m.id for m in d.check(text)] == [long_id]
+            hashes = [id_hash(enc_id(long_id)), id_hash(enc_id("short"))]
+            heads = d.store._values(hashes, False)  # type: ignore[attr-defined]
+            for v, id, ts in zip(heads, (long_id, "short"), (1765000000.123456, -0.5)):
+                ref, _, t, i, m, k, x = unpack_data(v)
+                assert (i, t, x, len(m), len(k)) == (enc_id(id), ts, b"", 100, 80)
+            assert len(heads[0]) < 1500 and d.store.texts(hashes[:1]) == {hashes[0]: text}
+            d.add(long_id, text + " again")  # (replaced: the old version's records are cut)
+            assert d.get(long_id) == text + " again"
+            d.remove(long_id)
+            d.remove("short")
+            assert len(d) == 0 and d.check(text) == [] and long_id not in d
+
+
 def test_scripts_where_functions_are_refused(any_url: str) -> None:
     """The same library sent with EVAL (servers or proxies without FUNCTION)."""
     with _open(any_url) as d:

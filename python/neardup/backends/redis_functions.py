@@ -135,25 +135,36 @@ local function unpairs(packed)
 end
 
 -- A version's data, one string: ref (8 bytes), fingerprint (8 bytes), timestamp (a double),
--- then id, min-hash bytes, band keys and text, each after its length (4 bytes); big-endian.
--- (One string instead of a hash of these fields: a hash with a value over 64 bytes is a
--- hash table, about 350 bytes more a version.)
-local DATA = '>c8c8dI4c0I4c0I4c0I4c0'
+-- the length of its head (4 bytes: up to its text), then id, min-hash bytes, band keys and
+-- text, each after its length (4 bytes); big-endian. (One string instead of a hash of these
+-- fields: a hash with a value over 64 bytes is a hash table, about 350 bytes more a version.)
+local HEAD = '>c8c8dI4I4c0I4c0I4c0'
+local DATA = HEAD .. 'I4c0'
 
--- The data string's ref, fingerprint, timestamp, id, min-hash bytes, band keys, text.
+-- The ref, fingerprint, timestamp, head length, id, min-hash bytes and band keys of a data
+-- string or its head.
 local function fields_of(v)
-  return struct.unpack(DATA, v)
+  return struct.unpack(HEAD, v)
+end
+
+-- The data string at key up to its text (false: none), read without the text.
+local function head(key)
+  local v = redis.call('GETRANGE', key, 0, 511)
+  if v == '' then return false end
+  local n = struct.unpack('>I4', v, 25)
+  if n > #v then v = redis.call('GETRANGE', key, 0, n - 1) end
+  return string.sub(v, 1, n)
 end
 
 -- Store one version's data (id, ref, fp, min-hash bytes, band keys, text, timestamp); the ref
 -- and band keys of the version it replaces ({false, false}: none). Its (timestamp, id) go to
 -- the list times when given.
 local function put(key, times, i, r, f, m, k, x, t)
-  local old = redis.call('SET', key,
-                         struct.pack(DATA, r, f, tonumber(t), #i, i, #m, m, #k, k, #x, x), 'GET')
+  local v = struct.pack(DATA, r, f, tonumber(t), 40 + #i + #m + #k, #i, i, #m, m, #k, k, #x, x)
+  local old = redis.call('SET', key, v, 'GET')
   if times then times[#times + 1] = t; times[#times + 1] = i end
   if not old then return {false, false} end
-  local ref, _, _, _, _, keys = fields_of(old)
+  local ref, _, _, _, _, _, keys = fields_of(old)
   return {ref, keys}
 end
 
@@ -176,10 +187,13 @@ F.fields = function(keys, args)
   return out
 end
 
--- One server: the data string of each key (false: none).
+-- The data string of each key (false: none); only its head unless args[1] is '1' (a check
+-- reads the data of every candidate and the texts of the few it verifies).
 F.data = function(keys, args)
   local out = {}
-  for i, key in ipairs(keys) do out[i] = redis.call('GET', key) end
+  for x, key in ipairs(keys) do
+    out[x] = args[1] == '1' and redis.call('GET', key) or head(key)
+  end
   return out
 end
 
@@ -291,9 +305,9 @@ end
 
 -- The ref, id, band keys and timestamp of the version whose data key is key, or nil.
 local function version(key)
-  local v = redis.call('GET', key)
+  local v = head(key)
   if not v then return nil end
-  local r, _, t, i, _, k = fields_of(v)
+  local r, _, t, _, i, _, k = fields_of(v)
   return r, i, k, t
 end
 

@@ -11,7 +11,9 @@ Keys (namespace ``ns``; ``h`` is an id's 8-byte hash, ``ref`` a version's 8-byte
   the newest ``bucket_limit``; field ``#``: the number of changes of the hash's records (a
   write that finds it as read needs not read the fields it found empty again);
 - ``ns:d:<h>``: the id's stored version, one string (:func:`unpack_data`): its ref (its
-  position: smaller is older), fingerprint, timestamp, id, min-hash bytes, band keys and text.
+  position: smaller is older), fingerprint, timestamp, the length of its head (what comes
+  before the text, which a check reads of every candidate), id, min-hash bytes, band keys and
+  text.
   A record whose ref is not the data's is stale (never read as a candidate);
 - ``{ns}:seq`` (refs), ``{ns}:t`` (id -> timestamp: counts and expiry), ``{ns}:config``.
 
@@ -103,9 +105,10 @@ def band_codes(keys: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
 
 def unpack_data(v: bytes) -> tuple[bytes, int, float, bytes, bytes, bytes, bytes]:
     """A version's data string (the Lua library's ``DATA``): its ref (8 bytes), fingerprint,
-    timestamp, encoded id, min-hash bytes, band keys and text (UTF-8)."""
+    timestamp, encoded id, min-hash bytes, band keys and text (UTF-8; empty when only the
+    head before the text was read)."""
     ref, fp, ts = v[:8], int.from_bytes(v[8:16], "big"), struct.unpack_from(">d", v, 16)[0]
-    parts, at = [], 24
+    parts, at = [], 28  # (after the head's length)
     for _ in range(4):
         end = at + 4 + int.from_bytes(v[at : at + 4], "big")
         parts.append(v[at + 4 : end])
@@ -241,16 +244,17 @@ class RedisStore:
         """Reserve ``n`` refs; the first."""
         return int(self.client.incrby(self._seq, n)) - n + 1
 
-    def _values(self, hashes: Sequence[bytes]) -> list[bytes | None]:
-        """The data string of each id hash (None: none): one call on a server, a pipeline on a
-        cluster."""
+    def _values(self, hashes: Sequence[bytes], text: bool) -> list[bytes | None]:
+        """The data string of each id hash (None: none), without its text unless ``text``:
+        one call on a server, a pipeline of calls on a cluster."""
         keys = [self._data + h for h in hashes]
+        arg = [1 if text else 0]
         if not self.cluster:
-            return list(self.fn.call(self.client, "data", keys, []))
+            return list(self.fn.call(self.client, "data", keys, arg))
         pipe = self.client.pipeline(transaction=False)
         for k in keys:
-            pipe.get(k)
-        return list(pipe.execute())
+            self.fn.call(pipe, "data", [k], arg)
+        return [v[0] for v in pipe.execute()]
 
     def _data_of(self, records: set[bytes]) -> dict[bytes, tuple[int, int, bytes, bytes]]:
         """The data ``(ref, fingerprint, min-hash bytes, encoded id)`` of the versions that
@@ -270,7 +274,7 @@ class RedisStore:
                 out[rec[:8]] = known[0]
         hashes = list(wanted)
         read = []
-        for h, v in zip(hashes, self._values(hashes) if hashes else []):
+        for h, v in zip(hashes, self._values(hashes, False) if hashes else []):
             if v is not None:
                 r, f, t, i, m, _, _ = unpack_data(v)
                 value = (int.from_bytes(r, "big"), f, m, i)
@@ -286,7 +290,7 @@ class RedisStore:
         hashes = list(hashes)
         if not hashes:
             return {}
-        return {h: unpack_data(v)[6].decode() for h, v in zip(hashes, self._values(hashes))
+        return {h: unpack_data(v)[6].decode() for h, v in zip(hashes, self._values(hashes, True))
                 if v is not None}  # fmt: skip
 
     def get(self, id: bytes) -> str | None:
