@@ -22,7 +22,7 @@ test: setup-test  ## install test dependencies, then lint, run Rust and Python t
 lint:  ## ruff, mypy, stubtest, cargo fmt, clippy
 	$(PY) -m ruff check python tests benches
 	$(PY) -m ruff format --check python tests benches
-	$(PY) -m mypy python/neardup
+	$(PY) -m mypy python/neardup tests benches
 	$(PY) -m mypy.stubtest neardup._core
 	cargo fmt --all --check
 	cargo clippy --all-targets -- -D warnings

@@ -101,8 +101,8 @@ def analyse(path: str, sample: int, seed: int) -> None:
     picked = sorted(rng.sample(range(len(lines)), min(sample, len(lines))))
     texts = [json.loads(lines[i])["text"] for i in picked]
     del lines
-    with open(path + ".origin", encoding="utf-8") as f:
-        origins = [int(x) for x in f]
+    with open(path + ".origin", encoding="utf-8") as lines_of:
+        origins = [int(x) for x in lines_of]
     origin = [origins[i] for i in picked]
     t0 = time.perf_counter()
     pairs = exact_pairs(texts)

@@ -20,9 +20,9 @@ from neardup import Fingerprinter, Index, hamming_many
 )
 def test_hamming_many_checks_like_query_many(fps: object, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
-        hamming_many(0, fps)
+        hamming_many(0, fps)  # type: ignore[arg-type]
     with pytest.raises(error, match=match):
-        Index(k=3).query_many(fps)
+        Index(k=3).query_many(fps)  # type: ignore[arg-type]
 
 
 def test_hamming_many_still_takes_ints() -> None:

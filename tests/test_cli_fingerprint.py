@@ -167,8 +167,8 @@ def test_truncated_gzip_is_an_input_error_and_no_output_is_left(
     # the file and line; on failure the output file does not appear at all
     whole = tmp_path / "whole.jsonl.gz"
     with nio.open_write(str(whole), "gz") as f:
-        for r in rows:
-            f.write((json.dumps(r, ensure_ascii=False) + "\n").encode())
+        for row in rows:
+            f.write((json.dumps(row, ensure_ascii=False) + "\n").encode())
     data = whole.read_bytes()
     src = tmp_path / "cut.jsonl.gz"
     src.write_bytes(data[: len(data) // 2])

@@ -7,7 +7,8 @@ template family."""
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,7 +41,11 @@ def test_steps_in_threads_equal_feed(verifier: str) -> None:
     stepped.boilerplate_min_pages = whole.boilerplate_min_pages
     with ThreadPoolExecutor(1) as prep, ThreadPoolExecutor(3) as pool:
         prepared = [prep.submit(stepped.prepare, c) for c in chunks]
-        sketched = [pool.submit(lambda p=p: stepped.sketch(p.result())) for p in prepared]
+
+        def sketch_of(prepared_chunk: Future[Any]) -> Any:
+            return stepped.sketch(prepared_chunk.result())
+
+        sketched = [pool.submit(sketch_of, p) for p in prepared]
         for f in sketched:
             stepped.add_sketched(f.result())
     assert len(stepped) == len(whole) == len(texts)

@@ -75,7 +75,7 @@ def test_policy_round_trip_and_validation() -> None:
     assert Policy(bands=8, rows=2, full_bucket_quorum=8).full_bucket_quorum == 8
     for bad in (0, 9, True, 2.0):
         with pytest.raises(ValueError, match=r"full_bucket_quorum must be an int in 1\.\.8"):
-            Policy(bands=8, rows=2, full_bucket_quorum=bad)
+            Policy(bands=8, rows=2, full_bucket_quorum=bad)  # type: ignore[arg-type]
 
 
 # -- Deduplicator ------------------------------------------------------------------------------

@@ -147,7 +147,7 @@ def test_full_lists_need_the_quorum_as_in_the_embedded_store(any_url: str) -> No
     rng = random.Random(8)
     notice = "dear customer, your order {} has shipped; do not reply to this message {}"
     texts = [notice.format(rng.randrange(10**5), i % 3) for i in range(300)]
-    got = {}
+    got: dict[int, Any] = {}
     for quorum in (1, 2):
         policy = Policy(bucket_limit=4, full_bucket_quorum=quorum)
         local = Deduplicator(policy=policy)
@@ -264,7 +264,7 @@ def test_a_write_cut_short_while_it_waits_leaves_no_place_behind() -> None:
         t.start()
         time.sleep(0.2)  # (it waits behind the first)
         ctypes.pythonapi.PyThreadState_SetAsyncExc(
-            ctypes.c_ulong(t.ident), ctypes.py_object(KeyboardInterrupt)
+            ctypes.c_ulong(t.ident or 0), ctypes.py_object(KeyboardInterrupt)
         )
         first.hold(np.array([5], np.int64))  # (wakes it: it meets the exception)
         t.join(10)
@@ -411,11 +411,12 @@ def test_long_ids_and_texts(any_url: str) -> None:
             d.add("short", text[:5000] + " other", -0.5)
             assert d.get(long_id) == text and [m.id for m in d.check(text)] == [long_id]
             hashes = [id_hash(enc_id(long_id)), id_hash(enc_id("short"))]
-            heads = d.store._values(hashes, False)  # type: ignore[attr-defined]
+            heads = d.store._values(hashes, False)
             for v, id, ts in zip(heads, (long_id, "short"), (1765000000.123456, -0.5)):
-                ref, _, t, i, m, k, x = unpack_data(v)
+                assert v is not None
+                _, _, t, i, m, k, x = unpack_data(v)
                 assert (i, t, x, len(m), len(k)) == (enc_id(id), ts, b"", 100, 80)
-            assert len(heads[0]) < 1500 and d.store.texts(hashes[:1]) == {hashes[0]: text}
+            assert len(heads[0] or b"") < 1500 and d.store.texts(hashes[:1]) == {hashes[0]: text}
             d.add(long_id, text + " again")  # (replaced: the old version's records are cut)
             assert d.get(long_id) == text + " again"
             d.remove(long_id)

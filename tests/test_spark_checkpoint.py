@@ -209,6 +209,7 @@ def test_the_sessions_own_checkpoint_dir_is_used_and_kept(
         assert sc.getCheckpointDir() == f"file:{theirs}"
     finally:
         # (the session is every Spark test's: unset it again, as the job does)
+        assert sc._jvm is not None
         getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))
 
 

@@ -41,4 +41,4 @@ def test_batch_sketch_jaccard_rejects_bad_input() -> None:
     with pytest.raises(ValueError, match="offsets must rise"):
         sketch_jaccard_pairs(hashes, np.array([0, 5], dtype=np.int64), one, one)
     with pytest.raises(TypeError, match="hashes must be a 1-D numpy uint32 array"):
-        sketch_jaccard_pairs([1, 2], offsets, one, one)
+        sketch_jaccard_pairs([1, 2], offsets, one, one)  # type: ignore[arg-type]

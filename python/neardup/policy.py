@@ -170,7 +170,7 @@ class Policy:
             text = main_text(text)
         return normalise(text)
 
-    def prepare_many(self, texts: Sequence[str]) -> list[str]:
+    def prepare_many(self, texts: Iterable[str]) -> list[str]:
         """:meth:`prepare` of each text (normalised in one batch in the core)."""
         check_texts(texts)
         texts = list(texts)  # (read once: an iterator is taken whole)

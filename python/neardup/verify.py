@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -82,7 +82,7 @@ def normalise(text: str) -> str:
     return _normalise(text)
 
 
-def normalise_many(texts: Sequence[str]) -> list[str]:
+def normalise_many(texts: Iterable[str]) -> list[str]:
     """:func:`normalise` of each text, with the GIL released (both cores for large batches)."""
     if isinstance(texts, str):
         raise TypeError("texts must be a sequence of str, not a single str")

@@ -27,7 +27,7 @@ from neardup.backends.redis_connect import connect, redact
 from neardup.backends.redis_store import Recent, RedisStore, band_codes, id_hash, unique
 from neardup.dedup import Match, Policy, check_text, check_texts, check_writes
 from neardup.kept import rule_for
-from neardup.stores import Doc, Found, Store, dec_id, enc_id
+from neardup.stores import Doc, Found, dec_id, enc_id
 from neardup.textstore import Id, check_id
 
 __all__ = ["RedisDeduplicator"]
@@ -162,7 +162,7 @@ class RedisDeduplicator(Closing):
         self.fingerprinter = self.policy.make_fingerprinter()
         self.rule = rule_for(self.policy)
         self.retention = None if retention is None else float(retention)
-        self.store: Store = RedisStore(
+        self.store = RedisStore(
             client,
             namespace=namespace,
             cluster=cluster,
