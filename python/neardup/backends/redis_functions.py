@@ -192,7 +192,7 @@ end
 F.data = function(keys, args)
   local out = {}
   for x, key in ipairs(keys) do
-    out[x] = args[1] == '1' and redis.call('GET', key) or head(key)
+    if args[1] == '1' then out[x] = redis.call('GET', key) else out[x] = head(key) end
   end
   return out
 end

@@ -13,8 +13,7 @@ Keys (namespace ``ns``; ``h`` is an id's 8-byte hash, ``ref`` a version's 8-byte
 - ``ns:d:<h>``: the id's stored version, one string (:func:`unpack_data`): its ref (its
   position: smaller is older), fingerprint, timestamp, the length of its head (what comes
   before the text, which a check reads of every candidate), id, min-hash bytes, band keys and
-  text.
-  A record whose ref is not the data's is stale (never read as a candidate);
+  text. A record whose ref is not the data's is stale (never read as a candidate);
 - ``{ns}:seq`` (refs), ``{ns}:t`` (id -> timestamp: counts and expiry), ``{ns}:config``.
 
 On a cluster the band hashes spread over the masters by their names, the data by ids.
