@@ -86,11 +86,14 @@ def redis_cpu(client: Any) -> float:
     return float(info["used_cpu_user"] + info["used_cpu_sys"])
 
 
-def peer(port: int, stored: list[str], stream: list[str]) -> dict[str, float]:
+def used_memory(client: Any) -> int:
+    return int(client.info("memory")["used_memory"])
+
+
+def peer(server: Any, port: int, stored: list[str], stream: list[str]) -> dict[str, float]:
     """datasketch MinHashLSH on Redis: insert ``stored`` (one session), then query-then-insert
     ``stream`` one text at a time; docs/s of the latter, on the same 5-gram shingles, and
-    Redis's ``used_memory`` a stored text."""
-    import redis
+    Redis's ``used_memory`` a stored text (``server``: a client of that Redis)."""
     from datasketch import MinHash, MinHashLSH
     from neardup.dedup import Policy
     from neardup.verify import shingles
@@ -111,13 +114,11 @@ def peer(port: int, stored: list[str], stream: list[str]) -> dict[str, float]:
             "redis": {"host": "127.0.0.1", "port": port},
         },
     )
-    r = redis.Redis(port=port)
-    m0 = int(r.info("memory")["used_memory"])
+    m0 = used_memory(server)
     with lsh.insertion_session() as session:
         for i, text in enumerate(stored):
             session.insert(f"p{i}", minhash(text))
-    per_text = (int(r.info("memory")["used_memory"]) - m0) / max(1, len(stored))
-    r.close()
+    per_text = (used_memory(server) - m0) / max(1, len(stored))
     t0 = time.perf_counter()
     added = 0
     for j, text in enumerate(stream):
@@ -191,20 +192,19 @@ def main() -> None:
             "1,000 texts"
         )
         return
+    import redis
+
+    server = redis.Redis(port=port)
     try:
         from neardup.backends.redis import RedisDeduplicator
 
         store = f"redis://127.0.0.1:{port}/0?namespace=bench"
         t0 = time.perf_counter()
-        import redis
-
-        server = redis.Redis(port=port)
-        m0 = int(server.info("memory")["used_memory"])
+        m0 = used_memory(server)
         with RedisDeduplicator.from_url(store) as d:
             for s in range(0, items, 5000):
                 d.add_many(list(range(s, min(items, s + 5000))), stored[s : s + 5000])
-        per_text = (int(server.info("memory")["used_memory"]) - m0) / items
-        server.close()
+        per_text = (used_memory(server) - m0) / items
         results["redis_bytes_per_text"] = per_text
         print(
             f"  stored {items:,} texts in {time.perf_counter() - t0:.1f} s (add_many); Redis "
@@ -224,13 +224,11 @@ def main() -> None:
             batch_file.write_bytes(
                 b"\n".join(request_bodies(n_batch, items, vocab, "b", 99, args.stream))
             )
-            r = redis.Redis(port=port)
-            s0, r0 = process_cpu(srv.proc.pid), redis_cpu(r)  # type: ignore[union-attr]
+            s0, r0 = process_cpu(srv.proc.pid), redis_cpu(server)  # type: ignore[union-attr]
             batch = python_load(srv.host, srv.port, batch_file, "/v1/check-and-add/batch",
                                 connections=2, duration=args.duration,
                                 batch_size=args.batch_size)  # fmt: skip
-            s1, r1 = process_cpu(srv.proc.pid), redis_cpu(r)  # type: ignore[union-attr]
-            r.close()
+            s1, r1 = process_cpu(srv.proc.pid), redis_cpu(server)  # type: ignore[union-attr]
             batch["dps"] = batch["rps"] * args.batch_size
             docs = batch["requests"] * args.batch_size
             if docs > 0:  # (CPU per 1,000 texts: figures that follow the load much less)
@@ -240,8 +238,9 @@ def main() -> None:
         finally:
             srv.stop()
         stream = [orjson.loads(b)["text"] for b in bodies[: args.peer_docs]]
-        results["peer"] = peer(port, stored, stream)
+        results["peer"] = peer(server, port, stored, stream)
     finally:
+        server.close()
         proc.terminate()
         proc.wait(30)
         shutil.rmtree(work, ignore_errors=True)
