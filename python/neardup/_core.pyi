@@ -19,9 +19,11 @@ __all__ = [
     "to_bitstring",
     "from_bitstring",
     "Index",
+    "NearBatch",
     "NearEngine",
     "NearProbes",
     "NearRule",
+    "NearVersions",
     "_disable_parallelism_after_fork",
     "main_text",
     "visible_text",
@@ -266,6 +268,22 @@ class NearRule:
         cand_fps: npt.NDArray[np.uint64],
         cand_positions: npt.NDArray[np.int64],
     ) -> list[int]: ...
+    def batch(
+        self,
+        versions: NearVersions,
+        records: npt.NDArray[np.uint8],
+        codes: npt.NDArray[np.int64],
+        keys: npt.NDArray[np.uint32],
+        bytes: npt.NDArray[np.uint8],
+        fps: npt.NDArray[np.uint64],
+        listed: Sequence[bool],
+        *,
+        horizon: float,
+        absent: Sequence[bytes],
+        within: bool,
+        bucket_limit: int,
+        full_bucket_quorum: int,
+    ) -> NearBatch: ...
     def verify(
         self,
         norm: str,
@@ -274,3 +292,36 @@ class NearRule:
         cand_fps: npt.NDArray[np.uint64],
         cand_positions: npt.NDArray[np.int64],
     ) -> list[tuple[int, int, float]]: ...
+
+@final
+class NearVersions:
+    """Stored versions a caller has read, by record (id hash and ref): fingerprint,
+    timestamp, encoded id, min-hash bytes; at most about ``capacity``."""
+
+    def __new__(cls, width: int, capacity: int) -> NearVersions: ...
+    def put_many(
+        self,
+        records: Sequence[bytes],
+        fps: Sequence[int],
+        timestamps: Sequence[float],
+        ids: Sequence[bytes],
+        bytes: Sequence[bytes],
+    ) -> None: ...
+    def __len__(self) -> int: ...
+
+@final
+class NearBatch:
+    """A batch against its band lists (NearRule.batch): stored rows, then the batch's texts."""
+
+    @property
+    def missing(self) -> list[bytes]: ...
+    @property
+    def stored(self) -> int: ...
+    @property
+    def fps(self) -> npt.NDArray[np.uint64]: ...
+    @property
+    def positions(self) -> npt.NDArray[np.int64]: ...
+    def record(self, r: int) -> bytes: ...
+    def id(self, r: int) -> bytes: ...
+    def earlier(self, i: int) -> list[int]: ...
+    def ranked(self, i: int, kept: Sequence[int]) -> list[int]: ...

@@ -9,6 +9,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use neardup_core::near::held::{Batch, Record, Texts, Version, Versions};
 use neardup_core::near::{Config, Engine, Probes, Rule, Shape};
 
 use crate::errors::to_py;
@@ -378,6 +379,76 @@ impl NearRule {
             .map_err(to_py)
     }
 
+    /// ``texts`` (band keys ``(n, bands)``, min-hash bytes ``(n, width)``, fingerprints,
+    /// whether each is listed) against the records read from their band lists (``(k, 16)``
+    /// bytes: id hash, ref) and the list of each (``band << 32 | band key``): their candidates
+    /// among the versions held in ``versions`` (see :class:`NearBatch`; GIL released).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (versions, records, codes, keys, bytes, fps, listed, *, horizon, absent, within, bucket_limit, full_bucket_quorum))]
+    fn batch(
+        &self,
+        py: Python<'_>,
+        versions: &NearVersions,
+        records: PyReadonlyArray2<'_, u8>,
+        codes: PyReadonlyArray1<'_, i64>,
+        keys: PyReadonlyArray2<'_, u32>,
+        bytes: PyReadonlyArray2<'_, u8>,
+        fps: PyReadonlyArray1<'_, u64>,
+        listed: Vec<bool>,
+        horizon: f64,
+        absent: Vec<Vec<u8>>,
+        within: bool,
+        bucket_limit: usize,
+        full_bucket_quorum: usize,
+    ) -> PyResult<NearBatch> {
+        let (records, codes) = (records.as_array(), codes.as_array());
+        let (keys, bytes, fps) = (keys.as_array(), bytes.as_array(), fps.as_array());
+        if records.ncols() != 16 && records.nrows() > 0 {
+            return Err(PyValueError::new_err(format!(
+                "records must be (k, 16) bytes, got {} columns",
+                records.ncols()
+            )));
+        }
+        let records: Vec<Record> = contiguous(&records)
+            .chunks_exact(16)
+            .map(|r| r.try_into().expect("16 bytes"))
+            .collect();
+        let absent = absent
+            .iter()
+            .map(|h| <[u8; 8]>::try_from(&h[..]))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| PyValueError::new_err("absent id hashes must be 8 bytes each"))?;
+        let (codes, keys) = (contiguous(&codes), contiguous(&keys));
+        let (bytes, fps) = (contiguous(&bytes), contiguous(&fps));
+        let texts = Texts {
+            keys: &keys,
+            bytes: &bytes,
+            fps: &fps,
+            listed: &listed,
+        };
+        // (the lock is taken without the GIL: a thread holding it may be waiting for the GIL)
+        let batch = py
+            .detach(|| {
+                let held = versions.inner.lock().map_err(|_| poisoned_core())?;
+                self.rule.batch(
+                    &held,
+                    &records,
+                    &codes,
+                    &texts,
+                    horizon,
+                    &absent,
+                    within,
+                    bucket_limit,
+                    full_bucket_quorum,
+                )
+            })
+            .map_err(to_py)?;
+        Ok(NearBatch {
+            batch,
+            rule: self.rule.clone(),
+        })
+    }
+
     /// The candidate texts that pass the verifier against ``norm``, best first:
     /// ``(index, distance, similarity)`` (GIL released).
     fn verify(
@@ -417,10 +488,169 @@ impl NearProbes {
     }
 }
 
+const POISONED: &str = "a thread panicked while holding the versions";
+
+fn poisoned() -> PyErr {
+    PyRuntimeError::new_err(POISONED)
+}
+
+fn poisoned_core() -> neardup_core::Error {
+    neardup_core::Error::InvalidArgument(POISONED.into())
+}
+
+/// The stored versions a caller has read (a Redis store's candidates), by record (id hash and
+/// ref, 16 bytes): fingerprint, timestamp, encoded id and min-hash bytes; at most about
+/// ``capacity`` (the oldest dropped first). Safe to share between threads.
+#[pyclass(module = "neardup._core", frozen)]
+pub struct NearVersions {
+    inner: Mutex<Versions>,
+}
+
+#[pymethods]
+impl NearVersions {
+    #[new]
+    fn new(width: usize, capacity: usize) -> Self {
+        NearVersions {
+            inner: Mutex::new(Versions::new(width, capacity)),
+        }
+    }
+
+    /// Keeps the versions of ``records`` (16 bytes each); ``bytes`` holds ``width`` min-hash
+    /// bytes each.
+    fn put_many(
+        &self,
+        py: Python<'_>,
+        records: Vec<Vec<u8>>,
+        fps: Vec<u64>,
+        timestamps: Vec<f64>,
+        ids: Vec<Vec<u8>>,
+        bytes: Vec<Vec<u8>>,
+    ) -> PyResult<()> {
+        let n = records.len();
+        if fps.len() != n || timestamps.len() != n || ids.len() != n || bytes.len() != n {
+            return Err(PyValueError::new_err(format!(
+                "put_many needs one fingerprint, timestamp, id and min-hash bytes per record;                  got {n} records, {} fingerprints, {} timestamps, {} ids, {} bytes",
+                fps.len(),
+                timestamps.len(),
+                ids.len(),
+                bytes.len()
+            )));
+        }
+        let mut versions = Vec::with_capacity(n);
+        for ((((r, fp), ts), id), b) in records
+            .into_iter()
+            .zip(fps)
+            .zip(timestamps)
+            .zip(ids)
+            .zip(bytes)
+        {
+            let record: Record = r[..]
+                .try_into()
+                .map_err(|_| PyValueError::new_err("records must be 16 bytes each"))?;
+            let version = Version {
+                fp,
+                timestamp: ts,
+                id: id.into(),
+                bytes: b.into(),
+            };
+            versions.push((record, version));
+        }
+        py.detach(|| {
+            let mut held = self.inner.lock().map_err(|_| poisoned_core())?;
+            versions.into_iter().try_for_each(|(r, v)| held.put(r, v))
+        })
+        .map_err(to_py)
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        py.detach(|| self.inner.lock().map(|v| v.len()).map_err(|_| ()))
+            .map_err(|_| poisoned())
+    }
+}
+
+/// A batch against its band lists (:meth:`NearRule.batch`): rows ``0..stored`` are the
+/// stored versions met (``records``, ``ids``), rows ``stored + i`` the batch's texts;
+/// ``fps`` and ``positions`` of every row. ``missing``: id hashes of records whose versions
+/// are not held (read them, :meth:`NearVersions.put_many`, and make the batch again).
+#[pyclass(module = "neardup._core", frozen)]
+pub struct NearBatch {
+    batch: Batch,
+    rule: Rule,
+}
+
+#[pymethods]
+impl NearBatch {
+    #[getter]
+    fn missing(&self) -> Vec<Cow<'_, [u8]>> {
+        self.batch
+            .missing
+            .iter()
+            .map(|h| Cow::Borrowed(&h[..]))
+            .collect()
+    }
+
+    #[getter]
+    fn stored(&self) -> usize {
+        self.batch.stored()
+    }
+
+    /// The 16-byte record of stored row ``r``.
+    fn record(&self, r: usize) -> PyResult<Cow<'_, [u8]>> {
+        self.batch
+            .record(r)
+            .map(|rec| Cow::Borrowed(&rec[..]))
+            .ok_or_else(|| PyValueError::new_err(format!("no stored row {r}")))
+    }
+
+    /// The encoded id of stored row ``r``.
+    fn id(&self, r: usize) -> PyResult<Cow<'_, [u8]>> {
+        self.batch
+            .id(r)
+            .map(Cow::Borrowed)
+            .ok_or_else(|| PyValueError::new_err(format!("no stored row {r}")))
+    }
+
+    #[getter]
+    fn fps<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        self.batch.fps().into_pyarray(py)
+    }
+
+    #[getter]
+    fn positions<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
+        self.batch.positions().into_pyarray(py)
+    }
+
+    /// The earlier texts of the batch that share a band list with text ``i``.
+    fn earlier(&self, i: usize) -> PyResult<Vec<u32>> {
+        self.check(i)?;
+        Ok(self.batch.earlier(i).to_vec())
+    }
+
+    /// The rows worth verifying against text ``i`` (its stored candidates and the texts
+    /// ``kept`` of the batch), best first.
+    fn ranked(&self, i: usize, kept: Vec<u32>) -> PyResult<Vec<u32>> {
+        self.batch.ranked(&self.rule, i, &kept).map_err(to_py)
+    }
+}
+
+impl NearBatch {
+    fn check(&self, i: usize) -> PyResult<()> {
+        let n = self.batch.texts();
+        if i >= n {
+            return Err(PyValueError::new_err(format!(
+                "no text {i} in a batch of {n}"
+            )));
+        }
+        Ok(())
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NearEngine>()?;
     m.add_class::<NearProbes>()?;
-    m.add_class::<NearRule>()
+    m.add_class::<NearRule>()?;
+    m.add_class::<NearVersions>()?;
+    m.add_class::<NearBatch>()
 }
 
 /// An array's elements in row-major order: borrowed when they are contiguous, else copied.

@@ -23,17 +23,16 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup._closing import Closing
+from neardup._core import NearVersions
 from neardup.backends.redis_connect import connect, redact
 from neardup.backends.redis_store import Recent, RedisStore, band_codes, id_hash, unique
 from neardup.dedup import Match, Policy, check_text, check_texts, check_writes
 from neardup.kept import rule_for
-from neardup.stores import Doc, Found, dec_id, enc_id
+from neardup.stores import Doc, Found, Head, dec_id, enc_id
 from neardup.textstore import Id, check_id
 
 __all__ = ["RedisDeduplicator"]
 
-# Positions of a batch's own texts: after every stored one.
-_BATCH_POSITION = 1 << 62
 # How long a check-and-add keeps trying when its band lists keep changing (s).
 _PATIENCE = 15.0
 
@@ -174,6 +173,8 @@ class RedisDeduplicator(Closing):
         # Prepared texts of stored versions read as candidates, by (id hash, ref): a version
         # never changes, so they are reused while the version is read as stored.
         self._norms = Recent(self.norm_cache, self.norm_cache_chars)
+        # What checks need of the stored versions read as candidates, by record (one server).
+        self._versions = NearVersions(self.rule.width, self.version_cache)
         self.store.open({"policy": self.policy.to_dict(), "retention": self.retention})
         self.url = redact(url) if url else None
         self._lock = threading.Lock()
@@ -193,6 +194,8 @@ class RedisDeduplicator(Closing):
     #: many and this many characters in all.
     norm_cache: int = 65_536
     norm_cache_chars: int = 32 << 20
+    #: Heads of stored versions kept per process (oldest dropped first).
+    version_cache: int = 65_536
 
     @classmethod
     def from_url(
@@ -246,132 +249,84 @@ class RedisDeduplicator(Closing):
         """Each text's matches among the stored texts and, with ``ids`` (a check-and-add),
         the texts of the batch kept before it (those without matches); and what was read.
 
-        Candidates are rows of one table: the stored versions read, then the batch's texts."""
+        The core's :class:`~neardup._core.NearBatch` finds each text's candidates in the band
+        lists read (the rows of a batch: the stored versions met, then the batch's texts) and
+        ranks them; the texts of the first are read and verified here, text by text."""
         store, rule, n = self.store, self.rule, len(p.norms)
-        listed = np.asarray(p.listed, bool)
-        found = store.query(p.keys[listed], n if ids is not None else 0)
-        data = found.data
-        hashes = list(data)
-        m = len(hashes)
-        table_m = np.concatenate([
-            np.frombuffer(b"".join([data[h][2] for h in hashes]), np.uint8).reshape(m, rule.width),
-            p.minhash,
-        ])  # fmt: skip
-        table_fp = np.concatenate([np.array([data[h][1] for h in hashes], np.uint64), p.fps])
-        table_pos = np.array([data[h][0] for h in hashes] + list(range(_BATCH_POSITION,
-                             _BATCH_POSITION + n)), np.int64)  # fmt: skip
-        codes = band_codes(p.keys)  # (a band list as one number)
-        # The stored candidates of each text: the rows of the records in its band lists (stale
-        # ones left out), one sorted array per text that has any.
-        list_code, list_row = np.zeros(0, np.int64), np.zeros(0, np.int64)
-        full = np.zeros(0, np.int64)  # (lists read full: bucket_limit records)
-        if m and len(found.records):
-            got, sizes = np.unique(found.codes, return_counts=True)
-            full = got[sizes >= self.policy.bucket_limit]
-            table_h = np.frombuffer(b"".join(hashes), ">u8").astype(np.uint64)
-            sorter = np.argsort(table_h)
-            recs = found.records
-            h = np.ascontiguousarray(recs[:, :8]).view(">u8").ravel().astype(np.uint64)
-            ref = np.ascontiguousarray(recs[:, 8:]).view(">u8").ravel().astype(np.int64)
-            row = sorter[np.searchsorted(table_h, h, sorter=sorter).clip(0, m - 1)]
-            ok = (table_h[row] == h) & (table_pos[row] == ref)
-            order = np.argsort(found.codes[ok])  # (any order within a list)
-            list_code, list_row = found.codes[ok][order], row[ok][order]
-        lo = np.searchsorted(list_code, codes, "left")
-        count = (np.searchsorted(list_code, codes, "right") - lo) * listed[:, None]
-        per_text = count.sum(axis=1)
-        total = int(per_text.sum())
-        cands: dict[int, npt.NDArray[np.int64]] = {}
-        if total:
-            flat = count.ravel()
-            at = np.repeat(lo.ravel() - (np.cumsum(flat) - flat), flat) + np.arange(total)
-            pair = np.repeat(np.arange(n, dtype=np.int64), per_text) * m + list_row[at]
-            if len(full):
-                # a stored text found in full lists only needs full_bucket_quorum of them
-                quorum = self.policy.full_bucket_quorum
-                weight = np.where(np.isin(list_code[at], full), 1, quorum)
-                pair, where = np.unique(pair, return_inverse=True)
-                pair = pair[np.bincount(where, weight) >= quorum]
-            else:
-                pair = unique(pair)
-            text, cand = np.divmod(pair, m)
-            bounds = np.flatnonzero(np.diff(text)) + 1
-            for part_t, part_c in zip(np.split(text, bounds), np.split(cand, bounds)):
-                cands[int(part_t[0])] = part_c
-        shared = np.zeros(codes.shape, bool)
-        if ids is not None:
-            ordered = np.sort(codes[listed], axis=None)
-            twice = unique(ordered[1:][ordered[1:] == ordered[:-1]])  # (codes of several texts)
-            shared = np.isin(codes, twice) & listed[:, None]
+        found = store.query(p.keys[np.asarray(p.listed, bool)], n if ids is not None else 0)
+        # (on a cluster a record may outlive its version: the versions are read each time)
+        versions = NearVersions(rule.width, 1 << 62) if store.cluster else self._versions
+        absent: list[bytes] = []
+        while True:
+            batch = rule.batch(
+                versions, found.records, found.codes, p.keys, p.minhash, p.fps, p.listed,
+                horizon=store.horizon(), absent=absent, within=ids is not None,
+                bucket_limit=self.policy.bucket_limit,
+                full_bucket_quorum=self.policy.full_bucket_quorum,
+            )  # fmt: skip
+            if not batch.missing:
+                break
+            absent = batch.missing  # (read now: one still missing is gone, or stale)
+            self._hold(store.heads(absent), versions)
+        m, fps, positions = batch.stored, batch.fps, batch.positions
         norms: dict[int, str] = {}
-
         cache = self._norms
 
         def read(wanted: Iterable[int]) -> None:
             missing = []
             for r in wanted:
                 if r < m and r not in norms:
-                    known = cache.get(hashes[r] + data[hashes[r]][0].to_bytes(8, "big"))
+                    known = cache.get(batch.record(r))
                     if known is None:
                         missing.append(r)
                     else:
                         norms[r] = known
             if missing:
-                texts = store.texts([hashes[r] for r in missing])
-                got = self.policy.prepare_many([texts.get(hashes[r], "") for r in missing])
+                texts = store.texts([batch.record(r)[:8] for r in missing])
+                got = self.policy.prepare_many(
+                    [texts.get(batch.record(r)[:8], "") for r in missing]
+                )
                 norms.update(zip(missing, got))  # (a text removed meanwhile: "", no match)
                 self._keep_norms(
-                    [(hashes[r] + data[hashes[r]][0].to_bytes(8, "big"), norm)
-                     for r, norm in zip(missing, got) if hashes[r] in texts]
+                    [(batch.record(r), norm)
+                     for r, norm in zip(missing, got) if batch.record(r)[:8] in texts]
                 )  # fmt: skip
 
-        def ranked(i: int, batch: list[int]) -> npt.NDArray[np.int64]:
-            idx = cands.get(i, np.zeros(0, np.int64))
-            if batch:  # (after every stored row)
-                idx = np.concatenate([idx, np.asarray(batch, np.int64) + m])
-            if not len(idx):
-                return idx
-            order = rule.rank(p.minhash[i], int(p.fps[i]), table_m[idx], table_fp[idx],
-                              table_pos[idx])  # fmt: skip
-            return idx[np.asarray(order, np.int64)]
-
-        # Rank every text first against the stored versions and the earlier texts of the batch
-        # that share a band list with it (all of them kept, as most are), to read the texts
-        # of every first candidate in one call; a text whose earlier ones were not all kept is
-        # ranked again.
-        sharing: dict[int, list[int]] = {}
-        earlier: list[list[int]] = [[] for _ in range(n)]
-        for i in np.flatnonzero(shared.any(axis=1)).tolist():
-            before = set()
-            for c in codes[i][shared[i]].tolist():
-                texts_c = sharing.setdefault(c, [])
-                before.update(texts_c)
-                texts_c.append(i)
-            earlier[i] = sorted(before)
-        first = {
-            i: ranked(i, earlier[i]) for i in sorted({*cands, *np.flatnonzero(shared.any(axis=1))})
-        }
-        read(r for top in first.values() for r in top.tolist())
+        # Rank every text first against its stored candidates and the earlier texts of the
+        # batch that share a band list with it (all of them kept, as most are), to read the
+        # texts of every first candidate in one call; a text whose earlier ones were not all
+        # kept is ranked again.
+        earlier = [batch.earlier(i) for i in range(n)]
+        first = [batch.ranked(i, earlier[i]) for i in range(n)]
+        read(r for top in first for r in top)
         out: list[list[Match]] = []
         kept = np.zeros(n, bool)
         n_cands = 0
         for i in range(n):
-            batch = [j for j in earlier[i] if kept[j]]
+            mine = [j for j in earlier[i] if kept[j]]
+            top = first[i] if len(mine) == len(earlier[i]) else batch.ranked(i, mine)
             matches: list[Match] = []
-            if (i in first and len(first[i])) or batch:
-                top = first[i] if len(batch) == len(earlier[i]) else ranked(i, batch)
+            if top:
                 n_cands += len(top)
-                read(top.tolist())
-                texts = [norms[r] if r < m else p.norms[r - m] for r in top.tolist()]
-                for k, d, s in rule.verify(p.norms[i], int(p.fps[i]), texts, table_fp[top],
-                                           table_pos[top]):  # fmt: skip
-                    r = int(top[k])
-                    who = dec_id(data[hashes[r]][3]) if r < m else ids[r - m]  # type: ignore[index]
+                read(top)
+                texts = [norms[r] if r < m else p.norms[r - m] for r in top]
+                for k, d, s in rule.verify(p.norms[i], int(p.fps[i]), texts, fps[top],
+                                           positions[top]):  # fmt: skip
+                    r = top[k]
+                    who = dec_id(batch.id(r)) if r < m else ids[r - m]  # type: ignore[index]
                     matches.append(Match(who, int(d), float(s)))
             kept[i] = not matches and ids is not None
             out.append(matches)
         self._count(n, n_cands, sum(map(len, out)))
         return out, found
+
+    @staticmethod
+    def _hold(heads: Sequence[Head], versions: NearVersions) -> None:
+        """Keep what a check needs of stored versions."""
+        versions.put_many(
+            [h.record for h in heads], [h.fp for h in heads], [h.timestamp for h in heads],
+            [h.id for h in heads], [h.minhash for h in heads],
+        )  # fmt: skip
 
     def _keep_norms(self, items: Iterable[tuple[bytes, str]]) -> None:
         """Keep prepared texts of stored versions (by record: id hash and ref) for later
@@ -379,15 +334,15 @@ class RedisDeduplicator(Closing):
         self._norms.update(items)
 
     def _stored(self, p: _Probed, rows: Sequence[int], docs: Sequence[Doc]) -> None:
-        """After ``docs`` (of texts ``rows``) were stored: keep their prepared texts, which a
-        later check of this process would otherwise read back as candidates."""
-        self._keep_norms(
-            [
-                (id_hash(d.id) + d.ref.to_bytes(8, "big"), p.norms[i])
-                for i, d in zip(rows, docs)
-                if d.listed
-            ]  # fmt: skip
-        )
+        """After ``docs`` (of texts ``rows``) were stored: keep their heads and prepared
+        texts, which a later check of this process would otherwise read back as candidates
+        (on one server: on a cluster the heads are read each time)."""
+        recs = [(i, id_hash(d.id) + d.ref.to_bytes(8, "big"), d) for i, d in zip(rows, docs)
+                if d.listed]  # fmt: skip
+        self._keep_norms([(rec, p.norms[i]) for i, rec, _ in recs])
+        if not self.store.cluster:
+            self._hold([Head(rec, d.fp, d.timestamp, d.id, d.minhash) for _, rec, d in recs],
+                       self._versions)  # fmt: skip
 
     def _count(self, checks: int, candidates: int, matches: int) -> None:
         with self._lock:

@@ -36,7 +36,7 @@ import numpy.typing as npt
 from neardup._core import IncompatibleIndexError
 from neardup.backends.redis_functions import Functions, missing_function
 from neardup.policy import Policy
-from neardup.stores import Doc, Found, dec_id, enc_id
+from neardup.stores import Doc, Found, Head, dec_id, enc_id
 
 __all__ = [
     "FORMAT_VERSION", "Doc", "Found", "RedisStore", "dec_id", "enc_id", "id_hash", "unpack_data",
@@ -152,9 +152,6 @@ class RedisStore:
         self._config = f"{{{namespace}}}:config"
         self.fn = Functions(client)
         self.settings: dict[str, Any] = {"namespace": namespace, "cluster": cluster}
-        #: Data of stored versions by record (id hash + ref), one server only:
-        #: ``((ref, fingerprint, min-hash bytes, encoded id), timestamp)``.
-        self.cache = Recent(65_536)
 
     def open(self, settings: dict[str, Any]) -> None:
         """Record ``settings`` for the namespace, or check them against those recorded:
@@ -192,15 +189,15 @@ class RedisStore:
     def _key(self, id: bytes) -> bytes:
         return self._data + id_hash(id)
 
-    def _horizon(self) -> float:
+    def horizon(self) -> float:
         return -np.inf if self.retention is None else time.time() - self.retention
 
     # -- reads ---------------------------------------------------------------------------------
 
     def query(self, keys: npt.NDArray[np.uint32], refs: int = 0) -> Found:
         """The newest ``limit`` stored records of the band lists of ``keys`` (one row of band
-        keys per text), with their ids' data; ``refs`` refs are reserved in the same round trip
-        (for the versions a check-and-add may store)."""
+        keys per text); ``refs`` refs are reserved in the same round trip (for the versions a
+        check-and-add may store)."""
         nb = len(self._bands)
         fields = [unique(keys[:, j]) for j in range(nb)]
         packed = [f.astype(">u4").tobytes() for f in fields]
@@ -229,15 +226,7 @@ class RedisStore:
             heads.append(h)
         records = np.frombuffer(b"".join(blobs), np.uint8).reshape(-1, _REC)
         code = np.concatenate(codes) if codes else np.zeros(0, np.int64)
-        # (one record a version: refs are distinct)
-        versions = np.ascontiguousarray(records[:, 8:]).view(">u8").ravel()
-        order = np.argsort(versions)
-        ordered = versions[order]
-        first_of = (
-            order[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(order) else order
-        )
-        named = set(records[first_of].view("V16").ravel().tolist())
-        return Found(fields, heads, code, records, self._data_of(named), first, stamps)
+        return Found(fields, heads, code, records, first, stamps)
 
     def refs(self, n: int) -> int:
         """Reserve ``n`` refs; the first."""
@@ -255,33 +244,13 @@ class RedisStore:
             self.fn.call(pipe, "data", [k], arg)
         return [v[0] for v in pipe.execute()]
 
-    def _data_of(self, records: set[bytes]) -> dict[bytes, tuple[int, int, bytes, bytes]]:
-        """The data ``(ref, fingerprint, min-hash bytes, encoded id)`` of the versions that
-        ``records`` name and are stored, by id hash. On one server a record always names a
-        stored version (every change of a version and its records is one function call), so
-        the data of a version read once are reused from :attr:`cache` (a version never
-        changes); on a cluster they are read each time, and a stale record is left out."""
-        horizon = self._horizon()
-        out: dict[bytes, tuple[int, int, bytes, bytes]] = {}
-        wanted: dict[bytes, None] = {}
-        young, old = ({}, {}) if self.cluster else self.cache.maps()
-        for rec in records:  # (tens of thousands a batch of a template family: kept lean)
-            known = young.get(rec) or old.get(rec)
-            if known is None:
-                wanted[rec[:8]] = None
-            elif known[1] >= horizon:
-                out[rec[:8]] = known[0]
-        hashes = list(wanted)
-        read = []
+    def heads(self, hashes: Sequence[bytes]) -> list[Head]:
+        """What a check needs of the stored versions of id hashes (those gone left out)."""
+        out = []
         for h, v in zip(hashes, self._values(hashes, False) if hashes else []):
             if v is not None:
                 r, f, t, i, m, _, _ = unpack_data(v)
-                value = (int.from_bytes(r, "big"), f, m, i)
-                read.append((h + r, (value, t)))
-                if t >= horizon:
-                    out[h] = value
-        if read and not self.cluster:
-            self.cache.update(read)
+                out.append(Head(h + r, f, t, i, m))
         return out
 
     def texts(self, hashes: Iterable[bytes]) -> dict[bytes, str]:
@@ -297,11 +266,11 @@ class RedisStore:
         if v is None:
             return None
         _, _, t, i, _, _, x = unpack_data(v)
-        return x.decode() if i == id and t >= self._horizon() else None
+        return x.decode() if i == id and t >= self.horizon() else None
 
     def count(self) -> int:
         """Stored versions (those past the retention window are not counted)."""
-        low = "-inf" if self.retention is None else f"({self._horizon()!r}"
+        low = "-inf" if self.retention is None else f"({self.horizon()!r}"
         return int(self.client.zcount(self._times, low, "+inf"))
 
     # -- writes --------------------------------------------------------------------------------
@@ -412,15 +381,7 @@ class RedisStore:
         ]
         data = self._data
         keys = [self._times, *self._bands, *[data + h for h in hashes]]
-        if not self.fn.call(self.client, "add", keys, args)[0]:
-            return False
-        # The data of the versions just stored, kept so that a later read of their records
-        # does not fetch them again (see _data_of).
-        self.cache.update(
-            (rec, ((d.ref, d.fp, d.minhash, d.id), d.timestamp))
-            for rec, d in zip(recs, docs) if d.listed
-        )  # fmt: skip
-        return True
+        return bool(self.fn.call(self.client, "add", keys, args)[0])
 
     def _add_cluster(
         self, docs: Sequence[Doc], groups: list[tuple[bytes, ...]], check: bool

@@ -3,9 +3,9 @@
 The decision (``neardup.kept.rule_for``: a text's candidates are the stored versions in the
 newest ``bucket_limit`` entries of its MinHash band lists; ranked by their min-hash bytes,
 fingerprints and positions; the first ``verify_limit`` verified by exact Jaccard; a batch
-decided in order) asks a store for the operations of :class:`Store`: query many (band lists
-and the data of the versions they name), add many, a conditional add for an atomic
-check-and-add, remove, expire, read texts, count.
+decided in order) asks a store for the operations of :class:`Store`: query many (band lists;
+then the heads of the versions they name that the deduplicator does not hold), add many, a
+conditional add for an atomic check-and-add, remove, expire, read texts, count.
 
 Behind it:
 
@@ -32,7 +32,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Doc", "Found", "Store", "dec_id", "enc_id"]
+__all__ = ["Doc", "Found", "Head", "Store", "dec_id", "enc_id"]
 
 
 class Doc(NamedTuple):
@@ -55,18 +55,27 @@ class Found(NamedTuple):
     """What a query found: per band the band keys read (sorted) and the newest record of
     each (16 zero bytes: none); the newest ``bucket_limit`` records of each non-empty list
     (``(n, 16)`` bytes: the id's 8-byte hash, the version's 8-byte ref; a record whose ref is
-    not its id's in ``data`` is stale) with the list of each (``band << 32 | band key``); the
-    data ``(ref, fingerprint, min-hash bytes, encoded id)`` of the stored versions they name,
-    by id hash; the first of the refs reserved with the query; and per band what the store
-    needs to know that no band list changed since (Redis: each band hash's change count)."""
+    not its id's stored version is stale) with the list of each (``band << 32 | band key``);
+    the first of the refs reserved with the query; and per band what the store needs to know
+    that no band list changed since (Redis: each band hash's change count)."""
 
     fields: list[npt.NDArray[np.uint32]]
     heads: list[npt.NDArray[np.uint8]]
     codes: npt.NDArray[np.int64]
     records: npt.NDArray[np.uint8]
-    data: dict[bytes, tuple[int, int, bytes, bytes]]
     first: int
     stamps: list[bytes] | None = None
+
+
+class Head(NamedTuple):
+    """What a check reads of a stored version: its record (id hash and ref), fingerprint,
+    timestamp, encoded id and min-hash bytes."""
+
+    record: bytes
+    fp: int
+    timestamp: float
+    id: bytes
+    minhash: bytes
 
 
 def enc_id(id: int | str) -> bytes:
@@ -94,11 +103,23 @@ class Store(Protocol):
         difference."""
         ...
 
+    #: Whether a record may outlive its version (a Redis Cluster, where a version and its
+    #: records live on different masters): the versions a query names are then read afresh
+    #: each time, else those read once are kept (a version never changes).
+    cluster: bool
+
     def query(self, keys: npt.NDArray[np.uint32], refs: int = 0) -> Found:
-        """Query many: the band lists of ``keys`` (one row of band keys per text) and the
-        data of the stored versions they name, as of one moment; ``refs`` refs reserved with
-        it (for the versions a check-and-add may add). Versions past the retention window are
-        not returned."""
+        """Query many: the band lists of ``keys`` (one row of band keys per text), as of one
+        moment; ``refs`` refs reserved with it (for the versions a check-and-add may add)."""
+        ...
+
+    def heads(self, hashes: Sequence[bytes]) -> list[Head]:
+        """What a check needs of the stored versions of id hashes (8 bytes, as in records);
+        one gone is left out."""
+        ...
+
+    def horizon(self) -> float:
+        """The oldest timestamp within the retention window (-inf: none)."""
         ...
 
     def refs(self, n: int) -> int:

@@ -263,7 +263,7 @@ impl Decision {
         for &head in &heads[..keys.len()] {
             if head != NONE && head & HOT != 0 {
                 let ring = &self.rings[(head & !HOT) as usize];
-                let w = if ring.rows.len() >= limit { 1 } else { quorum };
+                let w = rule::bucket_weight(ring.rows.len() >= limit, quorum as usize);
                 full |= w < quorum;
                 for &r in &ring.rows {
                     count(r, w);
@@ -274,11 +274,10 @@ impl Decision {
                 continue;
             }
             // (a list holds at most `min(HOT_AFTER, limit)` rows: full only for a small limit)
-            let w = if limit <= HOT_AFTER && self.live_rows(head) >= limit {
-                1
-            } else {
-                quorum
-            };
+            let w = rule::bucket_weight(
+                limit <= HOT_AFTER && self.live_rows(head) >= limit,
+                quorum as usize,
+            );
             full |= w < quorum;
             let mut node = head;
             while node != NONE {

@@ -32,6 +32,7 @@
 //! for a kept document, one entry per band.
 
 mod decision;
+pub mod held;
 pub mod minhash;
 pub mod rule;
 mod saved;

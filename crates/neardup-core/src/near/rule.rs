@@ -30,6 +30,17 @@ pub fn estimate_margin(threshold: f64, width: usize) -> f64 {
     5.0 * (j * (1.0 - j) / width.max(1) as f64).sqrt()
 }
 
+/// What a band bucket adds to the weight of each row it holds: a bucket read full
+/// (`bucket_limit` rows: text that a template family shares) 1, any other `quorum`; a row is a
+/// candidate when its weight reaches `quorum` (`full_bucket_quorum`).
+pub fn bucket_weight(full: bool, quorum: usize) -> u32 {
+    if full {
+        1
+    } else {
+        quorum as u32
+    }
+}
+
 /// A candidate as the ranking sees it: `(id, fingerprint, min-hash bytes, position)`.
 pub type Candidate<'a> = (u32, u64, &'a [u8], u64);
 
@@ -183,7 +194,7 @@ pub fn best_first(mut passed: Vec<(f64, u32, u64, u32)>) -> Vec<Found> {
 
 /// A caller's signed position as the unsigned key the rule orders by, order kept (a negative
 /// position -- say a reference placed before the documents -- comes first, not last).
-fn order_key(position: i64) -> u64 {
+pub fn order_key(position: i64) -> u64 {
     (position as u64) ^ (1 << 63)
 }
 
@@ -224,6 +235,16 @@ impl Rule {
 
     pub fn bands(&self) -> usize {
         self.shape.bands.bands
+    }
+
+    /// [`rank`] with this rule's threshold and limit.
+    pub fn rank_with<'a>(
+        &self,
+        bytes: &[u8],
+        fp: u64,
+        candidates: impl Iterator<Item = Candidate<'a>>,
+    ) -> Ranked {
+        rank(bytes, fp, self.threshold, self.verify_limit, candidates)
     }
 
     /// Band keys (`bands` per text), min-hash bytes (`bands * rows` per text) and lengths in
@@ -275,7 +296,7 @@ impl Rule {
                 order_key(cand_positions[i]),
             )
         });
-        let ranked = rank(bytes, fp, self.threshold, self.verify_limit, candidates);
+        let ranked = self.rank_with(bytes, fp, candidates);
         Ok(ranked.top.into_iter().map(|(i, _)| i as usize).collect())
     }
 
