@@ -160,6 +160,29 @@ def test_full_lists_need_the_quorum_as_in_the_embedded_store(any_url: str) -> No
     assert sum(added for added, _ in got[2]) > sum(added for added, _ in got[1])
 
 
+def test_checks_that_need_more_versions_than_a_process_keeps(
+    any_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process keeps the versions it has read up to ``version_cache`` (here 8, the oldest
+    dropped first): a check naming more still finds every candidate (the versions it reads
+    are its own until it has decided), and checks of four threads that drop each other's
+    versions all end with the right answers."""
+    rng = random.Random(12)
+    vocab = _vocab(rng)
+    texts = [" ".join(rng.choice(vocab) for _ in range(40)) for _ in range(60)]
+    with _open(any_url) as d:
+        url = _url(any_url, d.store.settings["namespace"])
+        d.add_many(list(range(60)), texts)
+    monkeypatch.setattr(RedisDeduplicator, "version_cache", 8)
+    starts = list(range(0, 31, 3)) * 3
+    with RedisDeduplicator.from_url(url) as d:
+        assert [m[0].id for m in d.check_many(texts[:30])] == list(range(30))
+        with ThreadPoolExecutor(4) as pool:
+            found = list(pool.map(lambda s: d.check_many(texts[s : s + 30]), starts))
+        for s, got in zip(starts, found):
+            assert [(m[0].id, m[0].similarity) for m in got] == [(i, 1.0) for i in range(s, s + 30)]
+
+
 def test_the_write_compares_what_it_read(any_url: str) -> None:
     """A conditional write after another writer changed a band hash: stored when the fields it
     goes to are as read (its change count alone differs), refused when one of them was

@@ -270,7 +270,7 @@ class NearRule:
     ) -> list[int]: ...
     def batch(
         self,
-        versions: NearVersions,
+        versions: Sequence[NearVersions],
         records: npt.NDArray[np.uint8],
         codes: npt.NDArray[np.int64],
         keys: npt.NDArray[np.uint32],

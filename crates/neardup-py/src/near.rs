@@ -9,7 +9,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use neardup_core::near::held::{Batch, Record, Texts, Version, Versions};
+use neardup_core::near::held::{lookup, Batch, Record, Texts, Version, Versions};
 use neardup_core::near::{Config, Engine, Probes, Rule, Shape};
 
 use crate::errors::to_py;
@@ -382,13 +382,14 @@ impl NearRule {
     /// ``texts`` (band keys ``(n, bands)``, min-hash bytes ``(n, width)``, fingerprints,
     /// whether each is listed) against the records read from their band lists (``(k, 16)``
     /// bytes: id hash, ref) and the list of each (``band << 32 | band key``): their candidates
-    /// among the versions held in ``versions`` (see :class:`NearBatch`; GIL released).
+    /// among the versions held in ``versions`` (the first that holds one; see
+    /// :class:`NearBatch`; GIL released).
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (versions, records, codes, keys, bytes, fps, listed, *, horizon, absent, within, bucket_limit, full_bucket_quorum))]
     fn batch(
         &self,
         py: Python<'_>,
-        versions: &NearVersions,
+        versions: Vec<Py<NearVersions>>,
         records: PyReadonlyArray2<'_, u8>,
         codes: PyReadonlyArray1<'_, i64>,
         keys: PyReadonlyArray2<'_, u32>,
@@ -403,10 +404,26 @@ impl NearRule {
     ) -> PyResult<NearBatch> {
         let (records, codes) = (records.as_array(), codes.as_array());
         let (keys, bytes, fps) = (keys.as_array(), bytes.as_array(), fps.as_array());
+        let (n, b, w) = (listed.len(), self.rule.bands(), self.rule.width());
         if records.ncols() != 16 && records.nrows() > 0 {
             return Err(PyValueError::new_err(format!(
                 "records must be (k, 16) bytes, got {} columns",
                 records.ncols()
+            )));
+        }
+        if keys.dim() != (n, b) || bytes.dim() != (n, w) || fps.len() != n {
+            return Err(PyValueError::new_err(format!(
+                "batch needs keys ({n}, {b}), bytes ({n}, {w}) and {n} fingerprints for {n} \
+                 texts; got keys {:?}, bytes {:?}, {} fingerprints",
+                keys.dim(),
+                bytes.dim(),
+                fps.len()
+            )));
+        }
+        if let Some(v) = versions.iter().find(|v| v.get().width != w) {
+            return Err(PyValueError::new_err(format!(
+                "versions of {} min-hash bytes for a rule of {w}",
+                v.get().width
             )));
         }
         let records: Vec<Record> = contiguous(&records)
@@ -426,13 +443,16 @@ impl NearRule {
             fps: &fps,
             listed: &listed,
         };
-        // (the lock is taken without the GIL: a thread holding it may be waiting for the GIL)
+        // (each lock is taken without the GIL, one at a time, and only to look records up)
         let batch = py
             .detach(|| {
-                let held = versions.inner.lock().map_err(|_| poisoned_core())?;
+                let maps = versions
+                    .iter()
+                    .map(|v| v.get().inner.lock().map_err(|_| poisoned_core()));
+                let held = lookup(&records, maps)?;
                 self.rule.batch(
-                    &held,
                     &records,
+                    &held,
                     &codes,
                     &texts,
                     horizon,
@@ -504,6 +524,7 @@ fn poisoned_core() -> neardup_core::Error {
 #[pyclass(module = "neardup._core", frozen)]
 pub struct NearVersions {
     inner: Mutex<Versions>,
+    width: usize,
 }
 
 #[pymethods]
@@ -512,6 +533,7 @@ impl NearVersions {
     fn new(width: usize, capacity: usize) -> Self {
         NearVersions {
             inner: Mutex::new(Versions::new(width, capacity)),
+            width,
         }
     }
 
@@ -534,6 +556,13 @@ impl NearVersions {
                 timestamps.len(),
                 ids.len(),
                 bytes.len()
+            )));
+        }
+        if let Some(b) = bytes.iter().find(|b| b.len() != self.width) {
+            return Err(PyValueError::new_err(format!(
+                "a version needs {} min-hash bytes, got {}",
+                self.width,
+                b.len()
             )));
         }
         let mut versions = Vec::with_capacity(n);

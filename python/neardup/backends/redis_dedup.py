@@ -254,20 +254,25 @@ class RedisDeduplicator(Closing):
         ranks them; the texts of the first are read and verified here, text by text."""
         store, rule, n = self.store, self.rule, len(p.norms)
         found = store.query(p.keys[np.asarray(p.listed, bool)], n if ids is not None else 0)
-        # (on a cluster a record may outlive its version: the versions are read each time)
-        versions = NearVersions(rule.width, 1 << 62) if store.cluster else self._versions
+        # The versions this check reads are kept for it alone (none dropped before it is
+        # decided) and, on one server, for later checks too (on a cluster a record may outlive
+        # its version: the versions are read each time).
+        now = NearVersions(rule.width, 1 << 62)
+        maps = [now] if store.cluster else [now, self._versions]
         absent: list[bytes] = []
         while True:
             batch = rule.batch(
-                versions, found.records, found.codes, p.keys, p.minhash, p.fps, p.listed,
+                maps, found.records, found.codes, p.keys, p.minhash, p.fps, p.listed,
                 horizon=store.horizon(), absent=absent, within=ids is not None,
                 bucket_limit=self.policy.bucket_limit,
                 full_bucket_quorum=self.policy.full_bucket_quorum,
             )  # fmt: skip
-            if not batch.missing:
+            if not batch.missing:  # (at most twice, unless a version read before was dropped)
                 break
-            absent = batch.missing  # (read now: one still missing is gone, or stale)
-            self._hold(store.heads(absent), versions)
+            heads = store.heads(batch.missing)
+            absent += batch.missing  # (a record of these not held now is gone, or stale)
+            for versions in maps:
+                self._hold(heads, versions)
         m, fps, positions = batch.stored, batch.fps, batch.positions
         norms: dict[int, str] = {}
         cache = self._norms

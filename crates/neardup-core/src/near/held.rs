@@ -108,18 +108,37 @@ fn code(band: usize, key: u32) -> i64 {
     ((band as i64) << 32) | i64::from(key)
 }
 
+/// The versions of `records` held in any of `maps` (the first that holds one); each map is
+/// given when it is reached (a caller that keeps them behind locks takes one at a time).
+pub fn lookup<G: std::ops::Deref<Target = Versions>>(
+    records: &[Record],
+    maps: impl IntoIterator<Item = Result<G>>,
+) -> Result<Vec<Option<Arc<Version>>>> {
+    let mut held: Vec<Option<Arc<Version>>> = vec![None; records.len()];
+    for map in maps {
+        let map = map?;
+        for (h, r) in held.iter_mut().zip(records) {
+            if h.is_none() {
+                *h = map.get(r).cloned();
+            }
+        }
+    }
+    Ok(held)
+}
+
 impl Rule {
     /// The batch of `texts` against the records read from their band lists (`records`, the
-    /// list of each in `codes`; each list's newest `limit`): a record counts when the caller
-    /// holds its version in `versions` and its timestamp is not before `horizon`; one whose
-    /// id hash is in `absent` (read, and gone) is left out; any other makes the batch
-    /// incomplete ([`Batch::missing`]). `within`: each text's earlier texts of the batch are
-    /// candidates too (a check-and-add).
+    /// list of each in `codes`; each list's newest `limit`), with the versions the caller
+    /// holds of them (`held`, see [`lookup`]): a record counts when its version is held and
+    /// its timestamp is not before `horizon`; one whose id hash is in `absent` (read, and
+    /// gone or replaced) is left out; any other makes the batch incomplete
+    /// ([`Batch::missing`]). `within`: each text's earlier texts of the batch are candidates
+    /// too (a check-and-add). `quorum`: `full_bucket_quorum`, 1 to `bands`.
     #[allow(clippy::too_many_arguments)]
     pub fn batch(
         &self,
-        versions: &Versions,
         records: &[Record],
+        held: &[Option<Arc<Version>>],
         codes: &[i64],
         texts: &Texts<'_>,
         horizon: f64,
@@ -131,21 +150,31 @@ impl Rule {
         let (b, w) = (self.bands(), self.width());
         let n = texts.listed.len();
         if records.len() != codes.len()
+            || held.len() != records.len()
             || texts.keys.len() != n * b
             || texts.bytes.len() != n * w
             || texts.fps.len() != n
-            || versions.width != w
         {
             return Err(Error::InvalidArgument(format!(
-                "batch needs a list per record and, per text, {b} band keys, {w} min-hash bytes \
-                 and a fingerprint; got {} records, {} lists, {n} texts, {} keys, {} bytes, {} \
-                 fingerprints (versions of {} bytes)",
+                "batch needs a list and a held version (or none) per record and, per text, {b}                  band keys, {w} min-hash bytes and a fingerprint; got {} records, {} lists, {}                  held, {n} texts, {} keys, {} bytes, {} fingerprints",
                 records.len(),
                 codes.len(),
+                held.len(),
                 texts.keys.len(),
                 texts.bytes.len(),
                 texts.fps.len(),
-                versions.width
+            )));
+        }
+        if !(1..=b).contains(&quorum) || limit == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "full_bucket_quorum must be 1 to {b} and bucket_limit at least 1, got {quorum} \
+                 and {limit}"
+            )));
+        }
+        if let Some(v) = held.iter().flatten().find(|v| v.bytes.len() != w) {
+            return Err(Error::InvalidArgument(format!(
+                "a held version has {} min-hash bytes, the rule {w}",
+                v.bytes.len()
             )));
         }
         let absent: HashSet<[u8; 8]> = absent.iter().copied().collect();
@@ -154,9 +183,9 @@ impl Rule {
             ..Batch::default()
         };
         let mut missing: HashSet<[u8; 8]> = HashSet::new();
-        for record in records {
+        for (record, v) in records.iter().zip(held) {
             let hash: [u8; 8] = record[..8].try_into().expect("16-byte record");
-            if versions.get(record).is_none() && !absent.contains(&hash) && missing.insert(hash) {
+            if v.is_none() && !absent.contains(&hash) && missing.insert(hash) {
                 out.missing.push(hash);
             }
         }
@@ -168,9 +197,9 @@ impl Rule {
         // (a record left out keeps its place: a list's length is what it was read with)
         let mut lists: HashMap<i64, Vec<u32>> = HashMap::new();
         let mut row_of: HashMap<Record, u32> = HashMap::new();
-        for (record, &c) in records.iter().zip(codes) {
+        for ((record, v), &c) in records.iter().zip(held).zip(codes) {
             let list = lists.entry(c).or_default();
-            let row = match versions.get(record) {
+            let row = match v {
                 Some(v) if v.timestamp >= horizon => match row_of.entry(*record) {
                     Entry::Occupied(e) => *e.get(),
                     Entry::Vacant(e) => {
@@ -359,9 +388,10 @@ mod tests {
                 fps: &fps,
                 listed: &listed,
             };
+            let held = lookup(&records, [Ok(&versions)]).unwrap();
             let run = |absent: &[[u8; 8]]| {
                 rule.batch(
-                    &versions, &records, &codes, &texts, 2.0, absent, true, limit, quorum,
+                    &records, &held, &codes, &texts, 2.0, absent, true, limit, quorum,
                 )
                 .unwrap()
             };
@@ -425,5 +455,37 @@ mod tests {
             checked > 300,
             "too few candidates to test anything: {checked}"
         );
+    }
+
+    /// A quorum outside 1..=bands, lists or held versions that do not match the records, and
+    /// held versions of another width are refused.
+    #[test]
+    fn bad_arguments_are_refused() {
+        let rule = Rule::new(0.8, 4, 2, 3, 5).unwrap();
+        let texts = Texts {
+            keys: &[0; 4],
+            bytes: &[0; 8],
+            fps: &[0],
+            listed: &[true],
+        };
+        let rec = [[1u8; 16]];
+        let v = |w: usize| {
+            Some(Arc::new(Version {
+                fp: 0,
+                timestamp: 0.0,
+                id: Box::new([]),
+                bytes: vec![0; w].into(),
+            }))
+        };
+        let run = |held: &[Option<Arc<Version>>], codes: &[i64], quorum| {
+            rule.batch(&rec, held, codes, &texts, 0.0, &[], false, 4, quorum)
+        };
+        assert!(run(&[v(8)], &[0], 2).is_ok());
+        for quorum in [0, 5, 1 << 40] {
+            assert!(run(&[v(8)], &[0], quorum).is_err(), "{quorum}");
+        }
+        assert!(run(&[v(7)], &[0], 2).is_err());
+        assert!(run(&[v(8), v(8)], &[0], 2).is_err());
+        assert!(run(&[v(8)], &[0, 1], 2).is_err());
     }
 }
