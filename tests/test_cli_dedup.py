@@ -549,3 +549,44 @@ def test_a_directory_without_documents_is_an_input_error(tmp_path: Path) -> None
     r = neardup("dedup", str(tmp_path / "pics"), "-o", str(tmp_path / "out"))
     assert r.returncode == 1
     assert "holds no .txt, .text, .html or .htm file" in r.stderr
+
+
+def test_the_parts_sketched_at_once_do_not_change_the_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a page in the first block read, HTML boilerplate is learnt chunk by chunk as the
+    texts are prepared; the texts are then sketched and decided in smaller parts, whose size
+    must not change what is learnt: here a line in 12 pages is boilerplate (>= 10 pages) for a
+    chunk holding all of them, so later copies of those pages without it are duplicates; with
+    chunks of 32 the pages are split and the copies stay (the test would see parts that
+    changed the learning)."""
+    from neardup.cli import dedup as cli_dedup
+    from neardup.cli import main
+
+    rng = np.random.default_rng(3)
+    vocab = [f"w{i}" for i in range(4000)]
+
+    def words(n: int) -> str:
+        return " ".join(rng.choice(vocab, n))
+
+    texts = [words(1400) for _ in range(300)]  # (> 2 MiB before any page)
+    line = words(40)
+    bodies = [words(30) for _ in range(60)]
+    for j, body in enumerate(bodies):
+        shared = f"<p>{line}</p>" if j % 5 == 0 else ""
+        texts.append(f"<html><body>{shared}<p>{body}</p></body></html>")
+    texts += [f"<html><body><p>{bodies[j]}</p></body></html>" for j in range(0, 60, 5)]
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, [{"id": i, "text": t} for i, t in enumerate(texts)])
+
+    def kept(chunk: int, part: int) -> list[Any]:
+        monkeypatch.setattr(cli_dedup, "_CHUNK_DOCS", chunk)
+        monkeypatch.setattr(cli_dedup, "_PART_DOCS", part)
+        out = tmp_path / f"out-{chunk}-{part}.jsonl"
+        assert main(["dedup", str(src), "-o", str(out), "--quiet"]) == 0
+        return read_ids(out)
+
+    whole = kept(400, 400)
+    assert len(whole) == len(texts) - 12
+    assert kept(400, 32) == whole
+    assert len(kept(32, 32)) == len(texts)

@@ -66,13 +66,16 @@ EXIT_CODES = """exit codes:
 """
 
 KEEP_POLICIES = ("first", "longest", "newest")
-# A chunk is prepared and sketched while the one before is decided: small chunks of short texts
-# start the decision sooner and hold less (benches/bounded.py, 4,096 against 16,384 documents:
-# templated 200 k 4.72 -> 4.18 s, 365 -> 304 MB; families 300 k 7.2 -> 6.6 s; same output);
-# long documents fill a chunk by characters first, where fewer than 8 MB cost time.
-_CHUNK_DOCS = 4096
+# Texts are prepared in chunks (the unit in which HTML boilerplate is learnt when no page was
+# seen up front: its size is part of the output) and sketched and added in parts of at most
+# _PART_DOCS, each while the one before is decided: small parts of short texts start the
+# decision sooner and hold less (benches/bounded.py, parts of 4,096 against 16,384 documents:
+# templated 200 k 4.72 -> 4.18 s, 365 -> 304 MB; families 300 k 7.2 -> 6.6 s); long documents
+# fill a chunk by characters first, where fewer than 8 MB cost time.
+_CHUNK_DOCS = 16384
 _CHUNK_CHARS = 8 << 20
-_IN_FLIGHT = 3  # chunks being prepared or sketched at once
+_PART_DOCS = 4096
+_IN_FLIGHT = 3  # parts being prepared or sketched at once
 _MAX_WARNINGS = 10
 
 
@@ -543,9 +546,14 @@ def run(args: argparse.Namespace) -> int:
 
             def submit(texts: list[str]) -> None:
                 prepared = prepare_pool.submit(deduper.prepare, texts)
-                in_flight.append(sketch_pool.submit(lambda: deduper.sketch(prepared.result())))
-                while len(in_flight) > _IN_FLIGHT:
-                    add_next()
+
+                def part(a: int) -> SketchedChunk:
+                    return deduper.sketch(prepared.result()[a : a + _PART_DOCS])
+
+                for a in range(0, len(texts), _PART_DOCS):
+                    in_flight.append(sketch_pool.submit(part, a))
+                    while len(in_flight) > _IN_FLIGHT:
+                        add_next()
 
             chunk: list[str] = []
             chunk_chars = 0
