@@ -551,7 +551,8 @@ impl NearVersions {
         let n = records.len();
         if fps.len() != n || timestamps.len() != n || ids.len() != n || bytes.len() != n {
             return Err(PyValueError::new_err(format!(
-                "put_many needs one fingerprint, timestamp, id and min-hash bytes per record;                  got {n} records, {} fingerprints, {} timestamps, {} ids, {} bytes",
+                "put_many needs one fingerprint, timestamp, id and min-hash bytes per record; \
+                 got {n} records, {} fingerprints, {} timestamps, {} ids, {} bytes",
                 fps.len(),
                 timestamps.len(),
                 ids.len(),

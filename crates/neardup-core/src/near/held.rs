@@ -156,7 +156,9 @@ impl Rule {
             || texts.fps.len() != n
         {
             return Err(Error::InvalidArgument(format!(
-                "batch needs a list and a held version (or none) per record and, per text, {b}                  band keys, {w} min-hash bytes and a fingerprint; got {} records, {} lists, {}                  held, {n} texts, {} keys, {} bytes, {} fingerprints",
+                "batch needs a list and a held version (or none) per record and, per text, {b} \
+                 band keys, {w} min-hash bytes and a fingerprint; got {} records, {} lists, {} \
+                 held, {n} texts, {} keys, {} bytes, {} fingerprints",
                 records.len(),
                 codes.len(),
                 held.len(),
