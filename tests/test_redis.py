@@ -439,8 +439,10 @@ def test_long_ids_and_texts(any_url: str) -> None:
                 assert v is not None
                 _, _, t, i, m, k, x = unpack_data(v)
                 assert (i, t, x, len(m), len(k)) == (enc_id(id), ts, b"", 100, 80)
-            assert len(heads[0] or b"") < 1500 and d.store.texts(hashes[:1]) == {hashes[0]: text}
+            record = hashes[0] + (heads[0] or b"")[:8]  # (id hash, ref)
+            assert len(heads[0] or b"") < 1500 and d.store.texts([record]) == {record: text}
             d.add(long_id, text + " again")  # (replaced: the old version's records are cut)
+            assert d.store.texts([record]) == {}  # (the text of another version: not read)
             assert d.get(long_id) == text + " again"
             d.remove(long_id)
             d.remove("short")

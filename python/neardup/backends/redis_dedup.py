@@ -287,15 +287,12 @@ class RedisDeduplicator(Closing):
                     else:
                         norms[r] = known
             if missing:
-                texts = store.texts([batch.record(r)[:8] for r in missing])
-                got = self.policy.prepare_many(
-                    [texts.get(batch.record(r)[:8], "") for r in missing]
-                )
-                norms.update(zip(missing, got))  # (a text removed meanwhile: "", no match)
-                self._keep_norms(
-                    [(batch.record(r), norm)
-                     for r, norm in zip(missing, got) if batch.record(r)[:8] in texts]
-                )  # fmt: skip
+                records = [batch.record(r) for r in missing]
+                texts = store.texts(records)
+                got = self.policy.prepare_many([texts.get(rec, "") for rec in records])
+                # (a version removed or replaced meanwhile: "", no match)
+                norms.update(zip(missing, got))
+                self._keep_norms([(rec, norm) for rec, norm in zip(records, got) if rec in texts])
 
         # Rank every text first against its stored candidates and the earlier texts of the
         # batch that share a band list with it (all of them kept, as most are), to read the

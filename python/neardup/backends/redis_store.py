@@ -253,13 +253,15 @@ class RedisStore:
                 out.append(Head(h + r, f, t, i, m))
         return out
 
-    def texts(self, hashes: Iterable[bytes]) -> dict[bytes, str]:
-        """The stored texts of the versions of id hashes (one whose data are gone: left out)."""
-        hashes = list(hashes)
-        if not hashes:
+    def texts(self, records: Iterable[bytes]) -> dict[bytes, str]:
+        """The texts of the versions that records name, by record (one gone or replaced
+        meanwhile: left out)."""
+        records = list(records)
+        if not records:
             return {}
-        return {h: unpack_data(v)[6].decode() for h, v in zip(hashes, self._values(hashes, True))
-                if v is not None}  # fmt: skip
+        values = self._values([r[:8] for r in records], True)
+        return {r: unpack_data(v)[6].decode() for r, v in zip(records, values)
+                if v is not None and v[:8] == r[8:]}  # fmt: skip
 
     def get(self, id: bytes) -> str | None:
         v = self.client.get(self._key(id))

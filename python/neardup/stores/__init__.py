@@ -143,9 +143,9 @@ class Store(Protocol):
         """Drop every version with a timestamp < ``before``; how many."""
         ...
 
-    def texts(self, hashes: Iterable[bytes]) -> dict[bytes, str]:
-        """Read texts: those of the stored versions of id hashes (8 bytes, as in records);
-        one gone meanwhile is left out."""
+    def texts(self, records: Iterable[bytes]) -> dict[bytes, str]:
+        """Read texts: those of the versions that records (16 bytes: id hash, ref) name, by
+        record; one gone or replaced meanwhile is left out."""
         ...
 
     def get(self, id: bytes) -> str | None:
