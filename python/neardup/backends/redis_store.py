@@ -80,11 +80,6 @@ class Recent:
             ):
                 self._old, self._young, self._young_chars = self._young, {}, 0
 
-    def maps(self) -> tuple[dict[bytes, Any], dict[bytes, Any]]:
-        """The young and the old generation, for many reads in a row (each may be replaced
-        meanwhile: a read of a stale one only misses)."""
-        return self._young, self._old
-
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 

@@ -342,12 +342,7 @@ mod tests {
     #[test]
     fn candidates_match_brute_force() {
         let mut x: u64 = 5;
-        let mut next = |n: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n
-        };
+        let mut next = |n: u64| super::super::tests::lcg(&mut x) % n;
         let rule = Rule::new(0.8, 4, 2, 3, 5).unwrap();
         let (b, w, limit, quorum) = (4, 8, 6, 2);
         let mut checked = 0;

@@ -359,12 +359,7 @@ mod tests {
     #[test]
     fn best_only_keeps_the_first_match() {
         let mut x: u64 = 11;
-        let mut next = |n: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n
-        };
+        let mut next = |n: u64| super::super::tests::lcg(&mut x) % n;
         let mut outranked = 0;
         for _ in 0..2000 {
             let ours: Vec<u32> = (0..20 + next(40) as u32).map(|i| i * 7).collect();

@@ -2,7 +2,8 @@ use super::*;
 use crate::batch_dedup::sketch;
 use crate::verify::jaccard_sorted;
 
-fn lcg(seed: &mut u64) -> u64 {
+/// The next number of a linear congruential generator (31 bits), for the tests of `near`.
+pub(super) fn lcg(seed: &mut u64) -> u64 {
     *seed = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
