@@ -105,3 +105,25 @@ def test_damage_to_the_text_store_is_detected_and_repaired(
     for i in [i for i in docs if i in d][:20]:
         assert i in [m.id for m in d.check(docs[i])]
     d.close()
+
+
+def test_repair_does_not_serve_the_engine_saved_before_it(tmp_path: Path) -> None:
+    # The engine saved beside the texts (texts.engine) is of the old store: repair renumbers
+    # the rows, so a reopen could not tell that the file is out of date and served old texts.
+    root = tmp_path / "s"
+    with Deduplicator.open(root) as d:
+        d.add_many(["a", "b", "c"], [words(1, n=60), words(2, n=60), words(3, n=60)])
+    assert (root / "texts.engine").exists()
+    script = (
+        "import os, sys\n"
+        "from neardup import Deduplicator\n"
+        f"d = Deduplicator.open({str(root)!r})\n"
+        f"d.add('c', {words(4, n=60)!r})\n"
+        "os._exit(9)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=False)
+    repair(str(root))
+    with Deduplicator.open(root) as d:
+        assert d.get("c") == words(4, n=60)
+        assert [m.id for m in d.check(words(4, n=60))] == ["c"]
+        assert d.check(words(3, n=60)) == []

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from neardup._core import CorruptIndexError, Fingerprinter, Index
+from neardup.kept import SAVED_ENGINE
 from neardup.policy import Policy
 from neardup.textstore import CorruptTextStoreError, Id, SqliteTextStore
 
@@ -162,9 +163,11 @@ def repair(root: str) -> dict[str, Any]:
     index.close()
     os.replace(os.path.join(root, "index"), os.path.join(aside, "index"))
     committed = read_committed(root)
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(os.path.join(root, TEXTS + suffix)):
-            os.replace(os.path.join(root, TEXTS + suffix), os.path.join(aside, TEXTS + suffix))
+    # (the saved engine too: its rows are of the old store, whose sequence numbers the new one
+    # does not keep, so a reopen could not tell that it is out of date)
+    for name in (TEXTS, TEXTS + "-wal", TEXTS + "-shm", SAVED_ENGINE):
+        if os.path.exists(os.path.join(root, name)):
+            os.replace(os.path.join(root, name), os.path.join(aside, name))
     rows, error = (
         SqliteTextStore.salvage(os.path.join(aside, TEXTS))
         if os.path.exists(os.path.join(aside, TEXTS))
