@@ -190,3 +190,46 @@ def test_sqlite_put_many_then_reads_from_other_threads(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(ValueError, match="closed"):
         store.get(0)
+
+
+@pytest.mark.parametrize("verifier", ["jaccard", "levenshtein", "none"])
+@pytest.mark.parametrize("where", ["memory", "open"])
+def test_a_batch_answers_as_its_texts_one_by_one_when_it_replaces_an_id(
+    tmp_path: Path, verifier: str, where: str
+) -> None:
+    # A text kept under a stored id (or an id earlier in the batch) replaces that id's text: a
+    # later text of the batch is not a copy of the text replaced (it was, while the batch was
+    # decided in one engine call and the old text left only with the write).
+    rng = random.Random(5)
+    t1, t2 = (" ".join(rng.choice(WORDS) for _ in range(60)) for _ in range(2))
+    t1b = t1 + " extra"
+    policy = Policy(verifier=verifier)
+    cases = [
+        ([("a", t1)], ["a", "c"], [t2, t1b]),  # "a" stored, replaced by the batch
+        ([], ["a", "a", "c"], [t1, t2, t1b]),  # "a" twice in the batch
+        ([("x", t2)], ["a", "x", "a", "c"], [t2, t1, t1, t1b]),  # "a" in two runs
+    ]
+    for n, (stored, ids, texts) in enumerate(cases):
+        made = []
+        for _ in range(2):
+            if where == "memory":
+                made.append(Deduplicator(policy=policy))
+            else:
+                made.append(Deduplicator.open(tmp_path / f"{n}-{len(made)}", policy=policy))
+        one, many = made
+        for d in made:
+            for i, text in stored:
+                d.add(i, text)
+        expect = [one.check_and_add(i, text) for i, text in zip(ids, texts)]
+        got = many.check_and_add_many(ids, texts)
+        assert [(added, [m.id for m in ms]) for added, ms in got] == [
+            (added, [m.id for m in ms]) for added, ms in expect
+        ], (n, got, expect)
+        for i in set(ids):
+            assert (i in many, many.get(i) if i in many else None) == (
+                i in one,
+                one.get(i) if i in one else None,
+            )
+        assert n == 2 or many.get("c") == t1b  # (in case 2, "c" is a copy of "x")
+        for d in made:
+            d.close()

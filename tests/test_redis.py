@@ -110,6 +110,28 @@ def test_same_answers_as_the_embedded_store(any_url: str) -> None:
         assert shared.get(9) == texts[520]
 
 
+def test_a_batch_that_replaces_an_id_answers_as_its_texts_one_by_one(any_url: str) -> None:
+    """A text kept under a stored id (or one earlier in the batch) replaces that version: a
+    later text of the batch is not refused as a copy of the version replaced."""
+    rng = random.Random(5)
+    vocab = _vocab(rng)
+    t1, t2 = (" ".join(rng.choice(vocab) for _ in range(60)) for _ in range(2))
+    t1b = t1 + " extra"
+    cases = [
+        ([("a", t1)], ["a", "c"], [t2, t1b]),
+        ([], ["a", "a", "c"], [t1, t2, t1b]),
+        ([("x", t2)], ["a", "x", "a", "c"], [t2, t1, t1, t1b]),
+    ]
+    for stored, ids, texts in cases:
+        with _open(any_url) as one, _open(any_url) as many:
+            for d in (one, many):
+                for i, text in stored:
+                    d.add(i, text)
+            want = _answers([one.check_and_add(i, text) for i, text in zip(ids, texts)])
+            assert _answers(many.check_and_add_many(ids, texts)) == want, (ids, want)
+            assert want[-1][0] == (stored != [("x", t2)])  # ("c" is a copy of "x" in case 3)
+
+
 def test_same_answers_on_a_templated_stream(any_url: str) -> None:
     """Batches of one notice with a new number each (every text shares band lists with many
     stored ones, most of them written by this process and kept from its own writes), with

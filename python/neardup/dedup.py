@@ -794,6 +794,29 @@ class Deduplicator(Closing):
     def _check_and_add_many(
         self, ids: Sequence[Id], texts: Sequence[str], tss: list[float | None], durable: bool
     ) -> list[tuple[bool, list[Match]]]:
+        # A text kept under an id that is stored (or earlier in the batch) replaces that id's
+        # text, which no later text may match: the batch is decided in runs, each ending at
+        # such a text and written before the next (the old text leaves with the write).
+        held = self._kept.__contains__ if self._kept is not None else self.__contains__
+        out: list[tuple[bool, list[Match]]] = []
+        with self._lock:
+            start, seen = 0, set()
+            for r, i in enumerate(ids):
+                if i in seen or held(i):
+                    out += self._check_and_add_run(
+                        ids[start : r + 1], texts[start : r + 1], tss[start : r + 1], durable
+                    )
+                    start = r + 1
+                seen.add(i)
+            if start < len(ids) or not ids:
+                out += self._check_and_add_run(ids[start:], texts[start:], tss[start:], durable)
+        return out
+
+    def _check_and_add_run(
+        self, ids: Sequence[Id], texts: Sequence[str], tss: list[float | None], durable: bool
+    ) -> list[tuple[bool, list[Match]]]:
+        """:meth:`_check_and_add_many` of texts whose ids are neither stored nor repeated, but
+        for the last."""
         norms, fps = self._prepare(texts)
         if self._kept is not None:
             return self._check_and_add_kept(self._kept, ids, texts, norms, fps, tss, durable)

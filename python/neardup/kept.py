@@ -155,6 +155,9 @@ class KeptTexts:
     def __len__(self) -> int:
         return len(self._row_of)
 
+    def __contains__(self, id: Id) -> bool:
+        return id in self._row_of
+
     def _matches(
         self, found: Iterable[tuple[int, int, float]], pending: dict[int, Id] | None = None
     ) -> list[Match]:

@@ -300,13 +300,19 @@ class RedisDeduplicator(Closing):
         # kept is ranked again.
         earlier = [batch.earlier(i) for i in range(n)]
         first = [batch.ranked(i, earlier[i]) for i in range(n)]
+        enc = [enc_id(i) for i in ids] if ids is not None else []
         read(r for top in first for r in top)
         out: list[list[Match]] = []
         kept = np.zeros(n, bool)
+        # A text kept under an id replaces that id's stored version and its earlier texts in
+        # the batch: neither is a candidate of a later text (encoded id -> its newest row).
+        newest: dict[bytes, int] = {}
         n_cands = 0
         for i in range(n):
-            mine = [j for j in earlier[i] if kept[j]]
+            mine = [j for j in earlier[i] if kept[j] and newest[enc[j]] == j]
             top = first[i] if len(mine) == len(earlier[i]) else batch.ranked(i, mine)
+            if newest and top:
+                top = [r for r in top if r >= m or batch.id(r) not in newest]
             matches: list[Match] = []
             if top:
                 n_cands += len(top)
@@ -318,6 +324,8 @@ class RedisDeduplicator(Closing):
                     who = dec_id(batch.id(r)) if r < m else ids[r - m]  # type: ignore[index]
                     matches.append(Match(who, int(d), float(s)))
             kept[i] = not matches and ids is not None
+            if kept[i]:
+                newest[enc[i]] = i
             out.append(matches)
         self._count(n, n_cands, sum(map(len, out)))
         return out, found
