@@ -554,7 +554,7 @@ def test_a_directory_without_documents_is_an_input_error(tmp_path: Path) -> None
 def test_the_parts_sketched_at_once_do_not_change_the_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without a page in the first block read, HTML boilerplate is learnt chunk by chunk as the
+    """Without a page among the first documents, HTML boilerplate is learnt chunk by chunk as the
     texts are prepared; the texts are then sketched and decided in smaller parts, whose size
     must not change what is learnt: here a line in 12 pages is boilerplate (>= 10 pages) for a
     chunk holding all of them, so later copies of those pages without it are duplicates; with
@@ -569,7 +569,7 @@ def test_the_parts_sketched_at_once_do_not_change_the_output(
     def words(n: int) -> str:
         return " ".join(rng.choice(vocab, n))
 
-    texts = [words(1400) for _ in range(300)]  # (> 2 MiB before any page)
+    texts = [words(20) for _ in range(1100)]  # (no page among the first 1,024)
     line = words(40)
     bodies = [words(30) for _ in range(60)]
     for j, body in enumerate(bodies):

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,11 @@ __all__ = [
     "fingerprinter_config",
     "match_order",
 ]
+
+
+#: The texts at the head of each input that say whether a corpus holds HTML pages
+#: (:meth:`Policy.has_pages`).
+PAGE_PROBE_DOCS = 1024
 
 
 @dataclass(frozen=True)
@@ -150,17 +156,20 @@ class Policy:
         """Whether ``text`` is read as an HTML page under this policy."""
         return self.html is True or (self.html == "auto" and looks_like_html(text))
 
-    def has_pages(self, first_blocks: Iterable[Sequence[str]]) -> bool:
+    def has_pages(self, inputs: Iterable[Iterable[str]]) -> bool:
         """Whether a corpus holds HTML pages, so that its boilerplate is learnt over all of it
         before anything is prepared: always with ``html=True``, never with ``False``; with
-        ``"auto"``, when the first block of some input (``first_blocks``, one per input) has
-        one (a page further down an input of text only is prepared with what its chunk
-        teaches)."""
+        ``"auto"``, when one of the first :data:`PAGE_PROBE_DOCS` texts of some input (each of
+        ``inputs``: an input's texts, read that far only) is one, whatever the input's format
+        (a page further down an input of text only is prepared with what its chunk teaches)."""
         if self.html is True:
             return True
         if self.html != "auto":
             return False
-        return any(any(self.is_html(t) for t in block) for block in first_blocks)
+        return any(
+            any(self.is_html(t) for t in itertools.islice(texts, PAGE_PROBE_DOCS))
+            for texts in inputs
+        )
 
     def prepare(self, text: str) -> str:
         """The text both stages see: the main visible text of an HTML page (see

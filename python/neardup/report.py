@@ -536,9 +536,11 @@ class ReportPlan:
             ]
             if not lines:
                 body.insert(2, '<p class="empty">No near-duplicates were found.</p>')
-            with open(os.path.join(folder, _page_name(p + 1)), "w", encoding="utf-8") as f:
+            # (a lone surrogate, which a JSONL input may escape, is shown as U+FFFD)
+            page = os.path.join(folder, _page_name(p + 1))
+            with open(page, "w", encoding="utf-8", errors="replace") as f:
                 f.write(_page(f"neardup dedup report: clusters, page {p + 1}", body))
-        with open(path, "w", encoding="utf-8") as f:
+        with open(path, "w", encoding="utf-8", errors="replace") as f:
             f.write(self._main_page(summary, ids, os.path.basename(folder), pages))
 
     def _main_page(

@@ -393,14 +393,39 @@ class _FileSlots:
     bad: list[int] = field(default_factory=list)
 
 
-def _input_is_output(inputs: list[str], outputs: tuple[str | None, ...]) -> bool:
-    """Whether one of ``inputs`` is also one of the given ``outputs`` (the same path once made
-    absolute), which writing would destroy before it is read; the first such is named."""
-    written = {os.path.abspath(p) for p in outputs if p}
+def _paths_refused(inputs: list[str], outputs: dict[str, str | None], local: bool = True) -> bool:
+    """Whether the paths cannot work, said before any work (the first problem is named): an
+    input that is also an output (writing would destroy it before it is read), two outputs on
+    one path; for a local job also an output inside an input directory (the writing pass would
+    read it back), an output whose directory does not exist or cannot be written."""
+    written: dict[str, str] = {}
+    for flag, path in outputs.items():
+        if not path:
+            continue
+        real = os.path.realpath(path)
+        if real in written:
+            eprint(f"neardup dedup: {written[real]} and {flag} are both {path}")
+            return True
+        written[real] = flag
+        parent = os.path.dirname(real)
+        if not local:
+            continue
+        if not os.path.isdir(parent):
+            eprint(f"neardup dedup: {flag} {path}: no directory {parent}")
+            return True
+        if not os.access(parent, os.W_OK):
+            eprint(f"neardup dedup: {flag} {path}: directory {parent} is not writable")
+            return True
     for path in inputs:
-        if os.path.abspath(path) in written:
+        real = os.path.realpath(path)
+        if real in written:
             eprint(f"neardup dedup: {path} is both an input and an output")
             return True
+        if local and os.path.isdir(real):
+            for out, flag in written.items():
+                if out.startswith(real + os.sep):
+                    eprint(f"neardup dedup: {flag} {outputs[flag]} is inside the input {path}")
+                    return True
     return False
 
 
@@ -453,10 +478,19 @@ def run(args: argparse.Namespace) -> int:
         if os.path.isdir(s.path) and not nio.dir_files(s.path):
             eprint(f"neardup dedup: {s.path} holds no .txt, .text, .html or .htm file")
             return EXIT_INPUT
-    if _input_is_output(
-        [s.path for s in sources] + args.against,
-        (args.output, args.clusters, args.pairs, args.report),
-    ):
+        if args.time_field and s.format in ("txt", "dir"):
+            eprint(
+                f"neardup dedup: --time-field needs records with fields (JSONL, CSV, TSV, "
+                f"Parquet); {s.path} is {'a directory' if s.format == 'dir' else 'text lines'}"
+            )
+            return EXIT_USAGE
+    outputs = {
+        "-o": args.output,
+        "--clusters": args.clusters,
+        "--pairs": args.pairs,
+        "--report": args.report,
+    }
+    if _paths_refused([s.path for s in sources] + args.against, outputs):
         return EXIT_USAGE
     try:
         references = open_references(args.against, args.format)
@@ -678,12 +712,7 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(input_bytes(sources), "pass 3/3: writing", args.quiet)
     row_offset = 0
     # a file output appears whole or not at all: written aside, renamed at the end
-    staged = output
-    if output.format != "dir":
-        head, tail = os.path.split(output.path)
-        staged = nio.Source(
-            os.path.join(head, f".{tail}.neardup-partial"), output.format, output.compression
-        )
+    staged = nio.staged_output(output)
     try:
         with nio.KeptWriter(staged, n_inputs=len(sources)) as writer:
             for slots in files:
@@ -702,8 +731,7 @@ def run(args: argparse.Namespace) -> int:
 
                 writer.write(slots.source, keep_slots, need_slots, on_need, spec, progress.advance)
                 row_offset += int(good.sum())
-        if staged is not output:
-            os.replace(staged.path, output.path)
+        nio.finish_output(staged, output)
     except (nio.InputError, OSError) as e:
         progress.close()
         eprint(f"neardup dedup: {e}")
@@ -714,9 +742,13 @@ def run(args: argparse.Namespace) -> int:
             os.remove(staged.path)
 
     if args.clusters:
-        _write_clusters(args.clusters, rep, in_cluster, result.distance, ids)
-        if references:
-            _write_reference_clusters(args.clusters, result, reference_ids, ids)
+        try:
+            _write_clusters(args.clusters, rep, in_cluster, result.distance, ids)
+            if references:
+                _write_reference_clusters(args.clusters, result, reference_ids, ids)
+        except OSError as e:
+            eprint(f"neardup dedup: --clusters {args.clusters}: {e}")
+            return EXIT_INPUT
     if pairs is not None:
         try:
             _write_pairs(args.pairs, pairs, ids, reference_ids if references else None)
@@ -840,7 +872,7 @@ def _write_clusters(
                 "kept": row == r,
                 "distance": int(distance[row]),
             }
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            f.write(nio.json_line(record) + "\n")
 
 
 def _write_reference_clusters(
@@ -860,19 +892,17 @@ def _write_reference_clusters(
                 "distance": int(result.distance[row]),
                 "reference": True,
             }
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            f.write(nio.json_line(record) + "\n")
 
 
 def _has_pages(sources: list[nio.Source], spec: nio.FieldSpec, policy: Policy) -> bool:
     """:meth:`Policy.has_pages` of file inputs."""
 
-    def first_blocks() -> Iterator[list[str]]:
-        for source in sources:
-            for batch in nio.read_batches(source, spec):
-                yield batch.texts
-                break
+    def texts(source: nio.Source) -> Iterator[str]:
+        for batch in nio.read_batches(source, spec):
+            yield from batch.texts
 
-    return policy.has_pages(first_blocks())
+    return policy.has_pages(texts(s) for s in sources)
 
 
 def _write_pairs(
@@ -905,12 +935,13 @@ def _write_pairs(
     names = list(columns)
     with open(path, "w", encoding="utf-8") as f:
         for row in zip(*columns.values()):
-            f.write(json.dumps(dict(zip(names, row)), ensure_ascii=False) + "\n")
+            f.write(nio.json_line(dict(zip(names, row))) + "\n")
 
 
 def _run_spark(args: argparse.Namespace) -> int:
     against = list(getattr(args, "against", None) or [])
-    if _input_is_output(against, (args.output, args.clusters, args.pairs)):
+    outputs = {"-o": args.output, "--clusters": args.clusters, "--pairs": args.pairs}
+    if _paths_refused(against, outputs, local=False):
         return EXIT_USAGE
     for flag, given in (("--report", args.report), ("--temp-dir", args.temp_dir)):
         if given:

@@ -192,10 +192,7 @@ def run(args: argparse.Namespace) -> int:
     job = _Job(args, fingerprinter)
     progress = Progress(input_bytes(sources), "fingerprinting", args.quiet)
     # the output appears whole or not at all (as with dedup): written aside, renamed at the end
-    head, tail = os.path.split(output.path)
-    staged = nio.Source(
-        os.path.join(head, f".{tail}.neardup-partial"), output.format, output.compression
-    )
+    staged = nio.staged_output(output)
     ok = False
     try:
         if fmt == "parquet":
@@ -209,13 +206,13 @@ def run(args: argparse.Namespace) -> int:
                 else:  # txt, dir: from the generic document reader
                     ok = _docs(job, sources, out, fmt, progress)
         if ok:
-            os.replace(staged.path, output.path)
+            nio.finish_output(staged, output)
     except (nio.InputError, OSError) as e:
         eprint(f"neardup fingerprint: {e}")
         return EXIT_INPUT
     finally:
         progress.close()
-        if os.path.exists(staged.path):
+        if staged is not output and os.path.exists(staged.path):
             os.remove(staged.path)
     if not ok:
         return EXIT_INPUT
@@ -238,7 +235,7 @@ def _jsonl(job: _Job, sources: list[nio.Source], out: Any, progress: Progress) -
         def flush(records: list[dict[str, Any]], texts: list[str]) -> None:
             for record, fp in zip(records, job.fps(texts)):
                 record[args.field] = encode(fp, args.encoding)
-                out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+                out.write(nio.json_line(record).encode("utf-8") + b"\n")
             progress.count(len(texts))
             records.clear()
             texts.clear()
@@ -384,7 +381,7 @@ def _docs(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Pr
                     out.write(f"{encode(fp, args.encoding)}\t{line}\n".encode())
                 else:
                     record = {"id": doc.id, args.field: encode(fp, args.encoding)}
-                    out.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+                    out.write(nio.json_line(record).encode("utf-8") + b"\n")
             progress.count(len(batch))
     except _Stop:
         return False

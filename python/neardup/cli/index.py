@@ -574,7 +574,7 @@ def _emit(out: Any, query: Any, fp: int, matches: list[Match]) -> None:
         }
         for m in matches
     ]
-    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    out.write(nio.json_line(record) + "\n")
 
 
 def _unverified(hits: list[tuple[Any, int]]) -> list[Match]:

@@ -19,6 +19,7 @@ near-copy of one of its rows is dropped.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any, Union
 
@@ -125,12 +126,12 @@ def row_ids(dataset: Any, rows: Sequence[int], id_field: str | None) -> list[Any
 def learn_boilerplate(
     deduper: CorpusDeduper, dataset: AnyDataset, column: str = "text", batch_size: int = _BATCH
 ) -> bool:
-    """When ``dataset``'s ``column`` holds HTML pages (:meth:`Policy.has_pages` of its first
-    batch), let ``deduper`` learn the corpus's boilerplate from all of it, as the command does
+    """When ``dataset``'s ``column`` holds HTML pages (:meth:`Policy.has_pages`: among its
+    first rows), let ``deduper`` learn the corpus's boilerplate from all of it, as the command does
     for file inputs, before references or rows are prepared; returns whether it did."""
     check_text_column(dataset, column, "column")
-    first = next(column_texts(dataset, column, batch_size, "column"), [])
-    if not deduper.policy.has_pages([first]):
+    head = itertools.chain.from_iterable(column_texts(dataset, column, batch_size, "column"))
+    if not deduper.policy.has_pages([head]):
         return False
     for texts in column_texts(dataset, column, batch_size, "column"):
         deduper.learn_boilerplate(texts)

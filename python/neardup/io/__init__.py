@@ -25,7 +25,8 @@ document (bad JSON, missing or non-string text field, invalid UTF-8, ...) become
 The parts, each in its own module (import the names from here, ``neardup.io``):
 
 - ``_sources``: formats, :class:`Source`, :func:`detect`, :func:`input_sources`,
-  :func:`spark_parts`, :func:`output_source`, :class:`FieldSpec` and the two errors;
+  :func:`spark_parts`, :func:`output_source` (written aside and put in place by
+  :func:`staged_output` and :func:`finish_output`), :class:`FieldSpec` and the two errors;
 - ``_streams``: (de)compressing byte streams (:func:`open_read`, :func:`open_write`) and
   progress in bytes on disk;
 - ``_records``: :class:`Doc`, :class:`DocBatch`, :func:`parse_time`, the id rule
@@ -57,13 +58,15 @@ from neardup.io._sources import (
     Source,
     UnknownFormatError,
     detect,
+    finish_output,
     input_sources,
     output_source,
     spark_parts,
+    staged_output,
 )
 from neardup.io._streams import ProgressFn as ProgressFn
 from neardup.io._streams import open_read, open_write
-from neardup.io._writers import KeptWriter
+from neardup.io._writers import KeptWriter, json_line
 from neardup.io._writers import NeedFn as NeedFn
 
 __all__ = [
@@ -85,6 +88,9 @@ __all__ = [
     "open_read",
     "open_write",
     "output_source",
+    "json_line",
+    "finish_output",
+    "staged_output",
     "parse_json_line",
     "parse_time",
     "read_batches",

@@ -92,7 +92,8 @@ def csv_reader(stream: IO[bytes], fmt: str) -> tuple[io.TextIOWrapper, Any]:
     """A text layer over ``stream`` and a ``csv.reader`` (``,`` or, for ``tsv``, tab) on it."""
     # surrogateescape: invalid UTF-8 survives to be reported per row (and is written back as is)
     text = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape", newline="")
-    return text, csv.reader(text, delimiter="\t" if fmt == "tsv" else ",")
+    # strict: a quoted field left open is an error, not the rest of the file in one field
+    return text, csv.reader(text, delimiter="\t" if fmt == "tsv" else ",", strict=True)
 
 
 def csv_header(reader: Any) -> list[str] | None:

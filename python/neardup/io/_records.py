@@ -111,7 +111,10 @@ def parse_time(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"time {value!r} is a bool, expected seconds or an ISO 8601 string")
     if isinstance(value, (int, float)):
-        t = float(value)
+        try:
+            t = float(value)
+        except OverflowError:  # (an int of hundreds of digits)
+            raise ValueError("time is an integer too large for seconds since the epoch") from None
     elif isinstance(value, datetime):
         d = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
         t = d.timestamp()

@@ -165,3 +165,21 @@ def output_source(path: str, inputs: list[Source], format: str | None = None) ->
         )
     _check_parquet(path, fmt, compression)
     return Source(path, format or fmt, compression)
+
+
+def staged_output(output: Source) -> Source:
+    """Where a job writes ``output`` so that it appears whole or not at all: a hidden file
+    beside it (beside the file a symbolic link names, so that the link stays), renamed onto it
+    at the end (:func:`finish_output`). A directory, or a path that is not a regular file (a
+    FIFO, a device such as /dev/null), is written in place."""
+    path = output.path
+    if output.format == "dir" or (os.path.exists(path) and not os.path.isfile(path)):
+        return output
+    head, tail = os.path.split(os.path.realpath(path))
+    return Source(os.path.join(head, f".{tail}.neardup-partial"), output.format, output.compression)
+
+
+def finish_output(staged: Source, output: Source) -> None:
+    """Put the output written to ``staged`` (:func:`staged_output`) in its place."""
+    if staged is not output:
+        os.replace(staged.path, os.path.realpath(output.path))

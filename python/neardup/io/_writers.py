@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -186,6 +187,8 @@ class KeptWriter:
             header = csv_header(reader)
             if header is None:
                 return 0
+            if n == 0 and (self._header is not None or spec.text_field not in header):
+                return 0  # (nothing of it is written: no rows, or skipped for its header)
             if self._header is None:
                 self._header = header
                 self._csv_writer.writerow(header)
@@ -288,3 +291,16 @@ class KeptWriter:
                 if isinstance(doc, Doc):
                     on_need(doc)
         return len(files)
+
+
+def json_line(record: Any) -> str:
+    """``record`` as one line of JSON (no newline): characters as they are, but for a string
+    holding a lone surrogate (a JSONL input may escape one: ``"\\ud800"``), which UTF-8 cannot
+    hold: then the line escapes every non-ASCII character, as the input did."""
+    line = json.dumps(record, ensure_ascii=False)
+    if not line.isascii():
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(record)
+    return line
