@@ -40,12 +40,14 @@ def test_staged_writes_are_visible_at_once_and_on_disk_after_commit(tmp_path: Pa
     added, matches = d.check_and_add("c", near_copy(base, 1), durable=False)
     assert not added and [m.id for m in matches] == ["a"]
     assert "a" in d and "b" in d and "c" not in d
+    d.add("b", words(3, n=30), durable=False)  # (a second staged row of one id)
+    assert len(d) == d.stats()["documents"] == 2  # (counted as `in` sees them)
     assert d.get("a") == base
     assert [m.id for m in d.check(near_copy(base, 2))] == ["a"]
     # ... but not written yet
     assert _stored_ids(root) == set()
     d.commit()
-    assert _stored_ids(root) == {"a", "b"}
+    assert _stored_ids(root) == {"a", "b"} and len(d) == 2
     d.commit()  # nothing staged: nothing to do
     d.close()
 

@@ -983,7 +983,7 @@ class Deduplicator(Closing):
             with self._cache_lock:
                 counters = dict(self._counters)
             return {
-                "documents": len(self.store),
+                "documents": len(self),
                 "indexed": len(self.index),
                 **counters,
                 "path": self.path,
@@ -1018,7 +1018,11 @@ class Deduplicator(Closing):
         return id in self.store
 
     def __len__(self) -> int:
-        return len(self.store)
+        n = len(self.store)
+        if self._log is not None and self._log.pending:
+            # (texts written with durable=False and not committed yet count, as `in` sees them)
+            n += sum(i not in self.store for i in self._log.pending_ids())
+        return n
 
     def __repr__(self) -> str:
         where = f"path={self.path!r}" if self.path else "in memory"

@@ -304,6 +304,11 @@ class DurableLog:
         e = self._staged_row.get(id)
         return None if e is None else e[1]
 
+    def pending_ids(self) -> list[Id]:
+        """The ids with a staged (not yet committed) row."""
+        with self._staged_lock:
+            return list(self._staged_row)
+
     @property
     def pending(self) -> int:
         """Rows staged and not yet committed."""
