@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import neardup
 import pytest
@@ -156,3 +157,30 @@ def test_client_argument_errors() -> None:
         Client("http://127.0.0.1:1", batch_size=0)
     with pytest.raises(ValueError, match="timeout"):
         Client("http://127.0.0.1:1", timeout=0)
+
+
+def test_a_bad_item_sends_nothing_and_errors_name_the_callers_index(client: Client) -> None:
+    # Every item is checked before the first request: a bad one in a later chunk (requests of
+    # 20 here) left the earlier chunks written.
+    ids: list[Any] = [f"bad-late-{i}" for i in range(50)]
+    ids[45] = 2**63
+    texts = [f"a text of the late-bad batch number {i} with words {i * 7919}" for i in range(50)]
+    for call in (client.add_many, client.check_and_add_many):
+        with pytest.raises(ValueError, match=r"ids\[45\]"):
+            call(ids, texts)
+        assert not any(i in client for i in ids[:45])
+    # What only the server refuses (here a text over its size limit) is named by the caller's
+    # index, not by the index within its request
+    with neardup.Client(client.url, token=TOKEN, batch_size=20) as c:
+        big = ["x " * (600 * 1024) if i == 45 else t for i, t in enumerate(texts)]
+        with pytest.raises(BadRequestError) as info:
+            c.add_many([f"big-{i}" for i in range(50)], big)
+        assert info.value.field == "items[45].text", info.value.field
+
+
+def test_ids_that_are_dot_segments(client: Client) -> None:
+    for id in (".", "..", "a/../b", "%2E"):
+        client.add(id, f"the text stored under the id {id!r} with some more words")
+        assert id in client and client.get(id).startswith("the text stored under")
+        client.remove(id)
+        assert id not in client

@@ -21,6 +21,9 @@ BAD = [
     (1e308, "within"),
     (0, "older than the retention window"),
     (time.time() - 3 * 86400, "older than the retention window"),
+    # inside the window by less than the margin: the store, checking again when it writes a
+    # moment later, refused it there (a 500, and a batch's earlier chunks written)
+    (time.time() - 86400 + 20, "older than the retention window"),
     (-1.0, "non-negative"),
 ]
 

@@ -66,6 +66,14 @@ def test_serve_on_a_redis_store(tmp_path: Path) -> None:
                 assert r.status_code == 422 and r.json()["error"]["field"] == "k", r.text
                 r = http.post("/v1/check/batch", json={"items": [{"text": base, "k": 3}]})
                 assert r.status_code == 422 and "k=3" in r.json()["error"]["message"], r.text
+                # in a batch, the error names the item
+                items = [{"text": base}, {"text": base, "k": 3}]
+                r = http.post("/v1/check/batch", json={"items": items})
+                assert r.json()["error"]["field"] == "items[1].k", r.text
+                r = http.post(
+                    "/v1/check/batch", json={"items": [{"text": base}, {"fingerprint": 5}]}
+                )
+                assert r.json()["error"]["field"] == "items[1].fingerprint", r.text
         # the data lives in Redis: a new server on the same URL sees it
         with ServerProcess(tmp_path / "unused", "--store", store, "--retention", "1d") as again:
             r = httpx.post(again.url + "/v1/check", json={"text": base}, timeout=30)

@@ -56,3 +56,21 @@ def test_retention_none_keeps_old_documents(tmp_path: Path) -> None:
         time.sleep(1.0)
         assert http.get("/v1/documents/ancient").status_code == 200
         assert http.get("/v1/stats").json()["retention_seconds"] is None
+
+
+def test_every_expiry_is_counted(tmp_path: Path) -> None:
+    # The store also expires old documents as writes arrive (at most once a second), between
+    # the service's sweeps; those were not counted (expired stayed 0 with a long interval).
+    with (
+        ServerProcess(tmp_path / "store", "--retention", "3s", "--expire-interval", "1h") as srv,
+        httpx.Client(base_url=srv.url, timeout=30) as http,
+    ):
+        now = time.time()
+        old = {"id": "old", "text": words(1), "timestamp": now - 2.5}
+        assert http.post("/v1/add", json=old).status_code == 200
+        time.sleep(max(0.0, now + 1.2 - time.time()))  # "old" is past the window now
+        http.post("/v1/add", json={"id": "new", "text": words(2)})
+        assert http.get("/v1/documents/old").status_code == 404
+        stats = http.get("/v1/stats").json()
+        assert stats["expired"] == 1 and stats["last_retention_sweep"] is None
+        assert "neardup_expired_total 1\n" in http.get("/metrics").text

@@ -14,11 +14,12 @@ reached).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Union
 from urllib.parse import quote
 
-from neardup.dedup import Match, check_batch, check_texts
+from neardup.dedup import Match, check_texts, check_writes
 
 __all__ = [
     "AuthenticationError",
@@ -86,7 +87,8 @@ def _document_path(id: Id, route: str = "/v1/documents") -> str:
     if isinstance(id, bool) or not isinstance(id, (int, str)):
         raise TypeError(f"id must be int or str, got {type(id).__name__}")
     kind = "int" if isinstance(id, int) else "str"
-    return f"{route}/{quote(str(id), safe='')}?id_type={kind}"
+    # (dots too: an id "." or ".." would be a path's dot segment, which URLs resolve away)
+    return f"{route}/{quote(str(id), safe='').replace('.', '%2E')}?id_type={kind}"
 
 
 def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
@@ -150,7 +152,7 @@ class Client:
             data = response.json()
         except ValueError:
             data = None
-        if response.status_code >= 400:
+        if response.status_code >= 300:  # (no route of the service redirects)
             err = data.get("error") if isinstance(data, dict) else None
             if isinstance(err, dict):
                 code, message = str(err.get("code")), str(err.get("message"))
@@ -246,7 +248,8 @@ class Client:
     def _items(
         ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
     ) -> list[dict[str, Any]]:
-        tss = check_batch(ids, texts, timestamps)
+        # (every item checked before the first chunk is sent: a bad one sends nothing)
+        tss = check_writes(ids, texts, timestamps, None)
         items: list[dict[str, Any]] = []
         for id, text, ts in zip(ids, texts, tss):
             item: dict[str, Any] = {"id": id, "text": text}
@@ -264,8 +267,7 @@ class Client:
         """:meth:`add` for each text, in order; returns the fingerprints."""
         items = self._items(ids, texts, timestamps)
         out: list[int] = []
-        for a, b in _chunks(len(items), self.batch_size):
-            results = self._request("POST", "/v1/add/batch", {"items": items[a:b]})["results"]
+        for results in self._batches("/v1/add/batch", items):
             out.extend(int(r["fingerprint"]) for r in results)
         return out
 
@@ -278,11 +280,26 @@ class Client:
         """:meth:`check_and_add` for each text, in order (later ones see earlier adds)."""
         items = self._items(ids, texts, timestamps)
         out: list[tuple[bool, list[Match]]] = []
-        for a, b in _chunks(len(items), self.batch_size):
-            body = {"items": items[a:b]}
-            results = self._request("POST", "/v1/check-and-add/batch", body)["results"]
+        for results in self._batches("/v1/check-and-add/batch", items):
             out.extend((bool(r["added"]), _matches(r["duplicates"])) for r in results)
         return out
+
+    def _batches(self, path: str, items: list[dict[str, Any]]) -> Iterator[list[Any]]:
+        """The results of ``items`` sent to ``path`` in requests of :attr:`batch_size`; an
+        error names the item by its place in ``items``, not in its request."""
+        for a, b in _chunks(len(items), self.batch_size):
+            try:
+                yield self._request("POST", path, {"items": items[a:b]})["results"]
+            except ServiceError as e:
+                if a == 0 or not e.field:
+                    raise
+
+                def shift(m: re.Match[str], a: int = a) -> str:
+                    return f"items[{a + int(m.group(1))}]"
+
+                field = re.sub(r"items\[(\d+)\]", shift, e.field)
+                message = re.sub(r"items\[(\d+)\]", shift, e.message)
+                raise type(e)(e.status, e.code, message, field) from None
 
     # -- service ------------------------------------------------------------------------------
 
@@ -303,7 +320,7 @@ class Client:
             response = self._http.get("/metrics")
         except self._httpx.TransportError as e:
             raise ServiceUnavailableError(0, "unreachable", f"GET {self.url}/metrics: {e}") from e
-        if response.status_code >= 400:
+        if response.status_code >= 300:  # (no route of the service redirects)
             self._request("GET", "/metrics")  # raises the mapped error
         return str(response.text)
 

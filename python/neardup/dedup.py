@@ -237,7 +237,9 @@ class Deduplicator(Closing):
         self._epoch = 0  # bumped when texts are replaced or removed (see _sketch_of)
         self._retention: float | None = None
         self._last_expire = 0.0
-        self._counters = {"checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0}
+        self._counters = {
+            "checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0, "expired": 0,
+        }  # fmt: skip
         self._closed = False
         # Opened with Deduplicator.open: the text store is the durable log (neardup.durable).
         self._log: DurableLog | None = None
@@ -972,6 +974,7 @@ class Deduplicator(Closing):
             for i in gone:  # ids whose index timestamp differs from the store's (replaced ids)
                 if i in self.index:
                     self.index.remove(i)
+            self._counters["expired"] += len(gone)  # (by retention too: every expiry)
             return len(gone)
 
     def stats(self) -> dict[str, Any]:

@@ -181,6 +181,7 @@ class RedisDeduplicator(Closing):
         self._turns = _Turns()
         self._counters = {
             "checks": 0, "adds": 0, "added": 0, "candidates": 0, "matches": 0, "conflicts": 0,
+            "expired": 0,
         }  # fmt: skip
         self._closed = False
 
@@ -398,7 +399,14 @@ class RedisDeduplicator(Closing):
                 self._last_expire = now
         if due:
             assert self.retention is not None
-            self._retrying(lambda: self.store.expire(now - self.retention))  # type: ignore[operator]
+            self._expire(now - self.retention)
+
+    def _expire(self, before: float) -> int:
+        """Delete the versions older than ``before`` (counted: every expiry); how many."""
+        n = int(self._retrying(lambda: self.store.expire(before)))
+        with self._lock:
+            self._counters["expired"] += n
+        return n
 
     # -- the API -------------------------------------------------------------------------------
 
@@ -517,7 +525,7 @@ class RedisDeduplicator(Closing):
         """Forget every text stored with a timestamp < ``before``; how many."""
         if isinstance(before, bool) or not isinstance(before, (int, float)):
             raise TypeError(f"before must be float seconds, got {type(before).__name__}")
-        return int(self._retrying(lambda: self.store.expire(float(before))))
+        return self._expire(float(before))
 
     def stats(self) -> dict[str, Any]:
         """Counters of this process, the number of stored texts and the settings."""

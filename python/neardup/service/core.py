@@ -148,7 +148,6 @@ class DedupService:
             return 0
         before = time.time() - retention
         removed = int(await self.writer.call(lambda: self.backend.expire(before), 0) or 0)
-        self.metrics.expired += removed
         self.last_sweep = time.time()
         return removed
 
@@ -216,9 +215,11 @@ class DedupService:
     def _stamp(self, item: AddItem, now: float) -> AddItem:
         return item if item.timestamp is not None else AddItem(item.id, item.text, now)
 
-    def _check_one(self, item: CheckItem) -> list[Any]:
+    def _check_one(self, item: CheckItem, where: str = "") -> list[Any]:
+        """One check; ``where``: the item's place in a batch (``items[3].``) for errors."""
         if item.text is not None:
-            return self._checked(item.k, lambda: list(self.backend.check(item.text, k=item.k)))
+            text = item.text
+            return self._checked(item.k, lambda: list(self.backend.check(text, k=item.k)), where)
         assert item.fingerprint is not None
         try:
             return check_fingerprint(self.backend, item.fingerprint, item.k)
@@ -226,11 +227,11 @@ class DedupService:
             raise ApiError(
                 "invalid_value",
                 "this store cannot look up a bare fingerprint; send 'text'",
-                field="fingerprint",
+                field=f"{where}fingerprint",
             ) from None
 
     @staticmethod
-    def _checked(k: int | None, check: Callable[[], T]) -> T:
+    def _checked(k: int | None, check: Callable[[], T], where: str = "") -> T:
         """``check()``; a ``ValueError`` with ``k`` given is about ``k`` (a store that finds
         candidates otherwise, like Redis, refuses it): invalid_value naming the field."""
         try:
@@ -238,7 +239,7 @@ class DedupService:
         except ValueError as e:
             if k is None:
                 raise
-            raise ApiError("invalid_value", str(e), field="k") from None
+            raise ApiError("invalid_value", str(e), field=f"{where}k") from None
 
     def _check_many(self, items: list[CheckItem]) -> list[list[Any]]:
         results: list[list[Any] | None] = [None] * len(items)
@@ -246,12 +247,16 @@ class DedupService:
         by_k: dict[int | None, list[int]] = {}
         for i, item in enumerate(items):
             if item.text is None:
-                results[i] = self._check_one(item)
+                results[i] = self._check_one(item, f"items[{i}].")
             else:
                 by_k.setdefault(item.k, []).append(i)
         for k, positions in by_k.items():
             texts = [items[i].text for i in positions]
-            found = self._checked(k, lambda: self.backend.check_many(texts, k=k))  # noqa: B023
+            found = self._checked(
+                k,
+                lambda: self.backend.check_many(texts, k=k),  # noqa: B023
+                f"items[{positions[0]}].",
+            )
             for i, matches in zip(positions, found):
                 results[i] = list(matches)
         return [r if r is not None else [] for r in results]
@@ -381,7 +386,8 @@ class DedupService:
             "policy": backend_stats.get("policy"),
             "retention_seconds": self.settings.retention,
             "last_retention_sweep": self.last_sweep,
-            "expired": m.expired,
+            # (the store's count: its sweeps and the expiry it makes as writes arrive)
+            "expired": backend_stats.get("expired", m.expired),
             "store": "redis" if self.settings.uses_redis else "local",
             "memory": {
                 "process_rss_bytes": process_rss_bytes(),
@@ -415,6 +421,9 @@ class DedupService:
     async def metrics_text(self) -> str:
         """GET /metrics."""
         count = await self._read(len, self.backend)
+        stats = getattr(self.backend, "stats", None)
+        if stats is not None:
+            self.metrics.expired = int((await self._read(stats)).get("expired", 0))
         return self.metrics.prometheus(
             {
                 "neardup_documents_stored": ("Documents in the store.", lambda: float(count)),

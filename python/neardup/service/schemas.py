@@ -37,6 +37,11 @@ MAX_ID_CHARS = 1024
 Id = Union[int, str]
 
 
+#: Seconds inside the retention window (at most a tenth of it) that a sent timestamp must be, so
+#: that it is still inside when the store writes it.
+WINDOW_MARGIN = 60.0
+
+
 @dataclass(frozen=True)
 class Limits:
     """Size limits applied to every request, and the retention window (seconds; None: kept
@@ -219,8 +224,15 @@ def _timestamp(obj: dict[str, Any], where: str, limits: Limits) -> float | None:
             f"field {field!r} must be non-negative seconds since the epoch, got {value!r}",
             field=field,
         )
-    # The range every store holds, and the retention window (neardup.textstore's one rule).
-    not_before = None if limits.retention is None else time.time() - limits.retention
+    # The range every store holds, and the retention window (neardup.textstore's one rule),
+    # less a margin: the store checks the window again when it writes, a moment later, and a
+    # timestamp accepted here must still be inside it then (else a 500, and a batch's earlier
+    # chunks written).
+    not_before = (
+        None
+        if limits.retention is None
+        else time.time() - limits.retention + min(WINDOW_MARGIN, limits.retention / 10)
+    )
     try:
         return check_timestamp(value, f"field {field!r}", not_before=not_before)
     except ValueError as e:
