@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import neardup
 import numpy as np
@@ -68,3 +69,63 @@ def test_index_open_refuses_bad_options(tmp_path: Path, kwargs: dict, name: str)
 def test_deduplicator_add_names_the_text() -> None:
     with pytest.raises(TypeError, match="text must be str, got NoneType"):
         neardup.Deduplicator().add(1, None)  # type: ignore[arg-type]
+
+
+def _any(x: object) -> Any:
+    """``x`` as any type: a value of a wrong type, on purpose."""
+    return x
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (
+            lambda: Index(retention=_any("2d")),
+            TypeError,
+            "retention must be a number of seconds, not str",
+        ),
+        (
+            lambda: Index(segment_span=_any("x")),
+            TypeError,
+            "segment_span must be a number of seconds",
+        ),
+        (lambda: Index(capacity=-1), ValueError, "capacity must be between 0 and"),
+        (lambda: Index(retention=10**400), ValueError, "retention is too large"),
+        (
+            lambda: Index(retention=True),
+            TypeError,
+            "retention must be a number of seconds, not bool",
+        ),
+        (
+            lambda: Index().expire(_any("yesterday")),
+            TypeError,
+            "before must be a number of seconds",
+        ),
+        (
+            lambda: Fingerprinter("words", weighting="tfidf", idf={"a": float("nan")}),
+            ValueError,
+            "options must hold finite numbers",
+        ),
+    ],
+)
+def test_bad_numbers_name_the_argument(call: object, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        call()  # type: ignore[operator]
+
+
+def test_deduplicators_refuse_fingerprints_they_cannot_index() -> None:
+    # A 128-bit fingerprinter was accepted, then the first add failed after storing the text.
+    from neardup.corpus import CorpusDeduper
+    from neardup.dedup import Deduplicator, Policy
+
+    for make in (
+        lambda: Deduplicator(Fingerprinter(bits=128)),
+        lambda: Deduplicator(policy=Policy(fingerprint={"bits": 128})),
+        lambda: CorpusDeduper(fingerprinter=Fingerprinter(bits=128)),
+    ):
+        with pytest.raises(ValueError, match="128-bit fingerprints"):
+            make()
+    d = Deduplicator()
+    with pytest.raises(TypeError, match="not a single str"):
+        d.add_many("ab", ["first text", "second text"])  # type: ignore[arg-type]
+    assert len(d) == 0

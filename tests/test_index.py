@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 import pytest
@@ -374,3 +374,33 @@ def test_batch_calls_work_in_a_forked_child() -> None:
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     raise AssertionError("query_many in a forked child hung")
+
+
+def test_arrays_of_other_shapes_and_strided_views() -> None:
+    # An id array of 0 or 2 dimensions recursed in the binding until the stack overflowed (a
+    # segfault); a column of a 2-D array (a strided view) was refused with a message that named
+    # nothing.
+    idx = Index(k=3)
+    bads: list[Any] = [
+        np.arange(4, dtype=np.int64).reshape(2, 2),
+        np.array(5),
+        np.arange(4, dtype=np.int32).reshape(2, 2),
+    ]
+    for bad in bads:
+        with pytest.raises(ValueError, match="ids must be a 1-D array"):
+            idx.add_many(bad, [1, 2])
+    assert len(idx) == 0
+    table = np.zeros((5, 3), dtype=np.uint64)
+    table[:, 0], table[:, 1], table[:, 2] = np.arange(5), np.arange(100, 105), 7
+    strided = Index(k=3)
+    strided.add_many(table[:, 0].astype(np.int64)[::1], table[:, 1], table[:, 2].astype(np.float64))
+    ids = np.arange(10, dtype=np.int64)[::2]
+    strided.add_many(ids, np.arange(200, 205, dtype=np.uint64), np.arange(10.0)[::2])
+    plain = Index(k=3)
+    plain.add_many(np.arange(5), np.arange(100, 105, dtype=np.uint64), 7.0)
+    plain.add_many(
+        np.array([0, 2, 4, 6, 8]), np.arange(200, 205, dtype=np.uint64), [0.0, 2.0, 4.0, 6.0, 8.0]
+    )
+    queries = table[:, 1]
+    assert strided.query_many(queries) == plain.query_many(np.ascontiguousarray(queries))
+    assert [strided.get(i) for i in (0, 4, 6)] == [plain.get(i) for i in (0, 4, 6)]

@@ -217,3 +217,67 @@ def test_kill_9_at_random_instants_loses_no_acknowledged_write(tmp_path: Path) -
         finally:
             idx.close()
     assert len(alive) > 500
+
+
+def _wal(d: Path) -> Path:
+    (wal,) = d.glob("wal-*.log")
+    return wal
+
+
+def test_a_lost_snapshot_or_log_is_an_error_not_an_empty_index(tmp_path: Path) -> None:
+    # A checkpoint writes snapshot g+1, then wal-(g+1), then removes the older files; no crash
+    # leaves a log newer than every snapshot, nor the newest snapshot without its log (and
+    # without the one before it). Such a directory opened as an empty index, and the log
+    # holding acknowledged writes was deleted.
+    for lost in ("snapshot", "wal"):
+        d = tmp_path / lost
+        with Index.open(d, k=3) as idx:
+            idx.add_many(list(range(100)), list(range(100)), 5.0)
+            idx.checkpoint()
+            idx.add(100, 100, 6.0)  # acknowledged, in the log
+        (victim,) = d.glob(f"{lost}-*")
+        victim.unlink()
+        kept = sorted(p.name for p in d.iterdir())
+        with pytest.raises(CorruptIndexError, match="missing"):
+            Index.open(d)
+        assert sorted(p.name for p in d.iterdir()) == kept  # (nothing deleted)
+
+
+def test_damage_in_the_middle_of_the_log_is_not_a_torn_tail(tmp_path: Path) -> None:
+    d = tmp_path / "i"
+    idx = Index.open(d, k=3)
+    for i in range(10):
+        idx.add(i, i, 1.0)  # 10 acknowledged records
+    del idx
+    wal = _wal(d)
+    size = wal.stat().st_size
+    b = bytearray(wal.read_bytes())
+    b[24 + 3] ^= 0x01  # the first record's length now runs past the end of the file
+    wal.write_bytes(bytes(b))
+    with pytest.raises(CorruptIndexError, match="whole records follow"):
+        Index.open(d)
+    assert wal.stat().st_size == size  # (not cut)
+
+
+def test_a_batch_of_several_records_is_replayed_whole_or_not_at_all(tmp_path: Path) -> None:
+    # A batch over 2**20 items is written as several records; a crash before its last record
+    # (the call never returned) left the first ones, which were replayed.
+    n = (1 << 20) + 1000
+    for cut, expect in ((100, 10), (0, 10 + n)):
+        d = tmp_path / f"cut{cut}"
+        idx = Index.open(d, k=3)
+        idx.add_many(list(range(10)), list(range(10)), 1.0)  # acknowledged before it
+        idx.add_many(np.arange(10, 10 + n, dtype=np.int64), np.arange(n, dtype=np.uint64), 2.0)
+        del idx
+        wal = _wal(d)
+        with open(wal, "r+b") as f:
+            f.truncate(wal.stat().st_size - cut)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            idx = Index.open(d)
+        assert len(idx) == expect
+        said = " ".join(str(x.message) for x in w)
+        assert ("unfinished batch" in said) == (cut > 0), said
+        idx.add(-1, 7, 3.0)  # a write after the dropped batch is read back alone
+        idx.close()
+        assert len(Index.open(d)) == expect + 1

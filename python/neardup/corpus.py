@@ -23,7 +23,7 @@ import numpy.typing as npt
 from neardup._core import Fingerprinter, IncompatibleIndexError, NearProbes
 from neardup.htmltext import main_text
 from neardup.kept import DEFAULT_MEMORY_BUDGET, engine_for, load_rows, spill_directory
-from neardup.policy import Policy, check_text, check_texts
+from neardup.policy import Policy, check_fingerprinter, check_text, check_texts
 from neardup.verify import normalise_many
 
 __all__ = ["CorpusDeduper", "CorpusResult", "SketchedChunk", "check_order"]
@@ -195,7 +195,9 @@ class CorpusDeduper:
         if not os.path.isdir(directory):
             raise ValueError(f"spill_dir {directory!r} is not a directory")
         self.fingerprinter = (
-            fingerprinter if fingerprinter is not None else self.policy.make_fingerprinter()
+            check_fingerprinter(fingerprinter)
+            if fingerprinter is not None
+            else check_fingerprinter(self.policy.make_fingerprinter(), "policy.fingerprint")
         )
         self._engine = engine_for(self.policy, memory_budget, directory)
         self._memory_budget, self._spill_dir = memory_budget, directory

@@ -54,6 +54,7 @@ from neardup.policy import (
     Match,
     Policy,
     check_batch,
+    check_fingerprinter,
     check_k,
     check_text,
     check_texts,
@@ -216,8 +217,9 @@ class Deduplicator(Closing):
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a neardup.dedup.Policy, got {type(policy).__name__}")
         if fingerprinter is None:
-            fingerprinter = policy.make_fingerprinter()
+            fingerprinter = check_fingerprinter(policy.make_fingerprinter(), "policy.fingerprint")
         else:
+            check_fingerprinter(fingerprinter)
             cfg = fingerprinter_config(fingerprinter)
             if cfg is not None:
                 policy = policy.replace(fingerprint=cfg)

@@ -248,6 +248,17 @@ class Policy:
         return Fingerprinter(**dict(self.fingerprint))
 
 
+def check_fingerprinter(fp: Any, name: str = "fingerprinter") -> Any:
+    """``fp``, when it makes the 64-bit fingerprints the index and the deduplicators hold
+    (``ValueError`` naming ``name`` for another width)."""
+    bits = getattr(fp, "bits", 64)
+    if bits != 64:
+        raise ValueError(
+            f"{name} makes {bits}-bit fingerprints; the deduplicators index 64-bit ones (bits=64)"
+        )
+    return fp
+
+
 def fingerprinter_config(fp: Fingerprinter) -> dict[str, Any] | None:
     """The ``config`` dict of a fingerprinter, or None when it has none."""
     cfg = getattr(fp, "config", None)
@@ -289,6 +300,8 @@ def check_batch(
     sequence, as many ids and timestamps as texts. Returns the timestamps (``None`` each when
     not given). Shared by :class:`Deduplicator`, the Redis backend and :class:`neardup.Client`."""
     check_texts(texts)
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"ids must be a sequence of ids, not a single {type(ids).__name__}")
     if len(ids) != len(texts):
         raise ValueError(f"ids has {len(ids)} items but texts has {len(texts)}")
     if timestamps is None:

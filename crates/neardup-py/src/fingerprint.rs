@@ -215,6 +215,13 @@ impl Fingerprinter {
                 })?;
                 match serde_json::from_str::<serde_json::Value>(&s) {
                     Ok(serde_json::Value::Object(m)) => m,
+                    // (json.dumps writes NaN and Infinity, which JSON has not; a huge int reads
+                    // as out of range)
+                    Err(e) => {
+                        return Err(PyValueError::new_err(format!(
+                            "options must hold finite numbers: {e}"
+                        )))
+                    }
                     _ => return Err(PyValueError::new_err("options must be keyword arguments")),
                 }
             }

@@ -100,6 +100,38 @@ pub(crate) fn int_arg(obj: &Bound<'_, PyAny>, name: &str, lo: i64, hi: i64) -> P
     }
 }
 
+/// An optional number of seconds (None: not given), the error naming `name`.
+fn seconds_arg(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<f64>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be a number of seconds, not bool"
+        )));
+    }
+    match obj.extract::<f64>() {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) => {
+            Err(PyValueError::new_err(format!(
+                "{name} is too large for seconds, got {}",
+                repr(obj)
+            )))
+        }
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{name} must be a number of seconds, not {}",
+            type_name(obj)
+        ))),
+    }
+}
+
+/// An optional count (None: not given), the error naming `name`.
+fn count_arg(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<usize>> {
+    obj.filter(|o| !o.is_none())
+        .map(|o| int_arg(o, name, 0, i64::MAX).map(|v| v as usize))
+        .transpose()
+}
+
 fn k_arg(k: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
     k.filter(|k| !k.is_none())
         .map(|k| int_arg(k, "k", 0, i64::from(core::MAX_K)).map(|k| k as u32))
@@ -127,6 +159,14 @@ fn dtype_str(arr: &Bound<'_, PyUntypedArray>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// The values of a 1-D array, contiguous or not (a column of a 2-D array is a strided view).
+fn values<T: numpy::Element + Copy>(a: &Bound<'_, PyArray1<T>>) -> PyResult<Vec<T>> {
+    match a.to_vec() {
+        Ok(v) => Ok(v),
+        Err(_) => Ok(a.try_readonly()?.as_array().iter().copied().collect()),
+    }
+}
+
 /// Fingerprints from a numpy integer array or any iterable of ints.
 pub(crate) fn to_fps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     if let Ok(arr) = obj.cast::<PyUntypedArray>() {
@@ -137,10 +177,10 @@ pub(crate) fn to_fps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
             )));
         }
         if let Ok(a) = obj.cast::<PyArray1<u64>>() {
-            return Ok(a.to_vec()?);
+            return values(a);
         }
         if let Ok(a) = obj.cast::<PyArray1<i64>>() {
-            let v = a.to_vec()?;
+            let v = values(a)?;
             if let Some((i, x)) = v.iter().enumerate().find(|(_, &x)| x < 0) {
                 return Err(PyValueError::new_err(format!(
                     "fingerprints must be unsigned 64-bit integers, got {x} at position {i}"
@@ -185,11 +225,17 @@ impl BatchIds {
 
 fn to_ids(obj: &Bound<'_, PyAny>) -> PyResult<BatchIds> {
     if let Ok(arr) = obj.cast::<PyUntypedArray>() {
+        if arr.ndim() != 1 {
+            return Err(PyValueError::new_err(format!(
+                "ids must be a 1-D array, got {} dimensions",
+                arr.ndim()
+            )));
+        }
         if let Ok(a) = obj.cast::<PyArray1<i64>>() {
-            return Ok(BatchIds::Int(a.to_vec()?));
+            return Ok(BatchIds::Int(values(a)?));
         }
         if let Ok(a) = obj.cast::<PyArray1<u64>>() {
-            let v = a.to_vec()?;
+            let v = values(a)?;
             if let Some((i, x)) = v.iter().enumerate().find(|(_, &x)| x > i64::MAX as u64) {
                 return Err(PyValueError::new_err(format!(
                     "ids must fit a signed 64-bit int, got {x} at position {i}"
@@ -258,7 +304,7 @@ fn to_timestamps(obj: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<Vec<f64>>
                 return Ok(vec![t; n]);
             }
             if let Ok(a) = o.cast::<PyArray1<f64>>() {
-                return Ok(a.to_vec()?);
+                return values(a);
             }
             o.try_iter()
                 .map_err(|_| {
@@ -428,12 +474,15 @@ impl Index {
     fn new(
         k: Option<&Bound<'_, PyAny>>,
         layout: Option<&Bound<'_, PyAny>>,
-        retention: Option<f64>,
-        segment_span: Option<f64>,
-        capacity: Option<usize>,
+        retention: Option<&Bound<'_, PyAny>>,
+        segment_span: Option<&Bound<'_, PyAny>>,
+        capacity: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let k = k_arg(k)?.unwrap_or(3);
         let layout = layout_arg(layout)?;
+        let retention = seconds_arg(retention, "retention")?;
+        let segment_span = seconds_arg(segment_span, "segment_span")?;
+        let capacity = count_arg(capacity, "capacity")?;
         let idx =
             CoreIndex::new(options(k, layout, retention, segment_span, capacity)).map_err(to_py)?;
         Ok(Index {
@@ -452,15 +501,18 @@ impl Index {
         path: std::path::PathBuf,
         k: Option<&Bound<'_, PyAny>>,
         layout: Option<&Bound<'_, PyAny>>,
-        retention: Option<f64>,
-        segment_span: Option<f64>,
+        retention: Option<&Bound<'_, PyAny>>,
+        segment_span: Option<&Bound<'_, PyAny>>,
         fingerprint_config: Option<&Bound<'_, PyAny>>,
         sync: &str,
         sync_interval: f64,
-        capacity: Option<usize>,
+        capacity: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let k = k_arg(k)?;
         let layout = layout_arg(layout)?;
+        let retention = seconds_arg(retention, "retention")?;
+        let segment_span = seconds_arg(segment_span, "segment_span")?;
+        let capacity = count_arg(capacity, "capacity")?;
         let policy = sync_policy(sync, sync_interval)?;
         if path.exists() && !path.is_dir() {
             return Err(PyNotADirectoryError::new_err(format!(
@@ -656,8 +708,8 @@ impl Index {
 
     /// Removes every item with timestamp < ``before`` (None: apply the retention window now).
     #[pyo3(signature = (before = None))]
-    fn expire(&self, py: Python<'_>, before: Option<f64>) -> PyResult<usize> {
-        match before {
+    fn expire(&self, py: Python<'_>, before: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+        match seconds_arg(before, "before")? {
             Some(b) => self.write(py, |i| i.expire(b))?.map_err(to_py),
             None => {
                 let has = self.read(py, |i| i.retention().is_some())?;

@@ -269,10 +269,18 @@ fn read_batch(r: &mut Reader<'_>) -> Option<(OwnedIds, Vec<u64>, Vec<f64>)> {
     Some((ids, fps, ts))
 }
 
-fn encode_op(op: &WalOp<'_>, out: &mut Vec<u8>) {
+/// Record codes: an add (the whole batch, or its last part), a remove, an expiry, and a part
+/// of a batch that the next record continues (a batch over [`RECORD_ITEMS`] items is written
+/// as several records and replayed only when its last one is read: all of it or none).
+const OP_ADD: u8 = 1;
+const OP_REMOVE: u8 = 2;
+const OP_EXPIRE: u8 = 3;
+const OP_ADD_PART: u8 = 4;
+
+fn encode_op(op: &WalOp<'_>, out: &mut Vec<u8>, continued: bool) {
     match op {
         WalOp::Add { ids, fps, ts } => {
-            out.push(1);
+            out.push(if continued { OP_ADD_PART } else { OP_ADD });
             let all_int = matches!(ids, Ids::Int(_));
             put_batch(
                 out,
@@ -284,31 +292,47 @@ fn encode_op(op: &WalOp<'_>, out: &mut Vec<u8>) {
             );
         }
         WalOp::Remove(id) => {
-            out.push(2);
+            out.push(OP_REMOVE);
             put_id(out, *id);
         }
         WalOp::Expire(before) => {
-            out.push(3);
+            out.push(OP_EXPIRE);
             out.extend_from_slice(&before.to_bits().to_le_bytes());
         }
     }
 }
 
-fn decode_op(payload: &[u8]) -> Option<OwnedOp> {
+/// A record's operation, and whether the next record continues it (a part of a batch).
+fn decode_op(payload: &[u8]) -> Option<(OwnedOp, bool)> {
     let mut r = Reader {
         buf: payload,
         pos: 0,
     };
-    let op = match r.u8()? {
-        1 => {
+    let code = r.u8()?;
+    let op = match code {
+        OP_ADD | OP_ADD_PART => {
             let (ids, fps, ts) = read_batch(&mut r)?;
             OwnedOp::Add { ids, fps, ts }
         }
-        2 => OwnedOp::Remove(r.id()?),
-        3 => OwnedOp::Expire(r.f64()?),
+        OP_REMOVE => OwnedOp::Remove(r.id()?),
+        OP_EXPIRE => OwnedOp::Expire(r.f64()?),
         _ => return None,
     };
-    r.done().then_some(op)
+    r.done().then_some((op, code == OP_ADD_PART))
+}
+
+/// Whether a whole, valid record starts anywhere in `buf` after `from`: then bytes that look
+/// like a torn write at the end are damage in the middle of the log (a torn write is always
+/// the last thing in it).
+fn record_after(buf: &[u8], from: usize) -> bool {
+    (from..buf.len().saturating_sub(8)).any(|q| {
+        let len = u32::from_le_bytes([buf[q], buf[q + 1], buf[q + 2], buf[q + 3]]) as usize;
+        len > 0
+            && len <= buf.len() - q - 8
+            && matches!(buf[q + 8], OP_ADD..=OP_ADD_PART)
+            && crc32fast::hash(&buf[q + 8..q + 8 + len]).to_le_bytes() == buf[q + 4..q + 8]
+            && decode_op(&buf[q + 8..q + 8 + len]).is_some()
+    })
 }
 
 fn wal_header(gen: u64) -> Vec<u8> {
@@ -435,6 +459,9 @@ fn read_wal(path: &Path, gen: u64) -> Result<WalContents> {
     }
     let mut pos = WAL_HEADER as usize;
     let mut ops = Vec::new();
+    // the parts of a batch read so far, and where its first record starts
+    let mut parts: Vec<OwnedOp> = Vec::new();
+    let mut batch_at = pos;
     while pos < buf.len() {
         let rest = buf.len() - pos;
         let torn = |why: &str, warnings: &mut Vec<String>| {
@@ -450,6 +477,12 @@ fn read_wal(path: &Path, gen: u64) -> Result<WalContents> {
         let len = u32::from_le_bytes([buf[pos], buf[pos + 1], buf[pos + 2], buf[pos + 3]]) as usize;
         let crc = [buf[pos + 4], buf[pos + 5], buf[pos + 6], buf[pos + 7]];
         if len > rest - 8 {
+            if record_after(&buf, pos + 8) {
+                return Err(corrupt(
+                    path,
+                    &format!("WAL record at offset {pos} claims {len} bytes, more than the log holds, and whole records follow it"),
+                ));
+            }
             torn("incomplete record", &mut warnings);
             break;
         }
@@ -464,10 +497,33 @@ fn read_wal(path: &Path, gen: u64) -> Result<WalContents> {
                 &format!("WAL record at offset {pos} fails its checksum"),
             ));
         }
-        let op = decode_op(payload)
+        let (op, continued) = decode_op(payload)
             .ok_or_else(|| corrupt(path, &format!("malformed WAL record at offset {pos}")))?;
-        ops.push(op);
+        if !parts.is_empty() && !matches!(op, OwnedOp::Add { .. }) {
+            return Err(corrupt(
+                path,
+                &format!("WAL record at offset {pos} interrupts a batch's records"),
+            ));
+        }
+        if parts.is_empty() {
+            batch_at = pos;
+        }
         pos += 8 + len;
+        if continued {
+            parts.push(op);
+        } else {
+            ops.append(&mut parts);
+            ops.push(op);
+        }
+    }
+    if !parts.is_empty() {
+        // a batch whose last record was never written (its call had not returned)
+        warnings.push(format!(
+            "{}: dropped the records of an unfinished batch at the end of the write-ahead log ({} bytes at offset {batch_at}); it had not been acknowledged",
+            path.display(),
+            buf.len() - batch_at
+        ));
+        pos = batch_at;
     }
     if pos < buf.len() {
         let f = OpenOptions::new().write(true).open(path)?;
@@ -544,6 +600,24 @@ impl Store {
             meta
         };
         let gen = snaps.iter().copied().max().unwrap_or(0);
+        // A checkpoint writes snapshot g+1, then wal-(g+1), then removes the older files: a log
+        // newer than every snapshot, or the newest snapshot without its log nor the log before
+        // it, is not a state a crash leaves (a file was lost; opening would serve less).
+        if let Some(g) = wals.iter().copied().filter(|&g| g > gen).max() {
+            return Err(Error::Corrupt(format!(
+                "{}: {} has no {}: the snapshot it continues is missing",
+                dir.display(),
+                wal_name(g),
+                snap_name(g)
+            )));
+        }
+        if gen > 0 && !wals.contains(&gen) && !wals.contains(&(gen - 1)) {
+            return Err(Error::Corrupt(format!(
+                "{}: {} is missing (the writes after the last checkpoint)",
+                dir.display(),
+                wal_name(gen)
+            )));
+        }
         let (snapshot, snapshot_bytes) = if snaps.contains(&gen) {
             let p = dir.join(snap_name(gen));
             let bytes = fs::metadata(&p)?.len();
@@ -619,11 +693,12 @@ impl Store {
                             fps: &fps[start..end],
                             ts: &ts[start..end],
                         },
+                        end < fps.len(),
                     );
                     start = end;
                 }
             }
-            _ => push_record(&mut buf, op),
+            _ => push_record(&mut buf, op, false),
         }
         self.wal.write_all(&buf)?;
         self.wal_bytes += buf.len() as u64;
@@ -702,10 +777,10 @@ impl Store {
     }
 }
 
-fn push_record(buf: &mut Vec<u8>, op: &WalOp<'_>) {
+fn push_record(buf: &mut Vec<u8>, op: &WalOp<'_>, continued: bool) {
     let at = buf.len();
     buf.extend_from_slice(&[0u8; 8]);
-    encode_op(op, buf);
+    encode_op(op, buf, continued);
     let len = (buf.len() - at - 8) as u32;
     let crc = crc32fast::hash(&buf[at + 8..]);
     buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
