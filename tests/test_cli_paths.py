@@ -153,3 +153,31 @@ def test_whether_pages_are_learnt_whole_does_not_depend_on_the_format(tmp_path: 
         assert r.returncode == 0, r.stderr
         kept.add(r.stderr.split("kept ", 1)[1].split(",")[0])
     assert len(kept) == 1, kept
+
+
+def test_outputs_written_in_place_and_directories_the_job_makes(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    _jsonl(tmp_path / "in.jsonl", TWO)
+    # -o /dev/stdout names what the shell opened, here a file holding a line already: the
+    # output follows that line (it replaced the file)
+    with open(tmp_path / "log.txt", "w") as f:
+        f.write("first\n")
+        f.flush()
+        exe = shutil.which("neardup")
+        assert exe is not None
+        r = subprocess.run(
+            [exe, "dedup", "in.jsonl", "-o", "/dev/stdout", "-q"],
+            cwd=tmp_path, stdout=f, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = (tmp_path / "log.txt").read_text().splitlines()
+    assert lines[0] == "first" and [json.loads(x) for x in lines[1:]] == TWO[:1]
+    # a report's directory, and a directory output's, are made (as before the checks)
+    r = neardup("dedup", "in.jsonl", "-o", "k.jsonl", "--report", "reports/r.html", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "reports" / "r.html").exists(), r.stderr
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d1" / "a.txt").write_text("one text of the directory\n")
+    r = neardup("dedup", "d1", "-o", "out/nested", "--report", "out/r.html", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "out" / "nested" / "a.txt").exists(), r.stderr

@@ -132,6 +132,26 @@ def test_a_batch_that_replaces_an_id_answers_as_its_texts_one_by_one(any_url: st
             assert want[-1][0] == (stored != [("x", t2)])  # ("c" is a copy of "x" in case 3)
 
 
+def test_replaced_versions_give_their_places_among_the_candidates(any_url: str) -> None:
+    """A version the batch replaces leaves the candidates before they are cut to
+    verify_limit: 32 stored copies of a text, all replaced by the batch, took every place,
+    and a real near-copy further down was never verified (the text was stored)."""
+    rng = random.Random(1)
+    vocab = [f"w{i}" for i in range(3000)]
+    q = " ".join(rng.choice(vocab) for _ in range(120))
+    near = q.split()
+    near[60] = "zzz"
+    others = [" ".join(rng.choice(vocab) for _ in range(120)) for _ in range(32)]
+    ids = [f"r{k}" for k in range(32)] + ["q"]
+    with _open(any_url) as one, _open(any_url) as many:
+        for d in (one, many):
+            d.add_many([f"r{k}" for k in range(32)], [q] * 32)
+            d.add("z", " ".join(near))
+        want = _answers([one.check_and_add(i, t) for i, t in zip(ids, [*others, q])])
+        assert want[-1] == (False, [("z", want[-1][1][0][1], want[-1][1][0][2])])
+        assert _answers(many.check_and_add_many(ids, [*others, q])) == want
+
+
 def test_same_answers_on_a_templated_stream(any_url: str) -> None:
     """Batches of one notice with a new number each (every text shares band lists with many
     stored ones, most of them written by this process and kept from its own writes), with

@@ -800,20 +800,24 @@ class Deduplicator(Closing):
     ) -> list[tuple[bool, list[Match]]]:
         # A text kept under an id that is stored (or earlier in the batch) replaces that id's
         # text, which no later text may match: the batch is decided in runs, each ending at
-        # such a text and written before the next (the old text leaves with the write).
+        # such a text and written before the next (the old text leaves with the write); the
+        # runs are made durable together, by the last one's write (one fsync). A write that
+        # fails leaves the runs before it written, as separate calls would.
         held = self._kept.__contains__ if self._kept is not None else self.__contains__
+        runs: list[tuple[int, int]] = []
         out: list[tuple[bool, list[Match]]] = []
         with self._lock:
             start, seen = 0, set()
             for r, i in enumerate(ids):
                 if i in seen or held(i):
-                    out += self._check_and_add_run(
-                        ids[start : r + 1], texts[start : r + 1], tss[start : r + 1], durable
-                    )
+                    runs.append((start, r + 1))
                     start = r + 1
                 seen.add(i)
             if start < len(ids) or not ids:
-                out += self._check_and_add_run(ids[start:], texts[start:], tss[start:], durable)
+                runs.append((start, len(ids)))
+            for n, (a, b) in enumerate(runs):
+                last = n == len(runs) - 1
+                out += self._check_and_add_run(ids[a:b], texts[a:b], tss[a:b], durable and last)
         return out
 
     def _check_and_add_run(

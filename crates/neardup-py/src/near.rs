@@ -656,10 +656,13 @@ impl NearBatch {
         Ok(self.batch.earlier(i).to_vec())
     }
 
-    /// The rows worth verifying against text ``i`` (its stored candidates and the texts
-    /// ``kept`` of the batch), best first.
-    fn ranked(&self, i: usize, kept: Vec<u32>) -> PyResult<Vec<u32>> {
-        self.batch.ranked(&self.rule, i, &kept).map_err(to_py)
+    /// The rows worth verifying against text ``i`` (its stored candidates but the rows
+    /// ``skip``, and the texts ``kept`` of the batch), best first.
+    #[pyo3(signature = (i, kept, skip = Vec::new()))]
+    fn ranked(&self, i: usize, kept: Vec<u32>, skip: Vec<u32>) -> PyResult<Vec<u32>> {
+        self.batch
+            .ranked(&self.rule, i, &kept, &skip)
+            .map_err(to_py)
     }
 }
 

@@ -313,7 +313,14 @@ class RedisDeduplicator(Closing):
             mine = [j for j in earlier[i] if kept[j] and newest[enc[j]] == j]
             top = first[i] if len(mine) == len(earlier[i]) else batch.ranked(i, mine)
             if newest and top:
-                top = [r for r in top if r >= m or batch.id(r) not in newest]
+                # ranked again without them, so that the next candidates take their places
+                skip = [r for r in top if r < m and batch.id(r) in newest]
+                while skip:
+                    top = batch.ranked(i, mine, skip)
+                    more = [r for r in top if r < m and batch.id(r) in newest]
+                    skip += more
+                    if not more:
+                        break
             matches: list[Match] = []
             if top:
                 n_cands += len(top)

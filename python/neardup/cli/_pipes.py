@@ -37,8 +37,15 @@ class PipeError(ValueError):
     """A ``-`` that cannot be used (no format, a directory output, ``-`` given twice)."""
 
 
+#: Names of standard output that are written as ``-`` is: through the process's own
+#: descriptor (opening them again would truncate a file the shell redirected to, at offset 0).
+STDOUT_NAMES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
 def uses_pipes(args: argparse.Namespace) -> bool:
     """Whether the job reads standard input or writes standard output."""
+    if args.output in STDOUT_NAMES:
+        args.output = STDIO
     return STDIO in args.inputs or args.output == STDIO
 
 

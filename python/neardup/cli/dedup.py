@@ -393,11 +393,18 @@ class _FileSlots:
     bad: list[int] = field(default_factory=list)
 
 
-def _paths_refused(inputs: list[str], outputs: dict[str, str | None], local: bool = True) -> bool:
+def _paths_refused(
+    inputs: list[str],
+    outputs: dict[str, str | None],
+    local: bool = True,
+    made: tuple[str, ...] = ("--report",),
+) -> bool:
     """Whether the paths cannot work, said before any work (the first problem is named): an
     input that is also an output (writing would destroy it before it is read), two outputs on
     one path; for a local job also an output inside an input directory (the writing pass would
-    read it back), an output whose directory does not exist or cannot be written."""
+    read it back), an output whose directory does not exist or cannot be written, but for the
+    outputs ``made`` with their directories (a report, a directory output) and those written
+    in place (:func:`neardup.io.written_in_place`)."""
     written: dict[str, str] = {}
     for flag, path in outputs.items():
         if not path:
@@ -408,7 +415,7 @@ def _paths_refused(inputs: list[str], outputs: dict[str, str | None], local: boo
             return True
         written[real] = flag
         parent = os.path.dirname(real)
-        if not local:
+        if not local or flag in made or nio.written_in_place(path):
             continue
         if not os.path.isdir(parent):
             eprint(f"neardup dedup: {flag} {path}: no directory {parent}")
@@ -490,7 +497,8 @@ def run(args: argparse.Namespace) -> int:
         "--pairs": args.pairs,
         "--report": args.report,
     }
-    if _paths_refused([s.path for s in sources] + args.against, outputs):
+    made = ("--report", "-o") if all(s.format == "dir" for s in sources) else ("--report",)
+    if _paths_refused([s.path for s in sources] + args.against, outputs, made=made):
         return EXIT_USAGE
     try:
         references = open_references(args.against, args.format)

@@ -63,6 +63,7 @@ from neardup.io._sources import (
     output_source,
     spark_parts,
     staged_output,
+    written_in_place,
 )
 from neardup.io._streams import ProgressFn as ProgressFn
 from neardup.io._streams import open_read, open_write
@@ -91,6 +92,7 @@ __all__ = [
     "json_line",
     "finish_output",
     "staged_output",
+    "written_in_place",
     "parse_json_line",
     "parse_time",
     "read_batches",

@@ -167,13 +167,23 @@ def output_source(path: str, inputs: list[Source], format: str | None = None) ->
     return Source(path, format or fmt, compression)
 
 
+def written_in_place(path: str) -> bool:
+    """Whether an output at ``path`` is written where it is, not aside and renamed: an existing
+    path that is not a regular file (a FIFO, a device such as /dev/null), or one under /dev or
+    /proc (``/dev/stdout`` names whatever the shell opened, a file included)."""
+    special = ("/dev/", "/proc/")
+    if os.path.abspath(path).startswith(special) or os.path.realpath(path).startswith(special):
+        return True
+    return os.path.exists(path) and not os.path.isfile(path)
+
+
 def staged_output(output: Source) -> Source:
     """Where a job writes ``output`` so that it appears whole or not at all: a hidden file
     beside it (beside the file a symbolic link names, so that the link stays), renamed onto it
-    at the end (:func:`finish_output`). A directory, or a path that is not a regular file (a
-    FIFO, a device such as /dev/null), is written in place."""
+    at the end (:func:`finish_output`). A directory, or a path :func:`written_in_place`, is
+    written in place."""
     path = output.path
-    if output.format == "dir" or (os.path.exists(path) and not os.path.isfile(path)):
+    if output.format == "dir" or written_in_place(path):
         return output
     head, tail = os.path.split(os.path.realpath(path))
     return Source(os.path.join(head, f".{tail}.neardup-partial"), output.format, output.compression)

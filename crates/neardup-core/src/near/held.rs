@@ -301,7 +301,9 @@ impl Batch {
 
     /// The rows worth verifying against text `i` among its stored candidates and the texts
     /// `kept` of the batch (earlier ones, by index), best first ([`rule::rank`]).
-    pub fn ranked(&self, rule: &Rule, i: usize, kept: &[u32]) -> Result<Vec<u32>> {
+    /// The rows worth verifying against text `i`, best first: its stored candidates but the
+    /// rows `skip` (versions the batch itself replaces), and the texts `kept` of the batch.
+    pub fn ranked(&self, rule: &Rule, i: usize, kept: &[u32], skip: &[u32]) -> Result<Vec<u32>> {
         let (m, w, n) = (self.stored(), self.width, self.texts());
         if i >= n || kept.iter().any(|&j| j as usize >= n) {
             return Err(Error::InvalidArgument(format!(
@@ -309,10 +311,13 @@ impl Batch {
             )));
         }
         let text = |j: usize| &self.bytes[j * w..(j + 1) * w];
-        let stored = self.candidates[i].iter().map(|&r| {
-            let (rec, v) = &self.stored[r as usize];
-            (r, v.fp, &v.bytes[..], rule::order_key(position(rec)))
-        });
+        let stored = self.candidates[i]
+            .iter()
+            .filter(|r| !skip.contains(r))
+            .map(|&r| {
+                let (rec, v) = &self.stored[r as usize];
+                (r, v.fp, &v.bytes[..], rule::order_key(position(rec)))
+            });
         let batch = kept.iter().map(|&j| {
             let position = BATCH_POSITION + i64::from(j);
             (
@@ -438,7 +443,7 @@ mod tests {
                 assert_eq!(got, want);
                 checked += want.len();
                 assert_eq!(batch.earlier(i), earlier.into_iter().collect::<Vec<_>>());
-                let ranked = batch.ranked(&rule, i, batch.earlier(i)).unwrap();
+                let ranked = batch.ranked(&rule, i, batch.earlier(i), &[]).unwrap();
                 let m = batch.stored() as u32;
                 assert!(ranked.len() <= 5);
                 assert!(ranked.iter().all(|&r| if r < m {
