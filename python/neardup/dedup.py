@@ -791,7 +791,9 @@ class Deduplicator(Closing):
     ) -> list[tuple[bool, list[Match]]]:
         """:meth:`check_and_add` for each text, in order: a text is checked against the stored
         ones and the earlier texts of the batch that were added. Every item is checked before
-        anything is written: one bad item refuses the whole batch."""
+        anything is written: one bad item refuses the whole batch. A batch whose texts replace
+        stored ids (or repeat an id) is written in runs that end at such a text, made durable
+        together; a write that fails (a full disk) leaves the runs before it written."""
         tss = self._check_writes(ids, texts, timestamps)
         return self._check_and_add_many(ids, texts, tss, durable)
 
