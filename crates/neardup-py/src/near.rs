@@ -632,6 +632,12 @@ impl NearBatch {
             .ok_or_else(|| PyValueError::new_err(format!("no stored row {r}")))
     }
 
+    /// The stored rows whose id is one of ``ids`` (encoded): ``(index in ids, row)`` each.
+    fn stored_of(&self, ids: Vec<Vec<u8>>) -> Vec<(usize, u32)> {
+        let ids: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
+        self.batch.stored_of(&ids)
+    }
+
     /// The encoded id of stored row ``r``.
     fn id(&self, r: usize) -> PyResult<Cow<'_, [u8]>> {
         self.batch

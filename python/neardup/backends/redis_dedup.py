@@ -302,22 +302,28 @@ class RedisDeduplicator(Closing):
         earlier = [batch.earlier(i) for i in range(n)]
         first = [batch.ranked(i, earlier[i]) for i in range(n)]
         enc = [enc_id(i) for i in ids] if ids is not None else []
+        # the stored versions of the batch's ids (a kept text replaces them): rows by id
+        old_rows: dict[bytes, list[int]] = {}
+        for j, r in batch.stored_of(enc) if enc else ():
+            old_rows.setdefault(enc[j], []).append(r)
         read(r for top in first for r in top)
         out: list[list[Match]] = []
         kept = np.zeros(n, bool)
         # A text kept under an id replaces that id's stored version and its earlier texts in
-        # the batch: neither is a candidate of a later text (encoded id -> its newest row).
+        # the batch: neither is a candidate of a later text (encoded id -> its newest row;
+        # the stored rows so replaced).
         newest: dict[bytes, int] = {}
+        replaced: set[int] = set()
         n_cands = 0
         for i in range(n):
             mine = [j for j in earlier[i] if kept[j] and newest[enc[j]] == j]
             top = first[i] if len(mine) == len(earlier[i]) else batch.ranked(i, mine)
-            if newest and top:
+            if replaced and top:
                 # ranked again without them, so that the next candidates take their places
-                skip = [r for r in top if r < m and batch.id(r) in newest]
+                skip = [r for r in top if r in replaced]
                 while skip:
                     top = batch.ranked(i, mine, skip)
-                    more = [r for r in top if r < m and batch.id(r) in newest]
+                    more = [r for r in top if r in replaced]
                     skip += more
                     if not more:
                         break
@@ -334,6 +340,7 @@ class RedisDeduplicator(Closing):
             kept[i] = not matches and ids is not None
             if kept[i]:
                 newest[enc[i]] = i
+                replaced.update(old_rows.get(enc[i], ()))
             out.append(matches)
         self._count(n, n_cands, sum(map(len, out)))
         return out, found

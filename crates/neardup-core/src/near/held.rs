@@ -271,6 +271,15 @@ impl Batch {
         self.stored.get(r).map(|(_, v)| &v.id[..])
     }
 
+    /// The stored rows whose id is one of `ids`: `(index in ids, row)` each.
+    pub fn stored_of(&self, ids: &[&[u8]]) -> Vec<(usize, u32)> {
+        let at: std::collections::HashMap<&[u8], usize> =
+            ids.iter().enumerate().map(|(j, &id)| (id, j)).collect();
+        (0..self.stored.len())
+            .filter_map(|r| at.get(&self.stored[r].1.id[..]).map(|&j| (j, r as u32)))
+            .collect()
+    }
+
     /// Fingerprints of the rows (stored, then the batch's texts).
     pub fn fps(&self) -> Vec<u64> {
         let stored = self.stored.iter().map(|(_, v)| v.fp);
