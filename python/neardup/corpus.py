@@ -197,7 +197,7 @@ class CorpusDeduper:
         self.fingerprinter = (
             check_fingerprinter(fingerprinter)
             if fingerprinter is not None
-            else check_fingerprinter(self.policy.make_fingerprinter(), "policy.fingerprint")
+            else self.policy.make_fingerprinter()
         )
         self._engine = engine_for(self.policy, memory_budget, directory)
         self._memory_budget, self._spill_dir = memory_budget, directory

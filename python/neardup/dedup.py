@@ -217,7 +217,7 @@ class Deduplicator(Closing):
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a neardup.dedup.Policy, got {type(policy).__name__}")
         if fingerprinter is None:
-            fingerprinter = check_fingerprinter(policy.make_fingerprinter(), "policy.fingerprint")
+            fingerprinter = policy.make_fingerprinter()
         else:
             check_fingerprinter(fingerprinter)
             cfg = fingerprinter_config(fingerprinter)

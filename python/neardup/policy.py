@@ -245,7 +245,7 @@ class Policy:
         """A :class:`neardup.Fingerprinter` built from ``self.fingerprint``."""
         # Fingerprinter(preset, **options) takes a partial setting (a preset plus overrides) as
         # well as a full ``Fingerprinter.config`` dict (every field is also an option).
-        return Fingerprinter(**dict(self.fingerprint))
+        return check_fingerprinter(Fingerprinter(**dict(self.fingerprint)), "policy.fingerprint")
 
 
 def check_fingerprinter(fp: Any, name: str = "fingerprinter") -> Any:

@@ -161,10 +161,7 @@ fn dtype_str(arr: &Bound<'_, PyUntypedArray>) -> String {
 
 /// The values of a 1-D array, contiguous or not (a column of a 2-D array is a strided view).
 fn values<T: numpy::Element + Copy>(a: &Bound<'_, PyArray1<T>>) -> PyResult<Vec<T>> {
-    match a.to_vec() {
-        Ok(v) => Ok(v),
-        Err(_) => Ok(a.try_readonly()?.as_array().iter().copied().collect()),
-    }
+    Ok(crate::near::contiguous(&a.try_readonly()?.as_array()).into_owned())
 }
 
 /// Fingerprints from a numpy integer array or any iterable of ints.

@@ -693,7 +693,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// An array's elements in row-major order: borrowed when they are contiguous, else copied.
-fn contiguous<'a, T: Clone, D: numpy::ndarray::Dimension>(
+pub(crate) fn contiguous<'a, T: Clone, D: numpy::ndarray::Dimension>(
     a: &'a numpy::ndarray::ArrayView<'_, T, D>,
 ) -> Cow<'a, [T]> {
     match a.as_slice() {

@@ -387,7 +387,7 @@ class DedupService:
             "retention_seconds": self.settings.retention,
             "last_retention_sweep": self.last_sweep,
             # (the store's count: its sweeps and the expiry it makes as writes arrive)
-            "expired": backend_stats.get("expired", m.expired),
+            "expired": backend_stats.get("expired", 0),
             "store": "redis" if self.settings.uses_redis else "local",
             "memory": {
                 "process_rss_bytes": process_rss_bytes(),
@@ -420,10 +420,9 @@ class DedupService:
 
     async def metrics_text(self) -> str:
         """GET /metrics."""
-        count = await self._read(len, self.backend)
-        stats = getattr(self.backend, "stats", None)
-        if stats is not None:
-            self.metrics.expired = int((await self._read(stats)).get("expired", 0))
+        stats = await self._read(self._backend_stats)
+        count = stats["count"]
+        self.metrics.expired = int(stats.get("expired", 0))
         return self.metrics.prometheus(
             {
                 "neardup_documents_stored": ("Documents in the store.", lambda: float(count)),

@@ -74,7 +74,7 @@ class Metrics:
         self.requests: dict[tuple[str, int], int] = {}
         self.latency: dict[str, _Histogram] = {}
         self.documents: dict[str, int] = {"checked": 0, "added": 0, "duplicate": 0, "removed": 0}
-        self.expired = 0
+        self.expired = 0  # (the store's count of expiries, read before each rendering)
         self.request_rate = _Rate()
         self.document_rate = _Rate()
 

@@ -308,10 +308,9 @@ impl Batch {
         &self.earlier[i]
     }
 
-    /// The rows worth verifying against text `i` among its stored candidates and the texts
-    /// `kept` of the batch (earlier ones, by index), best first ([`rule::rank`]).
-    /// The rows worth verifying against text `i`, best first: its stored candidates but the
-    /// rows `skip` (versions the batch itself replaces), and the texts `kept` of the batch.
+    /// The rows worth verifying against text `i`, best first ([`rule::rank`]): its stored
+    /// candidates but the rows `skip` (versions the batch itself replaces), and the texts
+    /// `kept` of the batch (earlier ones, by index).
     pub fn ranked(&self, rule: &Rule, i: usize, kept: &[u32], skip: &[u32]) -> Result<Vec<u32>> {
         let (m, w, n) = (self.stored(), self.width, self.texts());
         if i >= n || kept.iter().any(|&j| j as usize >= n) {
