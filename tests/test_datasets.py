@@ -91,6 +91,12 @@ def test_against_a_reference_dataset(ds: Any) -> None:
     assert np.array_equal(result.reference, expect.reference)
 
 
+def test_an_empty_dataset_gives_an_empty_one() -> None:
+    empty = datasets.Dataset.from_dict({"text": []})  # (its column's type is null)
+    assert nd.deduplicate(empty).num_rows == 0
+    assert nd.deduplicate(empty, against=["a reference text"]).num_rows == 0
+
+
 def test_bad_arguments_name_the_problem(ds: Any) -> None:
     with pytest.raises(ValueError, match="'body' is not a column of the dataset; its columns: id"):
         nd.deduplicate(ds, "body")
@@ -99,6 +105,8 @@ def test_bad_arguments_name_the_problem(ds: Any) -> None:
     nulls = datasets.Dataset.from_dict({"text": ["a", "b", None]})
     with pytest.raises(ValueError, match="column 'text' is null at row 2"):
         nd.deduplicate(nulls)
+    with pytest.raises(ValueError, match="column 'text' is null at row 0"):
+        nd.deduplicate(datasets.Dataset.from_dict({"text": [None, None]}))
     with pytest.raises(ValueError, match="keep must be one of first, longest"):
         nd.deduplicate(ds, keep="newest")
     with pytest.raises(TypeError, match="a DatasetDict: pick a split"):
