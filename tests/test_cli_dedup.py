@@ -460,6 +460,8 @@ def test_empty_documents_are_kept_or_dropped_never_clustered(tmp_path: Path) -> 
     assert r.returncode == 0, r.stderr
     assert read_ids(out) == ["page-a", "page-b", "t1"]
     assert "dropped" in r.stderr
+    # (the summary does not count the dropped empty documents as clustered)
+    assert "kept 3, removed 4 (1 in 1 cluster, 3 empty)" in r.stderr
 
 
 def test_pairs_are_every_verified_pair_with_ids(tmp_path: Path, rows: list[dict[str, Any]]) -> None:

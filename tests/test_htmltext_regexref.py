@@ -6,7 +6,10 @@ This is the pure-Python code that neardup.htmltext held before the extraction mo
 in both (issue 24, item 1): an ``<a>`` without ``href`` is not link text, an ``<a>`` start tag
 ends an ``<a>`` left open (not past a table cell), the class/id of an ``<a>`` and the id of a
 ``section`` or heading do not name boilerplate, "sidebar" is not a boilerplate word, and the
-link density of a list or table row is that of all its items.
+link density of a list or table row is that of all its items; and later: the class/id of
+``html``, ``body``, ``main`` and ``article`` and a post's taxonomy classes (``tag-*``,
+``category-*``) do not name boilerplate, and a table cell whose own text is not mostly links
+stays when its row goes.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ _BOILER_NAME = re.compile(
 _BOILER_ROLE = frozenset({"navigation", "banner", "contentinfo", "complementary", "search"})
 # Elements whose id is a fragment target named after their topic, not a boilerplate name.
 _ID_NAMES_TOPIC = frozenset({"a", "section", "h1", "h2", "h3", "h4", "h5", "h6"})
+# The page's containers and its marked content: never boilerplate by class or id.
+_PAGE = frozenset({"html", "body", "main", "article"})
 # An <a> start tag does not end an <a> opened outside these.
 _LINK_SCOPE = frozenset({"td", "th", "caption", "object", "applet", "marquee", "template"})
 # Lists and table rows: their items' link density is judged together.
@@ -60,6 +65,7 @@ class _Extractor:
         self.block_in_main = False
         self.groups = 0
         self.group = 0
+        self.rows: set[int] = set()  # the groups that are table rows
 
     def _flush(self) -> None:
         if self.parts:
@@ -80,9 +86,13 @@ class _Extractor:
         for name, value in attrs:
             if not value:
                 continue
-            if name == "class" and tag != "a" and _BOILER_NAME.search(value):
+            if name in ("class", "id") and tag not in _PAGE:
+                value = " ".join(
+                    c for c in value.split() if not c.lower().startswith(("tag-", "category-"))
+                )
+            if name == "class" and tag not in _PAGE and tag != "a" and _BOILER_NAME.search(value):
                 return True
-            if name == "id" and tag not in _ID_NAMES_TOPIC and _BOILER_NAME.search(value):
+            if name == "id" and tag not in _ID_NAMES_TOPIC | _PAGE and _BOILER_NAME.search(value):
                 return True
             if name == "role" and value.strip().lower() in _BOILER_ROLE:
                 return True
@@ -112,6 +122,8 @@ class _Extractor:
         if tag in _GROUPS:
             self.groups += 1
             group = self.group = self.groups
+            if tag == "tr":
+                self.rows.add(group)
         self.stack.append((tag, boiler, is_main, link, group))
         if boiler:
             self.hidden_depth += 1
@@ -268,7 +280,10 @@ def _scan(markup: str, p: _Extractor) -> None:
             p.handle_endtag(tag)
 
 
-def _extract(markup: str, drop_boilerplate: bool) -> list[tuple[str, int, bool, int]]:
+def _extract(
+    markup: str, drop_boilerplate: bool
+) -> tuple[list[tuple[str, int, bool, int]], set[int]]:
+    """The blocks, and the groups that are table rows."""
     if not isinstance(markup, str):
         raise TypeError(f"markup must be str, got {type(markup).__name__}")
     p = _Extractor(drop_boilerplate)
@@ -278,18 +293,18 @@ def _extract(markup: str, drop_boilerplate: bool) -> list[tuple[str, int, bool, 
         main = [b for b in blocks if b[2]]
         if main:
             blocks = main
-    return blocks
+    return blocks, p.rows
 
 
 def regex_visible_text(markup: str) -> str:
     """The former visible_text."""
-    return "\n".join(b[0] for b in _extract(markup, False))
+    return "\n".join(b[0] for b in _extract(markup, False)[0])
 
 
 def regex_main_text(markup: str, max_link_density: float = 0.5) -> str:
     """The former main_text, with today's fallback: a page whose main text is empty gets its
     visible text."""
-    blocks = _extract(markup, True)
+    blocks, rows = _extract(markup, True)
     groups: dict[int, list[int]] = {}
     for t, links, _, group in blocks:
         if group:
@@ -300,7 +315,8 @@ def regex_main_text(markup: str, max_link_density: float = 0.5) -> str:
         t
         for t, links, _, group in blocks
         if (
-            groups[group][0] <= max_link_density * groups[group][1]
+            (group in rows and links <= max_link_density * len(t))
+            or groups[group][0] <= max_link_density * groups[group][1]
             if group
             else links <= max_link_density * len(t)
         )

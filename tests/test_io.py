@@ -553,3 +553,25 @@ def test_files_are_decoded_by_bom_declared_charset_utf8_then_detection(tmp_path:
     assert by_id["d-1252.txt"].startswith("Le caf")
     # a declaration the bytes do not fit (iso-8859-2 decodes anything: it wins, as in browsers)
     assert "Le caf" in by_id["c-wrong.html"]
+
+
+@pytest.mark.parametrize(
+    ("label", "codec", "text"),
+    [
+        ("gb2312", "gbk", "冯喆和王玥在昇平街"),  # GBK characters outside GB2312
+        ("euc-kr", "cp949", "똠방각하"),  # windows-949 syllables outside EUC-KR
+        ("big5", "big5hkscs", "香港增補字符集：𥚃"),
+        ("shift_jis", "cp932", "①髙橋"),  # NEC and IBM extensions of windows-31j
+        ("utf-16", "utf-8", "déjà vu, 中文"),  # (a UTF-16 label on ASCII-compatible bytes)
+    ],
+)
+def test_declared_charsets_are_read_as_browsers_read_them(
+    tmp_path: Path, label: str, codec: str, text: str
+) -> None:
+    """A short page declaring a charset whose bytes use the superset browsers decode it with
+    (the WHATWG Encoding Standard) is read as that superset, not guessed into mojibake."""
+    (tmp_path / "p.html").write_bytes(
+        f"<html><head><meta charset={label}></head><body><p>{text}</p></body></html>".encode(codec)
+    )
+    (doc,) = _docs(nio.detect(str(tmp_path)))
+    assert isinstance(doc, nio.Doc) and text in doc.text, doc

@@ -4,9 +4,11 @@ however many clusters the corpus has."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +238,24 @@ def test_a_run_without_copies_and_without_verifier(tmp_path: Path) -> None:
     assert "--verifier none: every candidate within the SimHash radius is a copy" in html
     # the one near copy: among those closest to the radius, and in the largest cluster
     assert "farthest in SimHash bits" in html and html.count('class="pair"') == 2
+
+
+def test_links_between_report_and_cluster_pages_resolve_whatever_the_name(tmp_path: Path) -> None:
+    """A report named with '#', '?', '%' or a space: its links are URL-quoted file names."""
+    copies = [words(7), near_copy(words(7), 1), words(8)]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in copies), "utf-8")
+    page = tmp_path / "report #1?%25.html"
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--report", str(page), "-q")
+    assert r.returncode == 0, r.stderr
+    listing = tmp_path / "report #1?%25-clusters" / "page-0001.html"
+    for source, html_text in (
+        (page, page.read_text("utf-8")),
+        (listing, listing.read_text("utf-8")),
+    ):
+        hrefs = re.findall(r'href="([^"#][^"]*)"', html_text)
+        local = [h for h in hrefs if "://" not in h]
+        assert local, source
+        for h in local:
+            target = urllib.parse.urlsplit(html.unescape(h))
+            assert (source.parent / urllib.parse.unquote(target.path)).is_file(), h

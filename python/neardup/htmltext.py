@@ -38,18 +38,28 @@ __all__ = [
     "visible_text",
 ]
 
-# What may come before the first tag of a page: a byte-order mark, whitespace, comments, and an
-# XML declaration or other processing instructions (XHTML pages start with ``<?xml ...?>``).
-_HTML_START = re.compile(
-    r"\A\ufeff?\s*(?:(?:<!--.*?-->|<\?[^>]*>)\s*)*<(?:!doctype\s+html|html|head|body)\b",
-    re.I | re.S,
-)
+# What may come before the first tag of a page: a byte-order mark, whitespace, comments (of any
+# length: a licence header), and an XML declaration or other processing instructions (XHTML
+# pages start with ``<?xml ...?>``).
+_SPACE = re.compile(r"\s*")
+_FIRST_TAG = re.compile(r"<(?:!doctype\s+html|html|head|body)\b", re.I)
 
 
 def looks_like_html(text: str) -> bool:
     """True when ``text`` starts like an HTML document (doctype, <html>, <head> or <body>), after
     a byte-order mark, whitespace, comments and an XML declaration (XHTML: ``<?xml ...?>``)."""
-    return bool(_HTML_START.match(text[:2048]))
+    at = 1 if text.startswith("\ufeff") else 0
+    while True:
+        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+        if text.startswith("<!--", at):
+            end, skip = text.find("-->", at + 4), 3
+        elif text.startswith("<?", at):
+            end, skip = text.find(">", at + 2), 1
+        else:
+            return _FIRST_TAG.match(text, at) is not None
+        if end < 0:
+            return False
+        at = end + skip
 
 
 def visible_text(markup: str) -> str:

@@ -18,6 +18,7 @@ import html
 import math
 import os
 import re
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -90,6 +91,12 @@ class Cluster:
 
 def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
+
+
+def _href(name: str) -> str:
+    """A file name as a relative link: URL-quoted (a `#`, `?` or `%` in the report's name is part
+    of the name), then escaped for the attribute."""
+    return _esc(urllib.parse.quote(name))
 
 
 def diff_html(kept: str, other: str) -> tuple[str, str]:
@@ -357,7 +364,7 @@ def _cluster_line(cluster: Cluster) -> str:
 
 def _pages_nav(page: int, pages: int, main: str) -> str:
     """Links to the report and to the pages around this one (a bounded number of links)."""
-    links = [f'<a href="../{_esc(main)}">report</a>']
+    links = [f'<a href="../{_href(main)}">report</a>']
     shown = sorted({1, pages, *range(max(1, page - 5), min(pages, page + 5) + 1)})
     last = 0
     for p in shown:
@@ -536,7 +543,7 @@ class ReportPlan:
             ]
             if not lines:
                 body.insert(2, '<p class="empty">No near-duplicates were found.</p>')
-            # (a lone surrogate, which a JSONL input may escape, is shown as U+FFFD)
+            # (a lone surrogate, which a JSONL input may escape, is written as "?")
             page = os.path.join(folder, _page_name(p + 1))
             with open(page, "w", encoding="utf-8", errors="replace") as f:
                 f.write(_page(f"neardup dedup report: clusters, page {p + 1}", body))
@@ -654,9 +661,9 @@ class ReportPlan:
             "</section>",
             '<section id="clusters"><h2>All clusters</h2>',
             f"<p>{listed:,} clusters, largest first, {self.page_clusters} a page: "
-            f'<a href="{_esc(folder)}/{_page_name(1)}">page 1</a>'
+            f'<a href="{_href(folder)}/{_page_name(1)}">page 1</a>'
             + (
-                f' … <a href="{_esc(folder)}/{_page_name(pages)}">page {pages:,}</a>'
+                f' … <a href="{_href(folder)}/{_page_name(pages)}">page {pages:,}</a>'
                 if pages > 1
                 else ""
             )

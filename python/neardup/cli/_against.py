@@ -35,18 +35,28 @@ _logger = logging.getLogger("neardup.cli")
 
 
 def removed_summary(
-    removed: int, clusters: int, by_reference: int, matched: int, references: int | None
+    removed: int,
+    clusters: int,
+    by_reference: int,
+    matched: int,
+    references: int | None,
+    empty: int = 0,
 ) -> str:
-    """How the removed documents of a dedup run split: ``removed N in C clusters``, or with
+    """How the removed documents of a dedup run split: ``removed N in C clusters``, or, with
     references (``references`` read, ``by_reference`` documents dropped as copies of ``matched``
-    of them) ``removed N (A in C clusters, B as near-copies of M of the R references)``."""
-    if references is None:
+    of them) or ``empty`` documents dropped (``--empty drop``), ``removed N (A in C clusters,
+    B as near-copies of M of the R references, E empty)``."""
+    if references is None and not empty:
         return f"removed {removed:,} in {counted(clusters, 'cluster')}"
-    return (
-        f"removed {removed:,} ({removed - by_reference:,} in {counted(clusters, 'cluster')}, "
-        f"{by_reference:,} as near-copies of {matched:,} of the "
-        f"{counted(references, 'reference')})"
-    )
+    parts = [f"{removed - by_reference - empty:,} in {counted(clusters, 'cluster')}"]
+    if references is not None:
+        parts.append(
+            f"{by_reference:,} as near-copies of {matched:,} of the "
+            f"{counted(references, 'reference')}"
+        )
+    if empty:
+        parts.append(f"{empty:,} empty")
+    return f"removed {removed:,} ({', '.join(parts)})"
 
 
 class ReferenceInputError(ValueError):

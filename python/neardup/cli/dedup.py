@@ -816,6 +816,7 @@ def run(args: argparse.Namespace) -> int:
                 int(of_reference.sum()),
                 len(np.unique(result.reference[of_reference])),
                 len(reference_ids) if references else None,
+                n_empty if args.empty == "drop" else 0,
             )
             + f", {elapsed:.1f} s ({summary['docs_per_second'] or 0:,} docs/s) -> "
             + (getattr(args, "output_label", None) or args.output)

@@ -227,8 +227,39 @@ _BOMS = (
 )
 # <meta charset="x"> and <meta http-equiv="Content-Type" content="text/html; charset=x">
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_:.-]+)""", re.I)
-# Labels that browsers read as windows-1252 (the WHATWG Encoding Standard).
-_AS_1252 = {"iso-8859-1", "iso8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii", "cp819"}
+# Declared labels that browsers read as a superset of the Python codec of the same name (the
+# WHATWG Encoding Standard): pages declared gb2312 hold GBK characters, euc-kr ones windows-949
+# syllables; a UTF-16 label read from ASCII-compatible bytes cannot be right and means UTF-8.
+_WHATWG = {
+    **dict.fromkeys(
+        ("ascii", "us-ascii", "ansi_x3.4-1968", "iso-8859-1", "iso8859-1", "iso_8859-1", "latin1",
+         "latin-1", "l1", "cp819", "ibm819", "csisolatin1", "iso-ir-100", "x-cp1252"),
+        "cp1252",
+    ),
+    **dict.fromkeys(
+        ("gb2312", "gbk", "x-gbk", "chinese", "csgb2312", "csiso58gb231280", "iso-ir-58",
+         "gb_2312", "gb_2312-80"),
+        "gb18030",
+    ),
+    **dict.fromkeys(("big5", "big5-hkscs", "cn-big5", "csbig5", "x-x-big5"), "big5hkscs"),
+    **dict.fromkeys(
+        ("euc-kr", "cseuckr", "csksc56011987", "iso-ir-149", "korean", "ks_c_5601-1987",
+         "ks_c_5601-1989", "ksc5601", "ksc_5601", "windows-949"),
+        "cp949",
+    ),
+    **dict.fromkeys(
+        ("shift_jis", "shift-jis", "sjis", "csshiftjis", "ms932", "ms_kanji", "windows-31j",
+         "x-sjis"),
+        "cp932",
+    ),
+    **dict.fromkeys(("iso-8859-9", "iso8859-9", "latin5", "l5", "iso-ir-148"), "cp1254"),
+    **dict.fromkeys(("iso-8859-11", "iso8859-11", "tis-620"), "cp874"),
+    **dict.fromkeys(
+        ("utf-16", "utf-16le", "utf-16be", "ucs-2", "unicode", "unicodefeff", "unicodefffe",
+         "csunicode", "iso-10646-ucs-2"),
+        "utf-8",
+    ),
+}  # fmt: skip
 
 
 def decode_file(data: bytes, html: bool) -> str | None:
@@ -246,7 +277,7 @@ def decode_file(data: bytes, html: bool) -> str | None:
         if declared is not None:
             label = declared.group(1).decode("ascii").lower()
             try:
-                codec = "cp1252" if label in _AS_1252 else codecs.lookup(label).name
+                codec = _WHATWG.get(label) or codecs.lookup(label).name
                 return data.decode(codec)
             except (LookupError, UnicodeDecodeError):
                 pass  # a wrong or unknown declaration: the next rules decide

@@ -17,8 +17,10 @@
 //! The markup is read by html5ever's tokenizer (the WHATWG tokenizer: character references,
 //! comments, CDATA, raw-text and script-data states, quoted attributes). Elements are then kept
 //! on a tolerant open-element stack rather than a full DOM: an end tag closes up to its matching
-//! open element and is ignored when none is open; a start tag that cannot live in `<head>` (or
-//! non-blank text there) ends the head, as the tree builder does. Text is cut into blocks at
+//! open element and is ignored when none is open; a start tag ends the elements whose end tag
+//! HTML lets a page leave out (`<li>` an open `<li>`, a block an open `<p>`, a cell a cell), and
+//! one that cannot live in `<head>` (or non-blank text there) ends the head, as the tree builder
+//! does. Text is cut into blocks at
 //! block-level tags, one output line per block, whitespace runs collapsed to one space.
 
 use std::cell::RefCell;
@@ -62,13 +64,15 @@ pub fn main_text_and_fallback(html: &str, max_link_density: f64) -> (String, boo
         g.0 += b.link_chars;
         g.1 += b.chars;
     }
+    // A list item goes with its list; a table cell stays when its row or its own text is not
+    // mostly link text (a layout table's article cell beside a column of links).
+    let passes = |(links, chars): (usize, usize)| links as f64 <= max_link_density * chars as f64;
     let main = join(blocks, |b| {
-        let (links, chars) = if b.group == 0 {
-            (b.link_chars, b.chars)
+        if b.group == 0 {
+            passes((b.link_chars, b.chars))
         } else {
-            groups[&b.group]
-        };
-        links as f64 <= max_link_density * chars as f64
+            passes(groups[&b.group]) || (b.row && passes((b.link_chars, b.chars)))
+        }
     });
     if main.trim().is_empty() {
         let all = visible_text(html);
@@ -118,6 +122,8 @@ struct Block {
     /// table cell or list item that is one link (a package name in a table of packages, a term
     /// in a glossary) stays with its row, while a list of links goes whole.
     group: usize,
+    /// The group is a table row.
+    row: bool,
 }
 
 fn join(blocks: Vec<Block>, keep: impl Fn(&Block) -> bool) -> String {
@@ -271,6 +277,202 @@ fn raw_kind(tag: &str) -> Option<RawKind> {
     }
 }
 
+/// The tree builder's "special" elements but `address`, `div` and `p`: a `<li>`, `<dd>` or
+/// `<dt>` start tag ends an open item of its kind only when none of these lies between them.
+fn ends_item_search(tag: &str) -> bool {
+    matches!(
+        tag,
+        "applet"
+            | "area"
+            | "article"
+            | "aside"
+            | "base"
+            | "basefont"
+            | "bgsound"
+            | "blockquote"
+            | "body"
+            | "br"
+            | "button"
+            | "caption"
+            | "center"
+            | "col"
+            | "colgroup"
+            | "dd"
+            | "details"
+            | "dir"
+            | "dl"
+            | "dt"
+            | "embed"
+            | "fieldset"
+            | "figcaption"
+            | "figure"
+            | "footer"
+            | "form"
+            | "frame"
+            | "frameset"
+            | "h1"
+            | "h2"
+            | "h3"
+            | "h4"
+            | "h5"
+            | "h6"
+            | "head"
+            | "header"
+            | "hgroup"
+            | "hr"
+            | "html"
+            | "iframe"
+            | "img"
+            | "input"
+            | "li"
+            | "link"
+            | "listing"
+            | "main"
+            | "marquee"
+            | "menu"
+            | "meta"
+            | "nav"
+            | "noembed"
+            | "noframes"
+            | "noscript"
+            | "object"
+            | "ol"
+            | "param"
+            | "plaintext"
+            | "pre"
+            | "script"
+            | "search"
+            | "section"
+            | "select"
+            | "source"
+            | "style"
+            | "summary"
+            | "table"
+            | "tbody"
+            | "td"
+            | "template"
+            | "textarea"
+            | "tfoot"
+            | "th"
+            | "thead"
+            | "title"
+            | "tr"
+            | "track"
+            | "ul"
+            | "wbr"
+            | "xmp"
+            | "svg"
+            | "math"
+    )
+}
+
+/// Start tags that end an open `<p>` (in button scope).
+fn closes_p(tag: &str) -> bool {
+    matches!(
+        tag,
+        "address"
+            | "article"
+            | "aside"
+            | "blockquote"
+            | "center"
+            | "details"
+            | "dialog"
+            | "dir"
+            | "div"
+            | "dl"
+            | "fieldset"
+            | "figcaption"
+            | "figure"
+            | "footer"
+            | "header"
+            | "hgroup"
+            | "main"
+            | "menu"
+            | "nav"
+            | "ol"
+            | "p"
+            | "search"
+            | "section"
+            | "summary"
+            | "ul"
+            | "h1"
+            | "h2"
+            | "h3"
+            | "h4"
+            | "h5"
+            | "h6"
+            | "pre"
+            | "listing"
+            | "form"
+            | "li"
+            | "dd"
+            | "dt"
+            | "plaintext"
+            | "table"
+            | "hr"
+            | "xmp"
+    )
+}
+
+/// Where a start tag `name` implies the end of open elements whose end tag the page left out,
+/// as the tree builder does (HTML lets `</li>`, `</p>`, `</dd>`, `</dt>`, `</td>`, `</tr>` be
+/// omitted): the depth from the top of the open elements (`open`, innermost first) of the
+/// outermost element it ends, all those above it ending with it; None when it ends none.
+fn implied_end<'a>(name: &str, open: impl Iterator<Item = &'a str> + Clone) -> Option<usize> {
+    // The first element of `targets` from the top, unless one of `stops` comes first.
+    let find = |targets: &[&str], stops: &dyn Fn(&str) -> bool| {
+        for (depth, tag) in open.clone().enumerate() {
+            if targets.contains(&tag) {
+                return Some(depth);
+            }
+            if stops(tag) {
+                return None;
+            }
+        }
+        None
+    };
+    let table_scope = |t: &str| matches!(t, "html" | "table" | "template");
+    let item = match name {
+        "li" => find(&["li"], &ends_item_search),
+        "dd" | "dt" => find(&["dd", "dt"], &ends_item_search),
+        "td" | "th" => find(&["td", "th"], &|t| t == "tr" || table_scope(t)),
+        "tr" => find(&["tr"], &|t| {
+            matches!(t, "tbody" | "thead" | "tfoot") || table_scope(t)
+        }),
+        // (ends the table section open, with its rows and cells)
+        "tbody" | "thead" | "tfoot" => {
+            find(&["table"], &|t| t == "html" || t == "template").and_then(|d| d.checked_sub(1))
+        }
+        _ => None,
+    };
+    let p = if closes_p(name) {
+        let button_scope = |t: &str| {
+            matches!(
+                t,
+                "applet"
+                    | "caption"
+                    | "html"
+                    | "table"
+                    | "td"
+                    | "th"
+                    | "marquee"
+                    | "object"
+                    | "template"
+                    | "button"
+                    | "svg"
+                    | "math"
+            )
+        };
+        find(&["p"], &button_scope)
+    } else {
+        None
+    };
+    // A heading start tag ends a heading that is the current element.
+    let heading = |t: &str| matches!(t, "h1" | "h2" | "h3" | "h4" | "h5" | "h6");
+    let h = (heading(name) && open.clone().next().is_some_and(heading)).then_some(0);
+    item.max(p).max(h)
+}
+
 const BOILER_WORDS: &[&str] = &[
     "nav",
     "navbar",
@@ -301,10 +503,13 @@ const BOILER_WORDS: &[&str] = &[
 ];
 
 /// A class or id value names boilerplate when one of its words (split at whitespace, `_` and
-/// `-`) is a boilerplate word, compared case-insensitively.
+/// `-`) is a boilerplate word, compared case-insensitively. A class that is a tag or category of
+/// a post (`tag-social-media`, `category-ads`: WordPress's taxonomy classes) names its topic.
 fn names_boilerplate(value: &str) -> bool {
     value
-        .split(|c: char| is_space(c) || c == '_' || c == '-')
+        .split(is_space)
+        .filter(|class| !is_taxonomy(class))
+        .flat_map(|class| class.split(['_', '-']))
         .any(|word| {
             if word.is_empty() || word.len() > 24 {
                 return false;
@@ -324,6 +529,14 @@ fn names_boilerplate(value: &str) -> bool {
                 .collect();
             BOILER_WORDS.contains(&folded.as_str())
         })
+}
+
+fn is_taxonomy(class: &str) -> bool {
+    ["tag-", "category-"].iter().any(|p| {
+        class
+            .get(..p.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(p))
+    })
 }
 
 fn is_boiler_role(value: &str) -> bool {
@@ -346,16 +559,17 @@ struct Open {
 }
 
 /// An element whose content is dropped whole (hidden or boilerplate): its tokens are only read
-/// to find its end tag (same-name elements nested in it are counted) and to keep the tokenizer
-/// in the right raw-text state. Blocks do not break inside it.
+/// to find where it ends and to keep the tokenizer in the right raw-text state. It ends at its
+/// own end tag, at an end tag of an element open around it, or where a start tag implies its
+/// end (`<li>` ends a skipped `<li class=share>` whose `</li>` is left out, `<h2>` a skipped
+/// `<p>`): the elements opened in it are kept apart for that. Blocks do not break inside it.
 struct Skip {
     tag: String,
-    depth: usize,
     /// `svg`/`math`: self-closing syntax closes an element there.
     foreign: bool,
-    /// Inside `head`: the elements open in it (head content ends at the first start tag that
+    /// The elements open inside it (in `head`: head content ends at the first start tag that
     /// cannot live in a head, or non-blank text, while none is open).
-    head_inner: Vec<String>,
+    inner: Vec<String>,
 }
 
 struct State {
@@ -370,6 +584,8 @@ struct State {
     hidden_depth: usize,
     main_depth: usize,
     link_depth: usize,
+    /// `<a>` elements on the stack (with or without `href`).
+    anchors: usize,
     foreign_depth: usize,
     skip: Option<Skip>,
     saw_main: bool,
@@ -383,6 +599,8 @@ struct State {
     /// Groups opened so far; the innermost open one.
     groups_opened: usize,
     group: usize,
+    /// Of every group opened, whether it is a table row.
+    group_rows: Vec<bool>,
     /// Character tokens since the last other token: one piece of text between two tags.
     run: String,
 }
@@ -397,6 +615,7 @@ impl State {
             hidden_depth: 0,
             main_depth: 0,
             link_depth: 0,
+            anchors: 0,
             foreign_depth: 0,
             skip: None,
             saw_main: false,
@@ -407,6 +626,7 @@ impl State {
             block_in_main: false,
             groups_opened: 0,
             group: 0,
+            group_rows: Vec::new(),
             run: String::new(),
         }
     }
@@ -430,6 +650,7 @@ impl State {
                     link_chars: self.link_chars,
                     in_main: self.block_in_main,
                     group: self.group,
+                    row: self.group != 0 && self.group_rows[self.group - 1],
                 });
             }
             self.parts.clear();
@@ -444,11 +665,16 @@ impl State {
         // heading is a fragment target that documentation generators derive from the heading's
         // text (Sphinx's `<section id="file-menu-shell-and-editor">`, DocBook's
         // `<a id="_the_menu_system"/>`, Markdown's `<h2 id="comments">`): it names the topic.
-        let class_names = tag != "a";
-        let id_names = !matches!(
-            tag,
-            "a" | "section" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6"
-        );
+        // The page's own containers (`html`, `body`) and its marked content (`main`,
+        // `article`) are never furniture, whatever their classes say: WordPress writes a post's
+        // tags into them (`<article class="post-1 tag-social-media">`).
+        let page = matches!(tag, "html" | "body" | "main" | "article");
+        let class_names = tag != "a" && !page;
+        let id_names = !page
+            && !matches!(
+                tag,
+                "a" | "section" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6"
+            );
         if is_hidden(tag) || (tag == "title" && self.before_body) {
             return true;
         }
@@ -484,7 +710,7 @@ impl State {
         let run = std::mem::take(&mut self.run);
         let blank = run.chars().all(is_space);
         if let Some(sk) = &self.skip {
-            if sk.tag == "head" && sk.head_inner.is_empty() && !blank {
+            if sk.tag == "head" && sk.inner.is_empty() && !blank {
                 // Text cannot live in <head>: the tree builder ends the head here.
                 self.end_tag("head");
             }
@@ -527,26 +753,47 @@ impl State {
         // and in an XHTML document for every element.
         let xml_closed = tag.self_closing && self.xhtml;
         if let Some(sk) = &mut self.skip {
-            if sk.tag == "head" && sk.head_inner.is_empty() && !in_head_allowed(name) {
+            if sk.tag == "head" && sk.inner.is_empty() && !in_head_allowed(name) {
                 // A body element ends a head that was never closed.
                 self.end_tag("head");
             } else {
                 let closed = xml_closed || (tag.self_closing && sk.foreign);
-                if name == sk.tag && name != "head" && !closed {
-                    sk.depth += 1;
+                let names = sk
+                    .inner
+                    .iter()
+                    .rev()
+                    .chain(self.stack.iter().rev().map(|o| &o.tag));
+                match implied_end(name, names.map(String::as_str)) {
+                    Some(depth) if depth >= sk.inner.len() => {
+                        // The start tag ends the skipped element (or one open around it).
+                        let at = self.stack.len() - 1 - (depth - sk.inner.len());
+                        self.skip = None;
+                        self.close_at(at);
+                    }
+                    end => {
+                        if let Some(depth) = end {
+                            sk.inner.truncate(sk.inner.len() - 1 - depth);
+                        }
+                        if !is_void(name) && name != "head" && !closed {
+                            sk.inner.push(name.to_string());
+                        }
+                        return if sk.foreign || closed {
+                            None
+                        } else {
+                            raw_kind(name)
+                        };
+                    }
                 }
-                if sk.tag == "head" && !is_void(name) && name != "head" && !closed {
-                    sk.head_inner.push(name.to_string());
-                }
-                return if sk.foreign || closed {
-                    None
-                } else {
-                    raw_kind(name)
-                };
             }
         }
         if self.before_body && !in_head_allowed(name) {
             self.before_body = false;
+        }
+        if self.foreign_depth == 0 {
+            if let Some(depth) = implied_end(name, self.stack.iter().rev().map(|o| o.tag.as_str()))
+            {
+                self.close_at(self.stack.len() - 1 - depth);
+            }
         }
         if is_block(name) {
             self.flush();
@@ -574,6 +821,7 @@ impl State {
         let link = name == "a" && tag.attrs.iter().any(|a| &*a.name.local == "href");
         let group = if matches!(name, "ul" | "ol" | "dl" | "tr") {
             self.groups_opened += 1;
+            self.group_rows.push(name == "tr");
             self.groups_opened
         } else {
             0
@@ -583,6 +831,9 @@ impl State {
         }
         if link {
             self.link_depth += 1;
+        }
+        if name == "a" {
+            self.anchors += 1;
         }
         if matches!(name, "svg" | "math") {
             self.foreign_depth += 1;
@@ -598,9 +849,8 @@ impl State {
             if boiler {
                 self.skip = Some(Skip {
                     tag: name.to_string(),
-                    depth: 1,
                     foreign: true,
-                    head_inner: Vec::new(),
+                    inner: Vec::new(),
                 });
             }
             return None;
@@ -608,27 +858,25 @@ impl State {
         if boiler {
             self.skip = Some(Skip {
                 tag: name.to_string(),
-                depth: 1,
                 foreign: false,
-                head_inner: Vec::new(),
+                inner: Vec::new(),
             });
         }
         raw_kind(name)
     }
 
-    /// An end tag while an element is skipped: only its own end tag matters.
+    /// An end tag while an element is skipped: it closes an element opened inside the skipped
+    /// one, or ends the skip when it is the skipped element's own or that of an element open
+    /// around it; any other is ignored.
     fn skipped_end_tag(&mut self, name: &str) {
         let Some(sk) = &mut self.skip else {
             return;
         };
-        if name == sk.tag {
-            sk.depth -= 1;
-            if sk.depth == 0 {
-                self.skip = None;
-                self.end_tag(name);
-            }
-        } else if let Some(i) = sk.head_inner.iter().rposition(|t| t == name) {
-            sk.head_inner.truncate(i);
+        if let Some(i) = sk.inner.iter().rposition(|t| t == name) {
+            sk.inner.truncate(i);
+        } else if self.stack.iter().any(|o| o.tag == name) {
+            self.skip = None;
+            self.end_tag(name);
         }
     }
 
@@ -641,6 +889,9 @@ impl State {
         }
         if o.link {
             self.link_depth -= 1;
+        }
+        if o.tag == "a" {
+            self.anchors -= 1;
         }
         if matches!(o.tag.as_str(), "svg" | "math") {
             self.foreign_depth -= 1;
@@ -660,6 +911,9 @@ impl State {
     /// builder's adoption agency: links do not nest, so a forgotten `</a>` or an HTML reading of
     /// XHTML's `<a id="x"/>` ends at the next link). The elements opened inside it stay open.
     fn close_open_link(&mut self) {
+        if self.anchors == 0 {
+            return;
+        }
         for i in (0..self.stack.len()).rev() {
             match self.stack[i].tag.as_str() {
                 "a" => {
@@ -687,10 +941,14 @@ impl State {
             }
             return;
         }
-        let Some(i) = self.stack.iter().rposition(|o| o.tag == name) else {
-            return;
-        };
-        if is_block(name) || self.stack[i..].iter().any(|o| is_block(&o.tag)) {
+        if let Some(i) = self.stack.iter().rposition(|o| o.tag == name) {
+            self.close_at(i);
+        }
+    }
+
+    /// Closes the open element at stack index `i` and every element opened inside it.
+    fn close_at(&mut self, i: usize) {
+        if self.stack[i..].iter().any(|o| is_block(&o.tag)) {
             self.flush();
         }
         let closed: Vec<Open> = self.stack.drain(i..).collect();
