@@ -9,9 +9,11 @@ and stop them afterwards; a missing redis-server is a failure (scripts/setup-tes
 from __future__ import annotations
 
 import random
+import select
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -138,6 +140,66 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         for n in nodes:
             n.stop()
+
+
+class ReplyDropper:
+    """A TCP proxy on a free loopback port to ``port``. Armed with ``drop(needle)``, the first
+    connection that sends a request holding ``needle`` is closed when the server's reply comes,
+    which is not passed on: the server ran the command, the client never heard (redis-py then
+    sends it again when it retries)."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self._needle: bytes | None = None
+        self.dropped = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def drop(self, needle: bytes | None) -> None:
+        self._needle = needle
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            self._open += [client, server]
+            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
+
+    def _pump(self, client: socket.socket, server: socket.socket) -> None:
+        armed = False
+        try:
+            while True:
+                ready, _, _ = select.select([client, server], [], [])
+                if client in ready:
+                    data = client.recv(1 << 20)
+                    if not data:
+                        return
+                    if self._needle is not None and self._needle in data:
+                        armed, self._needle = True, None
+                    server.sendall(data)
+                if server in ready:
+                    data = server.recv(1 << 20)
+                    if not data:
+                        return
+                    if armed:
+                        self.dropped += 1
+                        return
+                    client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            client.close()
+            server.close()
+
+    def close(self) -> None:
+        self._listener.close()
+        for s in self._open:
+            s.close()
 
 
 @pytest.fixture(params=["single", "cluster"])

@@ -25,7 +25,7 @@ from neardup.backends.redis import RedisDeduplicator  # noqa: E402
 from neardup.dedup import Deduplicator, Policy  # noqa: E402
 from neardup.stores import Store  # noqa: E402
 from neardup.verify import jaccard  # noqa: E402
-from redis_servers import RedisServer, fresh_ns  # noqa: E402
+from redis_servers import RedisServer, ReplyDropper, _words, fresh_ns  # noqa: E402
 
 
 def _url(base: str, ns: str, **options: Any) -> str:
@@ -613,3 +613,73 @@ def test_connection_loss_is_an_error_not_an_answer(tmp_path: Any) -> None:
     with pytest.raises(redis.exceptions.ConnectionError):
         d.check_and_add("x", "another text")
     d.close()
+
+
+def _band_records(client: Any, ns: str, id: str, bands: int = Policy().band_shape[0]) -> int:
+    """How many records of ``id`` the ``bands`` band lists of namespace ``ns`` hold."""
+    from neardup.backends.redis_store import id_hash
+    from neardup.stores import enc_id
+
+    h, n = id_hash(enc_id(id)), 0
+    for key in (f"{ns}:b:{j}" for j in range(bands)):
+        for field, value in client.hgetall(key).items():
+            if len(field) == 4:  # (a band key; not the change count "#", nor a reservation)
+                n += sum(value[i : i + 8] == h for i in range(0, len(value), 16))
+    return n
+
+
+def test_a_write_sent_again_after_a_lost_reply_answers_right(redis_url: str) -> None:
+    """One server, a client that retries: the connection drops after Redis ran the conditional
+    add, before its reply; redis-py sends it again. It used to be refused the second time and
+    every text answered as a copy of itself."""
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    proxy = ReplyDropper(port)
+    retry = redis.retry.Retry(redis.backoff.NoBackoff(), 3)
+    client = redis.Redis(port=proxy.port, retry=retry, retry_on_error=[redis.ConnectionError])
+    ns = fresh_ns()
+    d = RedisDeduplicator(client, namespace=ns)
+    rng = random.Random(5)
+    texts = [_words(rng, 60) for _ in range(3)]
+    proxy.drop(b"neardup7_add")
+    assert d.check_and_add_many(["a", "b", "c"], texts) == [(True, [])] * 3
+    assert proxy.dropped == 1 and len(d) == 3
+    assert [m.id for m in d.check(texts[1])] == ["b"]
+    assert _band_records(redis.Redis(port=port), ns, "b") == d.policy.band_shape[0]
+    d.close()
+    proxy.close()
+
+
+@pytest.mark.parametrize("needle", [b"neardup7_put", b"neardup7_commit", b"neardup7_drop"])
+def test_cluster_writes_sent_again_after_a_lost_reply(cluster_url: str, needle: bytes) -> None:
+    """Redis Cluster (redis-py retries every command on a lost connection): a version written
+    twice kept no records (its copies were added), records were appended twice, and a removal
+    answered KeyError and left the id counted."""
+    host, first = cluster_url.split("//")[1].split(":")
+    nodes = redis.RedisCluster(host=host, port=int(first))
+    proxies = {n.port: ReplyDropper(n.port) for n in nodes.get_nodes()}
+    client = redis.RedisCluster(
+        host=host, port=int(first), address_remap=lambda a: (a[0], proxies[a[1]].port)
+    )
+    ns = fresh_ns()
+    d = RedisDeduplicator(client, namespace=ns)
+    rng = random.Random(6)
+    base, other = _words(rng, 80), _words(rng, 80)
+    d.add("x", other)
+    for p in proxies.values():
+        p.drop(needle)
+    assert d.check_and_add("a", base) == (True, [])
+    if needle == b"neardup7_drop":
+        d.remove("a")
+    for p in proxies.values():
+        p.drop(None)
+    assert sum(p.dropped for p in proxies.values()) >= 1
+    bands = d.policy.band_shape[0]
+    if needle == b"neardup7_drop":
+        assert "a" not in d and len(d) == 1 and _band_records(nodes, ns, "a") == 0
+    else:
+        assert _band_records(nodes, ns, "a") == bands
+        assert [m.id for m in d.check(base)] == ["a"]
+        assert d.check_and_add("copy", base)[0] is False
+    d.close()
+    for p in proxies.values():
+        p.close()

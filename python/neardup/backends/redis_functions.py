@@ -6,6 +6,11 @@ the version's 8-byte ref), newest last; its field ``#`` counts the changes of it
 (every append and cut adds one), so that a write that finds it as read knows that no field
 changed; on Redis Cluster a field ``!<band key>`` holds a reservation ``<token>,<deadline ms>``
 that no reader counts as stored.
+
+Every write function can run twice with the same arguments without harm: redis-py sends a call
+again when the connection drops after Redis ran it but before its reply came (a cluster client
+always does; a one-server client when told to retry). A version's ref is unique, so a call finds
+its own earlier run by it.
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ from typing import Any
 __all__ = ["LIBRARY", "Functions"]
 
 #: Bumped with any change of the library's behaviour (old servers keep the older one).
-LIBRARY = "neardup6"
+LIBRARY = "neardup7"
 
-_LUA = """#!lua name=neardup6
+_LUA = """#!lua name=neardup7
 local F = {}
 local REC = 16
 
@@ -83,17 +88,31 @@ local function same(vals, heads)
   return true
 end
 
+-- Where the record rec is in the value v (at a record boundary), or nil.
+local function find(v, rec)
+  local p = 1
+  while true do
+    local s = string.find(v, rec, p, true)
+    if not s or (s - 1) % REC == 0 then return s end
+    p = s + 1
+  end
+end
+
 -- Append records to fields whose values are vals: blob holds them in field order, counts (2
 -- bytes each, big-endian) says how many go to each; a value keeps its newest cap records.
-local function append(key, fields, vals, blob, counts, cap)
+-- once: a field that holds the first of its records already has them (a call run again).
+local function append(key, fields, vals, blob, counts, cap, once)
   local set, n, p, most = {}, 0, 1, cap * REC
   for x = 1, #fields do
     local hi, lo = string.byte(counts, 2 * x - 1, 2 * x)
     local e = p + REC * (hi * 256 + lo)
     local v = vals[x]
-    v = v and v .. string.sub(blob, p, e - 1) or string.sub(blob, p, e - 1)
-    if #v > most then v = string.sub(v, -most) end
-    set[n + 1], set[n + 2], n, p = fields[x], v, n + 2, e
+    if not (once and v and e > p and find(v, string.sub(blob, p, p + REC - 1))) then
+      v = v and v .. string.sub(blob, p, e - 1) or string.sub(blob, p, e - 1)
+      if #v > most then v = string.sub(v, -most) end
+      set[n + 1], set[n + 2], n = fields[x], v, n + 2
+    end
+    p = e
   end
   chunked('HSET', key, set)
 end
@@ -103,17 +122,12 @@ end
 local function cut(key, fields, recs)
   local changed = false
   for x, f in ipairs(split(fields, 4)) do
-    local v, rec, p = redis.call('HGET', key, f), string.sub(recs, REC * x - REC + 1, REC * x), 1
-    while v do
-      local s = string.find(v, rec, p, true)
-      if not s then break end
-      if (s - 1) % REC == 0 then
-        v = string.sub(v, 1, s - 1) .. string.sub(v, s + REC)
-        if #v == 0 then redis.call('HDEL', key, f) else redis.call('HSET', key, f, v) end
-        changed = true
-        break
-      end
-      p = s + 1
+    local v, rec = redis.call('HGET', key, f), string.sub(recs, REC * x - REC + 1, REC * x)
+    local s = v and find(v, rec)
+    if s then
+      v = string.sub(v, 1, s - 1) .. string.sub(v, s + REC)
+      if #v == 0 then redis.call('HDEL', key, f) else redis.call('HSET', key, f, v) end
+      changed = true
     end
   end
   if changed then redis.call('HINCRBY', key, '#', 1) end
@@ -157,13 +171,13 @@ local function head(key)
 end
 
 -- Store one version's data (id, ref, fp, min-hash bytes, band keys, text, timestamp); the ref
--- and band keys of the version it replaces ({false, false}: none). Its (timestamp, id) go to
--- the list times when given.
+-- and band keys of the version it replaces ({false, false}: none, or this version itself: a
+-- call run again). Its (timestamp, id) go to the list times when given.
 local function put(key, times, i, r, f, m, k, x, t)
   local v = struct.pack(DATA, r, f, tonumber(t), 40 + #i + #m + #k, #i, i, #m, m, #k, k, #x, x)
   local old = redis.call('SET', key, v, 'GET')
   if times then times[#times + 1] = t; times[#times + 1] = i end
-  if not old then return {false, false} end
+  if not old or string.sub(old, 1, 8) == r then return {false, false} end
   local ref, _, _, _, _, _, keys = fields_of(old)
   return {ref, keys}
 end
@@ -204,10 +218,15 @@ end
 -- append); then the versions' refs, fingerprints (8 bytes), min-hash bytes and band keys,
 -- each packed (fixed widths), their ids and texts packed (see cuts) with their lengths, and
 -- their timestamps joined by ','. The fields read empty are not read again when the change
--- count is as read. {0} when a field changed (nothing written).
+-- count is as read. {0} when a field changed (nothing written); {1} when written, or when
+-- this call ran before (its last version is stored).
 F.add = function(keys, args)
   local n, cap = tonumber(args[1]), tonumber(args[2])
   local nb = #keys - 1 - n
+  local last = head(keys[#keys])
+  if last and string.sub(last, 1, 8) == string.sub(args[3 + 6 * nb], 8 * n - 7, 8 * n) then
+    return {1}
+  end
   local sets, fields, vals = {}, {}, {}
   for j = 1, nb do
     local a, key = 3 + 6 * (j - 1), keys[1 + j]
@@ -286,7 +305,7 @@ F.commit = function(keys, args)
   chunked('HDEL', keys[1], mine)
   if args[4] ~= '' then
     append(keys[1], fields, chunked('HMGET', keys[1], fields), args[4], args[5],
-           tonumber(args[2]))
+           tonumber(args[2]), true)
     redis.call('HINCRBY', keys[1], '#', 1)
   end
   return 1
@@ -311,13 +330,14 @@ local function version(key)
   return r, i, k, t
 end
 
--- Delete a version's data when it is of id args[1] with a timestamp < args[2]: its ref and
--- band keys, or nil.
+-- Delete a version's data when it is version args[3] of id args[1] with a timestamp <
+-- args[2]: 1 when deleted, 2 when there is none (deleted already), 0 when it is another.
 F.drop = function(keys, args)
-  local r, i, k, t = version(keys[1])
-  if i ~= args[1] or t >= tonumber(args[2]) then return false end
+  local r, i, _, t = version(keys[1])
+  if not r then return 2 end
+  if i ~= args[1] or r ~= args[3] or t >= tonumber(args[2]) then return 0 end
   redis.call('DEL', keys[1])
-  return {r, k}
+  return 1
 end
 
 -- One server: delete the versions of ids (args: before, then the ids; keys: times, the band
@@ -350,16 +370,16 @@ F.unlist = function(keys, args)
 end
 
 if redis.register_function then
-  redis.register_function('neardup6_fields', F.fields)
-  redis.register_function('neardup6_data', F.data)
-  redis.register_function('neardup6_add', F.add)
-  redis.register_function('neardup6_reserve', F.reserve)
-  redis.register_function('neardup6_commit', F.commit)
-  redis.register_function('neardup6_cut', F.cut)
-  redis.register_function('neardup6_put', F.put)
-  redis.register_function('neardup6_drop', F.drop)
-  redis.register_function('neardup6_remove', F.remove)
-  redis.register_function('neardup6_unlist', F.unlist)
+  redis.register_function('neardup7_fields', F.fields)
+  redis.register_function('neardup7_data', F.data)
+  redis.register_function('neardup7_add', F.add)
+  redis.register_function('neardup7_reserve', F.reserve)
+  redis.register_function('neardup7_commit', F.commit)
+  redis.register_function('neardup7_cut', F.cut)
+  redis.register_function('neardup7_put', F.put)
+  redis.register_function('neardup7_drop', F.drop)
+  redis.register_function('neardup7_remove', F.remove)
+  redis.register_function('neardup7_unlist', F.unlist)
 end
 """
 

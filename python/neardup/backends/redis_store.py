@@ -428,10 +428,18 @@ class RedisStore:
         if not self.cluster:
             keys = [self._times, *self._bands, *(self._key(id) for id in ids)]
             return int(self.fn.call(self.client, "remove", keys, [before, *ids]))
+        # Cluster: the versions are read first, then each deleted if still the one read, and
+        # its records cut (a deletion run twice by the client's retry finds it gone: cut too).
+        versions = []
+        for id, v in zip(ids, self._values([id_hash(id) for id in ids], False)):
+            if v is not None:
+                ref, _, t, i, _, band_keys, _ = unpack_data(v)
+                if i == id and t < float(before):
+                    versions.append((id, ref, band_keys))
         pipe = self.client.pipeline(transaction=False)
-        for id in ids:
-            self.fn.call(pipe, "drop", [self._key(id)], [id, before])
-        gone = [(id, old[0], old[1]) for id, old in zip(ids, pipe.execute()) if old is not None]
+        for id, ref, _ in versions:
+            self.fn.call(pipe, "drop", [self._key(id)], [id, before, ref])
+        gone = [v for v, done in zip(versions, pipe.execute()) if done]
         self._cut(gone)
         return len(gone)
 
