@@ -414,6 +414,90 @@ def test_settings_are_checked(redis_url: str) -> None:
         RedisDeduplicator.from_url(redis_url, policy=Policy.default().replace(verifier="none"))
 
 
+def test_a_namespace_of_another_program_is_refused_clearly(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    for value in (b"[1, 2]", b"not json"):
+        ns = fresh_ns()
+        r.set(f"{{{ns}}}:config", value)
+        with pytest.raises(IncompatibleIndexError, match="holds no neardup settings"):
+            RedisDeduplicator.from_url(_url(redis_url, ns))
+    for key, make in (
+        ("{ns}:config", lambda k: r.hset(k, "a", "b")),
+        ("{ns}:seq", lambda k: r.rpush(k, "x")),
+        ("{ns}:t", lambda k: r.set(k, "x")),
+        ("ns:b:3", lambda k: r.set(k, "x")),
+    ):
+        ns = fresh_ns()
+        name = key.replace("ns", ns)
+        make(name)
+        with pytest.raises(IncompatibleIndexError, match=f"its key {name} is a .*, not a"):
+            RedisDeduplicator.from_url(_url(redis_url, ns))
+
+
+def test_bad_retention_and_a_password_in_the_query(redis_url: str) -> None:
+    for bad in ("nan", "inf", "0"):
+        with pytest.raises(ValueError, match="retention must be a positive finite number"):
+            RedisDeduplicator.from_url(_url(redis_url, fresh_ns(), retention=bad))
+    with _open(redis_url) as d, pytest.raises(ValueError, match="got nan"):
+        d.expire(float("nan"))
+    from neardup.backends.redis_connect import redact
+
+    assert redact("redis://h:1/0?password=s3cret&namespace=x") == (
+        "redis://h:1/0?password=***&namespace=x"
+    )
+    assert redact("redis://u:s3cret@h:1/0") == "redis://u:***@h:1/0"
+    assert redact("redis://h:1/0?namespace=x") == "redis://h:1/0?namespace=x"
+
+
+def test_a_server_that_lost_its_data_is_read_afresh(redis_url: str) -> None:
+    """A server restarted without persistence (here: FLUSHALL) starts the version numbers
+    again: a process that had read versions numbered as the new ones took the new ones for the
+    old (a near-copy of a new text was found new); the namespace's settings were gone too."""
+    ns = fresh_ns()
+    first = RedisDeduplicator.from_url(_url(redis_url, ns))
+    rng = random.Random(9)
+    old = [" ".join(_vocab(rng, 40)) for _ in range(5)]
+    new = [" ".join(_vocab(rng, 40)) for _ in range(5)]
+    ids = [f"doc{i}" for i in range(5)]
+    assert first.check_and_add_many(ids, old) == [(True, [])] * 5
+    assert [m.id for m in first.check(old[0])] == ["doc0"]  # (read: now held by the process)
+    r = redis.Redis.from_url(redis_url)
+    r.flushall()
+    r.function_flush()
+    second = RedisDeduplicator.from_url(_url(redis_url, ns))
+    assert second.check_and_add_many(ids, new) == [(True, [])] * 5
+    assert [m.id for m in first.check(new[0])] == ["doc0"]
+    added, matches = first.check_and_add("copy", new[1] + " x")
+    assert not added and [m.id for m in matches] == ["doc1"]
+    flushed = RedisDeduplicator.from_url(_url(redis_url, fresh_ns()))
+    r.delete(f"{{{flushed.store.namespace}}}:config")  # (as after a restart: no settings)
+    flushed.add("a", "a text written after the settings were lost")
+    assert r.exists(f"{{{flushed.store.namespace}}}:config")
+    for d in (first, second, flushed):
+        d.close()
+
+
+def test_a_server_refusing_writes_still_answers_checks(tmp_path: Any) -> None:
+    """Out of memory (maxmemory with noeviction): checks are answered, writes raise what the
+    service turns into a 503."""
+    from neardup.service.backend import store_fault
+
+    server = RedisServer(tmp_path, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+    url = f"redis://127.0.0.1:{server.port}/0"
+    d = RedisDeduplicator.from_url(url)
+    d.add("a", "a text stored before the server filled up")
+    r = redis.Redis.from_url(url)
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        for i in range(100_000):
+            r.set(f"fill:{i}", "x" * 1000)
+    assert [m.id for m in d.check("a text stored before the server filled up")] == ["a"]
+    with pytest.raises(redis.exceptions.RedisError) as refused:
+        d.check_and_add("b", "another text")
+    assert store_fault(refused.value)
+    d.close()
+    server.stop()
+
+
 def test_retention_and_expire(redis_url: str) -> None:
     """A version past the retention window is neither a candidate nor counted nor read, and
     is deleted by expire() or by a later write (at most once a second)."""

@@ -109,7 +109,8 @@ def test_a_store_is_required() -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["redis://localhost:6379/0", "rediss://h:6380", "redis+cluster://h:7000"]
+    "url",
+    ["redis://localhost:6379/0", "rediss://h:6380", "redis+cluster://h:7000", "rediss+cluster://h"],
 )
 def test_redis_urls_select_the_redis_store(url: str) -> None:
     s = Settings(store=url)
@@ -197,3 +198,13 @@ def test_cli_help_lists_the_flags() -> None:
         "--writer",
     ):
         assert flag in r.stdout
+
+
+def test_a_retention_in_the_store_url_is_refused_before_connecting() -> None:
+    """The service's --retention (default 2d) used to override the URL's retention= silently."""
+    from neardup.service.backend import open_backend
+
+    pytest.importorskip("redis")
+    with pytest.raises(SettingsError, match="not from the URL: remove retention=") as refused:
+        open_backend(Settings(store="redis://127.0.0.1:1/0?retention=3600&password=s3cret"))
+    assert "s3cret" not in str(refused.value) and "password=***" in str(refused.value)

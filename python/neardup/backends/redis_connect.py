@@ -74,9 +74,15 @@ def connect(url: str, **client_kwargs: Any) -> tuple[Client, dict[str, Any]]:
 
 
 def redact(url: str) -> str:
+    """``url`` with its password (in the address or a ``password`` query option) as ``***``."""
     parts = urlsplit(url)
-    if parts.password is None:
+    netloc, query = parts.netloc, parts.query
+    if parts.password is not None:
+        host = parts.netloc.rsplit("@", 1)[-1]
+        netloc = f"{parts.username or ''}:***@{host}"
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    if any(name == "password" for name, _ in pairs):
+        query = urlencode([(n, "***" if n == "password" else v) for n, v in pairs], safe="*")
+    if (netloc, query) == (parts.netloc, parts.query):
         return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    user = parts.username or ""
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, ""))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))

@@ -12,6 +12,7 @@ version that is stored, and of near-copies racing from many processes exactly on
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -151,9 +152,13 @@ class RedisDeduplicator(Closing):
     ) -> None:
         self.policy = _policy_from(policy, None, None)
         if retention is not None and (
-            isinstance(retention, bool) or not isinstance(retention, (int, float)) or retention <= 0
+            isinstance(retention, bool)
+            or not isinstance(retention, (int, float))
+            or not 0 < retention < math.inf
         ):
-            raise ValueError(f"retention must be a positive number of seconds, got {retention!r}")
+            raise ValueError(
+                f"retention must be a positive finite number of seconds, got {retention!r}"
+            )
         if not isinstance(namespace, str) or not namespace or "{" in namespace:
             raise ValueError(f"namespace must be a non-empty str without '{{', got {namespace!r}")
         if cluster is None:
@@ -539,6 +544,8 @@ class RedisDeduplicator(Closing):
         """Forget every text stored with a timestamp < ``before``; how many."""
         if isinstance(before, bool) or not isinstance(before, (int, float)):
             raise TypeError(f"before must be float seconds, got {type(before).__name__}")
+        if math.isnan(before):
+            raise ValueError("before must be a number of seconds, got nan")
         return self._expire(float(before))
 
     def stats(self) -> dict[str, Any]:

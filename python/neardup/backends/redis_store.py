@@ -147,13 +147,24 @@ class RedisStore:
         self._config = f"{{{namespace}}}:config"
         self.fn = Functions(client)
         self.settings: dict[str, Any] = {"namespace": namespace, "cluster": cluster}
+        self._settings: dict[str, Any] | None = None  # (as opened)
 
     def open(self, settings: dict[str, Any]) -> None:
         """Record ``settings`` for the namespace, or check them against those recorded:
         :class:`neardup.IncompatibleIndexError` names each difference."""
         want = {"format": FORMAT_VERSION, **settings}
+        self._check_key_types()
         self.client.set(self._config, json.dumps(want, sort_keys=True), nx=True)
-        have = json.loads(self.client.get(self._config))
+        try:
+            have = json.loads(self.client.get(self._config))
+        except ValueError:
+            have = None
+        if not isinstance(have, dict):
+            raise IncompatibleIndexError(
+                f"namespace {self.namespace!r}: its key {self._config} holds no neardup "
+                "settings (another program's key?): use another namespace"
+            )
+        self._settings = settings
         if isinstance(have.get("policy"), dict):  # (settings added since take their defaults)
             have["policy"] = Policy.from_dict(have["policy"]).to_dict()
         if have.get("format") != FORMAT_VERSION:
@@ -170,6 +181,27 @@ class RedisStore:
                 + "; ".join(diffs)
                 + "): open it with those, or use another namespace"
             )
+
+    def _check_key_types(self) -> None:
+        """IncompatibleIndexError naming a key of the namespace that holds another type (the
+        namespace is another program's)."""
+        want: dict[str | bytes, bytes] = {
+            self._config: b"string",
+            self._seq: b"string",
+            self._times: b"zset",
+        }
+        want.update({key: b"hash" for key in self._bands})
+        pipe = self.client.pipeline(transaction=False)
+        for key in want:
+            pipe.type(key)
+        for (key, kind), have in zip(want.items(), pipe.execute()):
+            have = have.encode() if isinstance(have, str) else have
+            if have not in (kind, b"none"):
+                name = key if isinstance(key, str) else key.decode()
+                raise IncompatibleIndexError(
+                    f"namespace {self.namespace!r}: its key {name} is a {have.decode()}, not a "
+                    f"{kind.decode()} (another program's key?): use another namespace"
+                )
 
     def recover(self, exc: BaseException) -> bool:
         """Load the library again into a server that lost it (restarted without persistence)."""
@@ -203,9 +235,13 @@ class RedisStore:
             for j, p in enumerate(packed):
                 fn.call(pipe, "fields", [self._bands[j]], [cap, p])
         if refs:
+            fn.call(pipe, "seq", [self._seq], [])
             pipe.incrby(self._seq, refs)
         got = pipe.execute()
-        first = int(got.pop()) - refs + 1 if refs else 0
+        first = 0
+        if refs:
+            first = int(got.pop()) - refs + 1
+            self._started(got.pop())
         values = got[0] if not self.cluster else [v[0] for v in got]
         heads, codes, blobs, stamps = [], [], [], []
         for j, (fs, (stamp, full, tails)) in enumerate(zip(fields, values)):
@@ -225,7 +261,18 @@ class RedisStore:
 
     def refs(self, n: int) -> int:
         """Reserve ``n`` refs; the first."""
-        return int(self.client.incrby(self._seq, n)) - n + 1
+        pipe = self.client.pipeline(transaction=False)
+        self.fn.call(pipe, "seq", [self._seq], [])
+        pipe.incrby(self._seq, n)
+        started, last = pipe.execute()
+        self._started(started)
+        return int(last) - n + 1
+
+    def _started(self, started: Any) -> None:
+        """After the version counter was started: record the namespace's settings again (a
+        server restarted without persistence lost them with everything else)."""
+        if int(started) and self._settings is not None:
+            self.open(self._settings)
 
     def _values(self, hashes: Sequence[bytes], text: bool) -> list[bytes | None]:
         """The data string of each id hash (None: none), without its text unless ``text``:

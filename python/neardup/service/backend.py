@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from typing import Any, Union
+from urllib.parse import parse_qsl, urlsplit
 
 from neardup.service.settings import Settings, SettingsError
 
@@ -120,6 +121,12 @@ def open_backend(settings: Settings) -> Any:
         from neardup.backends.redis_connect import redact
 
         shown = redact(settings.store)
+        if "retention" in dict(parse_qsl(urlsplit(settings.store).query)):
+            raise SettingsError(
+                f"--store / NEARDUP_STORE {shown}: the service takes the retention from "
+                "--retention / NEARDUP_RETENTION (default 2d), not from the URL: remove "
+                "retention= from it"
+            )
         try:
             return module.RedisDeduplicator.from_url(
                 settings.store,
@@ -130,7 +137,7 @@ def open_backend(settings: Settings) -> Any:
             )
         except Exception as e:
             if store_fault(e):
-                raise StoreError(f"--store / NEARDUP_STORE: cannot reach {shown}: {e}") from None
+                raise StoreError(f"--store / NEARDUP_STORE: cannot use {shown}: {e}") from None
             if isinstance(e, (ValueError, TypeError)):
                 raise SettingsError(f"--store / NEARDUP_STORE {shown}: {e}") from None
             raise
@@ -153,22 +160,34 @@ def open_backend(settings: Settings) -> Any:
         raise StoreError(f"--data / NEARDUP_DATA {path}: {e}") from None
 
 
-# Error replies of a server that cannot serve now but will (its first word).
-_BUSY_REPLIES = frozenset({"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"})
+# Error replies of a server that cannot serve now but may later (their first word): loading,
+# busy, no master, out of memory (maxmemory), failing to save (MISCONF), a replica (READONLY).
+_BUSY_REPLIES = frozenset(
+    {"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "OOM", "MISCONF", "READONLY",
+     "NOREPLICAS"}
+)  # fmt: skip
 
 
 def store_fault(exc: BaseException) -> bool:
-    """Whether ``exc`` says the store cannot be reached or cannot serve yet (down, paused past
-    the timeout, loading its data): a 503 to retry, not a wrong request or a bug."""
+    """Whether ``exc`` says the store cannot be reached or cannot serve now (down, paused past
+    the timeout, loading its data, refusing writes): a 503 to retry, not a wrong request or a
+    bug."""
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
     redis = sys.modules.get("redis")  # (loaded only when the store is Redis)
     if redis is None:
         return False
     errors = redis.exceptions
-    if isinstance(exc, (errors.ConnectionError, errors.TimeoutError, errors.ClusterError)):
+    # (redis-py turns some replies into classes of their own, without the reply's first word)
+    unavailable = (errors.ConnectionError, errors.TimeoutError, errors.ClusterError,
+                   errors.OutOfMemoryError, errors.ReadOnlyError, errors.MasterDownError,
+                   errors.TryAgainError, errors.RedisClusterUnreachableError)  # fmt: skip
+    if isinstance(exc, unavailable):
         return True
-    return isinstance(exc, errors.ResponseError) and str(exc).split(" ", 1)[0] in _BUSY_REPLIES
+    if not isinstance(exc, errors.ResponseError):
+        return False
+    reply = str(exc).rsplit(" of pipeline caused error: ", 1)[-1]
+    return reply.split(" ", 1)[0] in _BUSY_REPLIES
 
 
 def probe(backend: Any) -> None:

@@ -74,7 +74,8 @@ def parse_size(value: str, name: str = "size") -> int:
 
 
 def _is_redis_url(url: str) -> bool:
-    return url.split("://", 1)[0].lower() in ("redis", "rediss", "redis+cluster", "unix")
+    schemes = ("redis", "rediss", "redis+cluster", "rediss+cluster", "unix")
+    return url.split("://", 1)[0].lower() in schemes
 
 
 @dataclass
