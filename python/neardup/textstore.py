@@ -590,22 +590,53 @@ class SqliteTextStore:
         """The rows of a (possibly damaged) store file that can still be read, as
         ``(id, text, timestamp, fingerprint)`` in write order, and the error that stopped the
         reading (None when every row was read)."""
-        found: list[tuple[int, Id, str, float, int | None]] = []
+        found: dict[tuple[str, str], tuple[int, Id, str, float, int | None]] = {}
         error: str | None = None
+
+        def keep(row: tuple[Any, ...]) -> None:
+            kind, key, text, ts, seq, fp = row
+            found[(kind, key)] = (
+                seq,
+                _unkey(kind, key),
+                _text(text),
+                float(ts),
+                fp and fp & _U64_MASK,
+            )
+
+        columns = "kind, key, text, ts, seq, fp"
         conn = sqlite3.connect(os.fspath(path), isolation_level=None)
         try:
-            cur = conn.execute("SELECT seq, kind, key, text, ts, fp FROM texts")
-            while batch := cur.fetchmany(10_000):
-                for seq, kind, key, text, ts, fp in batch:
-                    found.append(
-                        (seq, _unkey(kind, key), _text(text), float(ts), fp and fp & _U64_MASK)
-                    )
-        except sqlite3.DatabaseError as e:  # a damaged page: keep what came before it
-            error = str(e)
+            try:  # (row by row: what was read before a damaged page is kept)
+                for row in conn.execute(f"SELECT {columns} FROM texts"):
+                    keep(row)
+            except sqlite3.DatabaseError as e:
+                error = str(e)
+            if error is not None:
+                # Past the damaged page: the keys from the index on ts (pages of its own), each
+                # row then read alone; only the rows on damaged pages stay unread.
+                keys = []
+                try:
+                    for kind, key in conn.execute(
+                        "SELECT kind, key FROM texts INDEXED BY texts_ts"
+                    ):
+                        keys.append((kind, key))
+                except sqlite3.DatabaseError:
+                    pass
+                one = f"SELECT {columns} FROM texts WHERE kind = ? AND key = ?"
+                for k in keys:
+                    if k not in found:
+                        try:
+                            row = conn.execute(one, k).fetchone()
+                        except sqlite3.DatabaseError:
+                            continue
+                        if row is not None:
+                            keep(row)
+        except sqlite3.DatabaseError as e:  # (the file's header or schema itself)
+            error = error or str(e)
         finally:
             conn.close()
-        found.sort(key=lambda r: r[0])
-        return [r[1:] for r in found], error
+        rows = sorted(found.values(), key=lambda r: r[0])
+        return [r[1:] for r in rows], error
 
     def set_meta(self, name: str, value: int) -> None:
         """Set the integer ``name`` of the ``meta`` table (durable when this returns)."""
