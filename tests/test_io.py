@@ -7,6 +7,7 @@ import csv
 import gzip
 import io
 import json
+import lzma
 import os
 import pickle
 import random
@@ -109,6 +110,27 @@ def test_jsonl_roundtrip(tmp_path: Path, rows: list[dict[str, Any]], comp: str |
     raw.close()
     lines = data.splitlines(keepends=True)
     assert got == b"".join(line for line, k in zip(lines, keep) if k)
+
+
+@pytest.mark.parametrize("comp", ["gz", "xz", "zst"])
+def test_a_truncated_compressed_input_is_an_error_not_a_shorter_file(
+    tmp_path: Path, comp: str
+) -> None:
+    """A compressed file cut short (a copy stopped half-way) is refused where it ends; zstd's
+    stream reader used to end quietly, and the documents after the cut went unnoticed. A file
+    of several zstd frames (pzstd, concatenated files) is read whole."""
+    import zstandard
+
+    lines = b"".join(b'{"text": "document %d of the file"}\n' % i for i in range(20_000))
+    packed = {"gz": gzip.compress, "xz": lzma.compress, "zst": zstandard.compress}[comp](lines)
+    path = tmp_path / f"in.jsonl.{comp}"
+    path.write_bytes(packed[: len(packed) // 2])
+    *docs, last = _docs(nio.detect(str(path)))
+    assert isinstance(last, nio.InputError) and "cannot read on" in str(last), last
+    assert 0 < len(docs) < 20_000 and all(isinstance(d, nio.Doc) for d in docs)
+    if comp == "zst":
+        path.write_bytes(zstandard.compress(lines[:1000]) + zstandard.compress(lines[1000:]))
+        assert len(_docs(nio.detect(str(path)))) == 20_000
 
 
 def test_jsonl_bad_records_name_file_and_line(tmp_path: Path) -> None:

@@ -52,15 +52,48 @@ def open_read(path: str, compression: str | None) -> tuple[IO[bytes], IO[bytes]]
         elif compression == "xz":
             stream = lzma.LZMAFile(raw, mode="rb")
         elif compression == "zst":
-            zstandard = import_zstandard()
-            reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=False)
-            stream = io.BufferedReader(reader, buffer_size=1 << 20)  # type: ignore[arg-type]
+            stream = io.BufferedReader(_ZstdReader(raw), buffer_size=1 << 20)
         else:
             raise UnknownFormatError(f"unknown compression {compression!r}")
     except BaseException:
         raw.close()
         raise
     return stream, raw
+
+
+class _ZstdReader(io.RawIOBase):
+    """The decompressed bytes of the zstd frames of ``raw``, one after another. A file that ends
+    inside a frame (a truncated copy) raises EOFError there, as gzip and xz do; zstandard's own
+    stream reader ends quietly and a cut file read as a shorter one."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        super().__init__()
+        self._raw = raw
+        self._dctx = import_zstandard().ZstdDecompressor()
+        self._frame: Any = None
+        self._out = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not len(self._out):
+            data = self._raw.read(1 << 16)
+            if not data:
+                if self._frame is not None and not self._frame.eof:
+                    raise EOFError("compressed file ended before the end of its zstd frame")
+                return 0
+            parts = []
+            while data:
+                if self._frame is None or self._frame.eof:
+                    self._frame = self._dctx.decompressobj()
+                parts.append(self._frame.decompress(data))
+                data = self._frame.unused_data if self._frame.eof else b""
+            self._out = memoryview(b"".join(parts))
+        n = min(len(b), len(self._out))
+        b[:n] = self._out[:n]
+        self._out = self._out[n:]
+        return n
 
 
 class _CompressedWriter(io.RawIOBase):
