@@ -219,3 +219,72 @@ def test_the_new_field_never_overwrites_the_text_or_id(
     assert not out.exists()
     r = neardup("fingerprint", str(src), "-o", str(out), "--field", "simhash")
     assert r.returncode == 0 and json.loads(out.read_text())["text"] == "hello"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_skip_goes_on_with_the_next_input_and_a_rerun_replaces_the_field(
+    tmp_path: Path, rows: list[dict[str, Any]], want: list[int], fmt: str
+) -> None:
+    """--on-error skip: an input without the text column is skipped, the others are written (the
+    whole job used to end with an empty output and exit 0). Running the command on its own
+    output replaces the field instead of adding a second one (a Parquet file with two
+    "fingerprint" columns could not be read back)."""
+    ids, texts = [r["id"] for r in rows], [r["text"] for r in rows]
+    nocol, good = tmp_path / f"nocol.{fmt}", tmp_path / f"good.{fmt}"
+    if fmt == "csv":
+        nocol.write_text("id,body\n1,a body\n", "utf-8")
+        with open(good, "w", encoding="utf-8", newline="") as f:
+            csv.writer(f).writerows([["id", "text"], *zip(ids, texts)])
+    else:
+        pq.write_table(pa.table({"id": [1], "body": ["a body"]}), nocol)
+        pq.write_table(pa.table({"id": ids, "text": texts}), good)
+    out, again = tmp_path / f"out.{fmt}", tmp_path / f"again.{fmt}"
+    r = neardup("fingerprint", str(nocol), str(good), "-o", str(out), "--on-error", "skip")
+    assert r.returncode == 0, r.stderr
+    assert "skipped" in r.stderr and "no column 'text'" in r.stderr
+    r = neardup("fingerprint", str(out), "-o", str(again))
+    assert r.returncode == 0, r.stderr
+    if fmt == "csv":
+        with open(again, encoding="utf-8", newline="") as f:
+            header, *body = list(csv.reader(f))
+        assert header == ["id", "text", "fingerprint"]
+        assert [row[2] for row in body] == [f"{x:016x}" for x in want]
+    else:
+        table = pq.read_table(again)
+        assert table.column_names == ["id", "text", "fingerprint"]
+        assert table.column("fingerprint").to_pylist() == [f"{x:016x}" for x in want]
+
+
+def test_parquet_without_rows_and_with_another_schema(tmp_path: Path) -> None:
+    empty, other = tmp_path / "empty.parquet", tmp_path / "other.parquet"
+    pq.write_table(
+        pa.table({"id": pa.array([], pa.int64()), "text": pa.array([], pa.string())}), empty
+    )
+    r = neardup("fingerprint", str(empty), "-o", str(tmp_path / "e.parquet"), "--encoding", "int")
+    assert r.returncode == 0, r.stderr
+    table = pq.read_table(tmp_path / "e.parquet")
+    assert table.num_rows == 0 and table.schema.field("fingerprint").type == pa.uint64()
+    pq.write_table(pa.table({"text": ["a text"], "lang": ["en"]}), other)
+    r = neardup("fingerprint", str(empty), str(other), "-o", str(tmp_path / "o.parquet"))
+    assert r.returncode == 1 and "schema differs from the first input's" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "o.parquet").exists()
+
+
+def test_standard_input_and_output(tmp_path: Path) -> None:
+    """-o - (and /dev/stdout) is standard output, as the exit codes of --help say; it used to
+    write a file named '-'."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 1, "text": "hello world"}\n', "utf-8")
+    policy = Policy.default()
+    (fp,) = policy.fingerprint_many(policy.make_fingerprinter(), ["hello world"]).tolist()
+    for output in ("-", "/dev/stdout"):
+        r = subprocess.run(
+            [sys.executable, "-m", "neardup", "fingerprint", "-", "-o", output, "-q"],
+            input=src.read_text("utf-8"), capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["fingerprint"] == f"{fp:016x}"
+        assert not (tmp_path / "-").exists()

@@ -267,3 +267,19 @@ def test_a_permission_failure_of_the_index_is_a_permission_error(
         assert "is opened for writing; copy it somewhere writable" in r.stderr
     finally:
         _read_only(raw, False)
+
+
+def test_query_output_must_not_be_an_input_nor_in_a_missing_directory(tmp_path: Path) -> None:
+    """`index query DIR in.jsonl -o in.jsonl` emptied the input (the output was opened first); a
+    missing output directory failed with a traceback after all texts were loaded."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(f'{{"id": {i}, "text": "text number {i} here"}}\n' for i in range(20)))
+    r = neardup("index", "build", str(tmp_path / "idx"), str(src))
+    assert r.returncode == 0, r.stderr
+    r = neardup("index", "query", str(tmp_path / "idx"), str(src), "-o", str(src))
+    assert r.returncode == 2 and "is both an input and an output" in r.stderr
+    assert len(src.read_text().splitlines()) == 20
+    r = neardup(
+        "index", "query", str(tmp_path / "idx"), str(src), "-o", str(tmp_path / "no/q.jsonl")
+    )
+    assert r.returncode == 2 and "no directory" in r.stderr and "Traceback" not in r.stderr

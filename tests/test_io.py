@@ -11,6 +11,7 @@ import lzma
 import os
 import pickle
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,12 @@ def test_a_truncated_compressed_input_is_an_error_not_a_shorter_file(
     import zstandard
 
     lines = b"".join(b'{"text": "document %d of the file"}\n' % i for i in range(20_000))
-    packed = {"gz": gzip.compress, "xz": lzma.compress, "zst": zstandard.compress}[comp](lines)
+    compress: dict[str, Callable[[bytes], bytes]] = {
+        "gz": gzip.compress,
+        "xz": lzma.compress,
+        "zst": zstandard.compress,
+    }
+    packed = compress[comp](lines)
     path = tmp_path / f"in.jsonl.{comp}"
     path.write_bytes(packed[: len(packed) // 2])
     *docs, last = _docs(nio.detect(str(path)))

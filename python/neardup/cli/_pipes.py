@@ -83,7 +83,9 @@ def run_piped(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]
     for name in ("clusters", "pairs", "report"):
         if getattr(args, name, None) == STDIO:
             raise PipeError(f"--{name} -: only the kept documents (-o) go to standard output")
-    directory = tempfile.mkdtemp(prefix="neardup-", dir=spill_directory(args.temp_dir))
+    directory = tempfile.mkdtemp(
+        prefix="neardup-", dir=spill_directory(getattr(args, "temp_dir", None))
+    )
     try:
         with _sigterm_as_interrupt():
             return _run_in(directory, args, run)

@@ -40,6 +40,7 @@ from neardup.cli._against import (
     removed_summary,
 )
 from neardup.cli._datasets import holds_saved_dataset, run_saved_dataset
+from neardup.cli._paths import paths_refused
 from neardup.cli._pipes import PipeError, run_piped, uses_pipes
 from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
 from neardup.dedup import Policy
@@ -393,49 +394,6 @@ class _FileSlots:
     bad: list[int] = field(default_factory=list)
 
 
-def _paths_refused(
-    inputs: list[str],
-    outputs: dict[str, str | None],
-    local: bool = True,
-    made: tuple[str, ...] = ("--report",),
-) -> bool:
-    """Whether the paths cannot work, said before any work (the first problem is named): an
-    input that is also an output (writing would destroy it before it is read), two outputs on
-    one path; for a local job also an output inside an input directory (the writing pass would
-    read it back), an output whose directory does not exist or cannot be written, but for the
-    outputs ``made`` with their directories (a report, a directory output) and those written
-    in place (:func:`neardup.io.written_in_place`)."""
-    written: dict[str, str] = {}
-    for flag, path in outputs.items():
-        if not path:
-            continue
-        real = os.path.realpath(path)
-        if real in written:
-            eprint(f"neardup dedup: {written[real]} and {flag} are both {path}")
-            return True
-        written[real] = flag
-        parent = os.path.dirname(real)
-        if not local or flag in made or nio.written_in_place(path):
-            continue
-        if not os.path.isdir(parent):
-            eprint(f"neardup dedup: {flag} {path}: no directory {parent}")
-            return True
-        if not os.access(parent, os.W_OK):
-            eprint(f"neardup dedup: {flag} {path}: directory {parent} is not writable")
-            return True
-    for path in inputs:
-        real = os.path.realpath(path)
-        if real in written:
-            eprint(f"neardup dedup: {path} is both an input and an output")
-            return True
-        if local and os.path.isdir(real):
-            for out, flag in written.items():
-                if out.startswith(real + os.sep):
-                    eprint(f"neardup dedup: {flag} {outputs[flag]} is inside the input {path}")
-                    return True
-    return False
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``neardup dedup``; returns the exit code."""
     if uses_pipes(args) and not getattr(args, "output_label", None):
@@ -498,7 +456,7 @@ def run(args: argparse.Namespace) -> int:
         "--report": args.report,
     }
     made = ("--report", "-o") if all(s.format == "dir" for s in sources) else ("--report",)
-    if _paths_refused([s.path for s in sources] + args.against, outputs, made=made):
+    if paths_refused("dedup", [s.path for s in sources] + args.against, outputs, made=made):
         return EXIT_USAGE
     try:
         references = open_references(args.against, args.format)
@@ -950,7 +908,7 @@ def _write_pairs(
 def _run_spark(args: argparse.Namespace) -> int:
     against = list(getattr(args, "against", None) or [])
     outputs = {"-o": args.output, "--clusters": args.clusters, "--pairs": args.pairs}
-    if _paths_refused(against, outputs, local=False):
+    if paths_refused("dedup", against, outputs, local=False):
         return EXIT_USAGE
     for flag, given in (("--report", args.report), ("--temp-dir", args.temp_dir)):
         if given:

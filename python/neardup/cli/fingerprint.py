@@ -29,6 +29,7 @@ import numpy as np
 
 from neardup import io as nio
 from neardup._core import PRESETS
+from neardup.cli._pipes import PipeError, run_piped, uses_pipes
 from neardup.cli.dedup import (
     EXIT_CODES,
     EXIT_INPUT,
@@ -155,6 +156,18 @@ class _Job:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``neardup fingerprint``; returns the exit code."""
+    if uses_pipes(args) and not getattr(args, "output_label", None):
+        args.output_label = args.output
+        try:
+            return run_piped(args, run)
+        except (PipeError, nio.UnknownFormatError) as e:
+            eprint(f"neardup fingerprint: {e}")
+            return EXIT_USAGE
+        except BrokenPipeError:
+            raise  # (standard output closed by its reader: neardup.cli.main ends quietly)
+        except OSError as e:
+            eprint(f"neardup fingerprint: -: {e}")
+            return EXIT_INPUT
     opened = open_sources(args, "fingerprint")
     if isinstance(opened, int):
         return opened
@@ -220,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         eprint(
             f"neardup fingerprint: {counted(job.read, 'document')}"
             + (f" ({counted(job.skipped, 'bad record')} skipped)" if job.skipped else "")
-            + f" -> {args.output}"
+            + f" -> {getattr(args, 'output_label', None) or args.output}"
         )
     return EXIT_OK
 
@@ -293,16 +306,16 @@ def _csv(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Pro
                 if header is None:
                     continue
                 if args.text_field not in header:
-                    return not job.bad(
-                        nio.InputError(
-                            source.path,
-                            1,
-                            f"no column {args.text_field!r} (columns: {', '.join(header[:20])})",
-                        )
-                    )
+                    columns = ", ".join(header[:20])
+                    missing = f"no column {args.text_field!r} (columns: {columns})"
+                    if job.bad(nio.InputError(source.path, 1, missing)):
+                        return False
+                    continue  # (--on-error skip: the next input)
+                # (an input that has the column already, e.g. this command's output: replaced)
+                at = header.index(args.field) if args.field in header else None
                 if header0 is None:
                     header0 = header
-                    writer.writerow([*header, args.field])
+                    writer.writerow(header if at is not None else [*header, args.field])
                 elif header != header0:
                     raise nio.InputError(
                         source.path, 1, "header differs from the first input's; one at a time"
@@ -333,10 +346,10 @@ def _csv(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Pro
                     rows.append(row)
                     texts.append(doc.text)
                     if len(texts) >= _CHUNK:
-                        _write_rows(writer, rows, job.fps(texts), args.encoding)
+                        _write_rows(writer, rows, job.fps(texts), args.encoding, at)
                         progress.count(len(texts))
                         rows, texts = [], []
-                _write_rows(writer, rows, job.fps(texts), args.encoding)
+                _write_rows(writer, rows, job.fps(texts), args.encoding, at)
                 progress.count(len(texts))
             finally:
                 progress.advance(os.path.getsize(source.path))
@@ -349,9 +362,16 @@ def _csv(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Pro
     return True
 
 
-def _write_rows(writer: Any, rows: list[list[str]], fps: list[int], encoding: str) -> None:
+def _write_rows(
+    writer: Any, rows: list[list[str]], fps: list[int], encoding: str, at: int | None
+) -> None:
+    """The rows with their fingerprints: a last column, or the column ``at``."""
     for row, fp in zip(rows, fps):
-        writer.writerow([*row, encode(fp, encoding)])
+        if at is None:
+            writer.writerow([*row, encode(fp, encoding)])
+        else:
+            row[at] = str(encode(fp, encoding))
+            writer.writerow(row)
 
 
 def _docs(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Progress) -> bool:
@@ -398,16 +418,32 @@ def _parquet(job: _Job, sources: list[nio.Source], output: nio.Source, progress:
 
     args = job.args
     writer: Any = None
+    schema: Any = None
+    column_type = pa.uint64() if args.encoding == "int" else pa.string()
     try:
         for source in sources:
             try:
                 pf = pq.ParquetFile(source.path)
             except Exception as e:
-                return not job.bad(nio.InputError(source.path, None, f"not a Parquet file: {e}"))
-            if args.text_field not in pf.schema_arrow.names:
-                names = ", ".join(pf.schema_arrow.names[:20])
-                return not job.bad(
-                    nio.InputError(source.path, None, f"no column {args.text_field!r} ({names})")
+                if job.bad(nio.InputError(source.path, None, f"not a Parquet file: {e}")):
+                    return False
+                continue  # (--on-error skip: the next input)
+            names = pf.schema_arrow.names
+            if args.text_field not in names:
+                missing = f"no column {args.text_field!r} ({', '.join(names[:20])})"
+                if job.bad(nio.InputError(source.path, None, missing)):
+                    return False
+                continue
+            # (an input that has the column already, e.g. this command's output: replaced)
+            kept = pf.schema_arrow
+            if args.field in names:
+                kept = kept.remove(names.index(args.field))
+            out_schema = kept.append(pa.field(args.field, column_type))
+            if schema is None:
+                schema = out_schema
+            elif not out_schema.equals(schema):
+                raise nio.InputError(
+                    source.path, None, "schema differs from the first input's; one at a time"
                 )
             row = 0
             for batch in pf.iter_batches(batch_size=_CHUNK):
@@ -436,12 +472,16 @@ def _parquet(job: _Job, sources: list[nio.Source], output: nio.Source, progress:
                     if args.encoding == "int"
                     else pa.array([f"{int(x):016x}" for x in fps.tolist()], type=pa.string())
                 )
+                if args.field in batch.schema.names:
+                    batch = batch.drop_columns([args.field])
                 batch = batch.append_column(args.field, column)
                 if writer is None:
-                    writer = pq.ParquetWriter(output.path, batch.schema)
+                    writer = pq.ParquetWriter(output.path, schema)
                 writer.write_batch(batch)
                 progress.count(len(texts))
             progress.advance(os.path.getsize(source.path))
+        if writer is None:  # (no rows: a file of the schema, without any)
+            writer = pq.ParquetWriter(output.path, schema or pa.schema([(args.field, column_type)]))
     finally:
         if writer is not None:
             writer.close()

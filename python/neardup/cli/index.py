@@ -51,6 +51,7 @@ from neardup.cli._against import (
     reference_store,
     save_references,
 )
+from neardup.cli._paths import paths_refused
 from neardup.cli.dedup import (
     EXIT_INPUT,
     EXIT_OK,
@@ -448,6 +449,8 @@ def run_query(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.index_dir):
         eprint(f"neardup index query: {args.index_dir}: no such index directory")
         return EXIT_INPUT
+    if paths_refused("index query", list(args.inputs), {"-o": args.output}):
+        return EXIT_USAGE
     try:
         settings = _load_settings(args.index_dir)
         if settings is None:
