@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import html
 import json
 import os
 import pty
@@ -19,6 +20,7 @@ from _helpers import SAMPLE
 from neardup.calibrate import (
     LabelledPair,
     calibrate,
+    how_to_use,
     inject_edits,
     pairs_from_corpus,
     read_pairs,
@@ -202,3 +204,48 @@ def test_cli_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     os.close(primary)
     assert proc.wait(timeout=300) == 0
     assert b"making pairs" in shown and b"scoring pairs" in shown and b"pairs/s" in shown
+
+
+def test_the_printed_way_to_use_the_recommendation_works(tmp_path: Path) -> None:
+    """The command calibrate prints runs as printed: `neardup dedup ... --threshold T` for the
+    jaccard verifier (it used to print --k, which dedup's MinHash candidates ignore, and
+    `--verifier cosine`, which dedup refuses); for another verifier, policy.json for the
+    service or the API."""
+    import shlex
+
+    rng = random.Random(2)
+    words = ["".join(rng.choice("abcdefghij") for _ in range(2)) for _ in range(600)]
+    rows = []
+    for _ in range(150):  # (copies with their words shuffled: cosine wins, jaccard fails)
+        a = [rng.choice(words) for _ in range(60)]
+        b = a[:]
+        rng.shuffle(b)
+        c = a[:30] + [rng.choice(words) for _ in range(30)]
+        rows += [{"a": " ".join(a), "b": " ".join(b), "label": True}]
+        rows += [{"a": " ".join(a), "b": " ".join(c), "label": False}]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    proc = neardup("calibrate", "--pairs", str(pairs), "--out", str(tmp_path / "cal"), "-q")
+    assert proc.returncode == 0, proc.stderr
+    policy = json.loads((tmp_path / "cal" / "policy.json").read_text())
+    assert Policy.from_dict(policy).verifier == policy["verifier"] != "jaccard"
+    use = next(line for line in proc.stdout.splitlines() if line.startswith("to use it:"))
+    assert "neardup serve --data DIR --policy policy.json" in use and "jaccard only" in use
+    page = (tmp_path / "cal" / "calibrate.html").read_text("utf-8")
+    assert html.escape(how_to_use(policy)) in page
+
+    jaccard = how_to_use({**policy, "verifier": "jaccard", "threshold": 0.85})
+    command = shlex.split(jaccard.split(" (", 1)[0])
+    assert command[:2] == ["neardup", "dedup"] and "--k" not in command
+    (tmp_path / "in.jsonl").write_text('{"text": "a text"}\n{"text": "a text"}\n', "utf-8")
+    run = [str(tmp_path / "in.jsonl") if a == "INPUT" else a for a in command[2:]]
+    run = [str(tmp_path / "out.jsonl") if a == "OUTPUT" else a for a in run]
+    r = neardup("dedup", *run)
+    assert r.returncode == 0, r.stderr
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 1
+
+
+def test_an_out_that_is_a_file_is_refused_before_the_work(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("x")
+    proc = neardup("calibrate", "--corpus", str(SAMPLE), "--out", str(tmp_path / "taken"))
+    assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr

@@ -459,6 +459,23 @@ def plot(cal: Calibration, path: str | os.PathLike[str]) -> None:
     plt.close(fig)
 
 
+def how_to_use(policy: dict[str, Any]) -> str:
+    """How to run with a recommended policy (``Policy.to_dict()``): ``neardup dedup`` flags
+    where the command has the verifier, else the service or the API with ``policy.json``."""
+    v, t = policy["verifier"], policy["threshold"]
+    if v == "jaccard":
+        return (
+            f"neardup dedup INPUT -o OUTPUT --threshold {t:.2f} (its candidates are MinHash "
+            "bands, which find a pair at the threshold with probability 0.999: the radius is "
+            "that of neardup serve --policy policy.json and Deduplicator.check(text, k=...))"
+        )
+    return (
+        f"neardup serve --data DIR --policy policy.json, or Deduplicator(policy="
+        f"Policy.from_dict(json.load(open('policy.json')))): neardup dedup verifies by "
+        f"jaccard only, not {v}"
+    )
+
+
 def write_html(
     cal: Calibration, path: str | os.PathLike[str], png: str | os.PathLike[str] | None = None
 ) -> None:
@@ -484,10 +501,7 @@ def write_html(
         f"<td>{b['precision']:.3f}</td><td>{b['recall']:.3f}</td><td>{b['f1']:.3f}</td></tr>"
         for name, b in rec["per_verifier"].items()
     )
-    cmd = (
-        f"neardup dedup INPUT -o OUTPUT --k {max(pol['k_short'], pol['k_long'])} "
-        f"--verifier {v} --threshold {t:.2f}"
-    )
+    cmd = how_to_use(pol)
     alone = rec["simhash_alone"]
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>neardup calibration</title>
@@ -503,7 +517,7 @@ pre{{background:#f4f4f4;padding:1em;overflow:auto}}</style></head><body>
 {rec["precision"]:.3f}, recall {rec["recall"]:.3f}, F1 {rec["f1"]:.3f}
 (SimHash alone at its best k = {alone["k"]}: F1 {alone["f1"]:.3f}).</p>
 <pre>{html.escape(json.dumps(pol, indent=2, sort_keys=True))}</pre>
-<p>With the CLI: <code>{html.escape(cmd)}</code></p>
+<p>To use it: <code>{html.escape(cmd)}</code></p>
 {img}
 <h2>Best settings per verifier</h2>
 <table><tr><th>verifier</th><th>k</th><th>threshold</th><th>P</th><th>R</th><th>F1</th></tr>

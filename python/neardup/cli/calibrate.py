@@ -21,6 +21,7 @@ from neardup import io as nio
 from neardup.calibrate import (
     MAX_CHARS,
     calibrate,
+    how_to_use,
     pairs_from_corpus,
     plot,
     read_pairs,
@@ -128,6 +129,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        print(f"neardup calibrate: --out {args.out} is a file, not a directory", file=sys.stderr)
+        return 2
     policy = Policy.default()
     try:
         if args.pairs:
@@ -164,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
     rec = cal.recommendation
     with open(os.path.join(args.out, "recommendation.json"), "w", encoding="utf-8") as f:
         json.dump(rec, f, indent=2, sort_keys=True)
+    with open(os.path.join(args.out, "policy.json"), "w", encoding="utf-8") as f:
+        json.dump(rec["policy"], f, indent=2, sort_keys=True)
     if args.json:
         print(json.dumps(rec, sort_keys=True))
         return 0
@@ -180,5 +186,6 @@ def run(args: argparse.Namespace) -> int:
         f"k_short={pol['k_short']} k_long={pol['k_long']} "
         f"(P={rec['precision']:.3f} R={rec['recall']:.3f} F1={rec['f1']:.3f})"
     )
-    print(f"wrote {png}, {page}, {os.path.join(args.out, 'recommendation.json')}")
+    print(f"to use it: {how_to_use(pol)}")
+    print(f"wrote {png}, {page}, {os.path.join(args.out, 'recommendation.json')}, policy.json")
     return 0
