@@ -313,6 +313,20 @@ def test_parse_time() -> None:
     for bad in ("soon", None, True, float("nan")):
         with pytest.raises(ValueError, match="time"):
             nio.parse_time(bad)
+    # (epoch microseconds: beyond what a store keeps; index build used to crash on them)
+    for bad in (1_700_000_000_000_000, "-2e15"):
+        with pytest.raises(ValueError, match="out of range.*microseconds"):
+            nio.parse_time(bad)
+
+
+def test_times_out_of_range_are_bad_records_in_every_reader(tmp_path: Path) -> None:
+    path = tmp_path / "us.jsonl"
+    path.write_text(
+        '{"text": "first", "t": 1700000000000000}\n{"text": "second", "t": 1700000000}\n', "utf-8"
+    )
+    first, second = _docs(nio.detect(str(path)), nio.FieldSpec(time_field="t"))
+    assert isinstance(first, nio.InputError) and "out of range" in str(first)
+    assert isinstance(second, nio.Doc) and second.time == 1700000000.0
 
 
 def test_readers_report_progress_in_bytes(tmp_path: Path, rows: list[dict[str, Any]]) -> None:

@@ -6,7 +6,6 @@ line after the other, which says what is wrong. Damaged compressed data ends the
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import IO
 
@@ -21,6 +20,7 @@ from neardup.io._records import (
 )
 from neardup.io._sources import FieldSpec, InputError, Source
 from neardup.io._streams import ProgressFn, open_or_error, open_read
+from neardup.textstore import MAX_TIMESTAMP
 
 BLOCK_BYTES = 1 << 21
 
@@ -148,8 +148,8 @@ def _parse_json_block(
                 times = list(map(float, values))
             else:
                 times = [parse_time(v) for v in values]
-            if not all(map(math.isfinite, times)):
-                raise ValueError("a time that is not finite")
+            if not all(-MAX_TIMESTAMP <= t <= MAX_TIMESTAMP for t in times):  # (NaN: False)
+                raise ValueError("a time out of range")
         if set(map(type, texts)) <= {str} and set(map(type, ids)) <= _ID_TYPES:
             slots, numbers = range(slot, slot + n), range(line + 1, line + 1 + n)
             return DocBatch(slots, numbers, texts, ids, times, [], slot + n)

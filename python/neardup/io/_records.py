@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from neardup.io._sources import FieldSpec, InputError
+from neardup.textstore import MAX_TIMESTAMP
 
 fast_loads: Callable[[bytes], Any]
 try:  # 4x faster than json.loads on short records; the stdlib is the fallback
@@ -104,7 +105,8 @@ def describe(value: Any) -> str:
 
 
 def parse_time(value: Any) -> float:
-    """A time field as float seconds since the epoch: a number or an ISO 8601 string.
+    """A time field as float seconds since the epoch: a number or an ISO 8601 string, within
+    the range every store keeps (:data:`neardup.textstore.MAX_TIMESTAMP`).
 
     Naive ISO times are taken as UTC. Raises ValueError naming the value.
     """
@@ -136,6 +138,11 @@ def parse_time(value: Any) -> float:
         raise ValueError(f"time is {describe(value)}, expected seconds or an ISO 8601 string")
     if not math.isfinite(t):
         raise ValueError(f"time {value!r} is not finite")
+    if not -MAX_TIMESTAMP <= t <= MAX_TIMESTAMP:
+        raise ValueError(
+            f"time {value!r} is out of range: seconds since the epoch within "
+            f"+-{MAX_TIMESTAMP:.0e} (milliseconds or microseconds?)"
+        )
     return t
 
 
