@@ -185,11 +185,21 @@ def test_cli_against_errors_come_before_any_output(
     assert neardup("index", "build", str(raw), str(train), "--raw").returncode == 0
     r = neardup("dedup", str(train), "-o", str(out), "--against", str(raw))
     assert r.returncode == 1 and "holds fingerprints only" in r.stderr
+    assert "build a new directory" in r.stderr
     r = neardup("dedup", str(train), "-o", str(ref_path), "--against", str(ref_path))
     assert r.returncode == 2 and "both an input and an output" in r.stderr
     r = neardup("dedup", str(train), "-o", str(out), "--against", str(ref_path))
     assert r.returncode == 1 and "--against" in r.stderr and "eval.jsonl:1" in r.stderr
     assert not out.exists()
+    # --on-error skip: a skipped reference is said; a reference file of which no record can be
+    # read (a misspelt --against-text-field) is an error, not a silent run against nothing
+    (tmp_path / "refs.jsonl").write_text('{"q": "a reference"}\n{"text": "good ref"}\n')
+    r = neardup("dedup", str(train), "-o", str(out), "--against", str(tmp_path / "refs.jsonl"),
+                "--on-error", "skip")  # fmt: skip
+    assert r.returncode == 0 and "skipped --against" in r.stderr and "refs.jsonl:1" in r.stderr
+    r = neardup("dedup", str(train), "-o", str(out), "--against", str(tmp_path / "refs.jsonl"),
+                "--on-error", "skip", "--against-text-field", "questoin", "-q")  # fmt: skip
+    assert r.returncode == 1 and "none of its 2 records could be read" in r.stderr
 
 
 def test_index_query_verifies_and_names_ids_without_echoing_the_text(
@@ -279,6 +289,7 @@ def test_a_directory_of_an_earlier_version_still_answers_unverified(
     assert r.returncode == 0 and "was built without its texts" in r.stderr
     r = neardup("dedup", str(train), "-o", str(tmp_path / "o.jsonl"), "--against", str(idx))
     assert r.returncode == 1 and "holds fingerprints only" in r.stderr
+    assert "build a new directory" in r.stderr
 
 
 def test_a_read_only_reference_directory_is_read_as_it_is(

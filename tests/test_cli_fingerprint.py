@@ -288,3 +288,14 @@ def test_standard_input_and_output(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["fingerprint"] == f"{fp:016x}"
         assert not (tmp_path / "-").exists()
+
+
+def test_a_truncated_compressed_csv_is_an_input_error(tmp_path: Path) -> None:
+    import gzip
+
+    body = "".join(f"{i},text number {i} of the file\n" for i in range(20_000))
+    packed = gzip.compress(("id,text\n" + body).encode())
+    (tmp_path / "in.csv.gz").write_bytes(packed[: len(packed) // 2])
+    r = neardup("fingerprint", str(tmp_path / "in.csv.gz"), "-o", str(tmp_path / "o.csv.gz"))
+    assert r.returncode == 1 and "cannot read on" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o.csv.gz").exists()

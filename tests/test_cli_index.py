@@ -283,3 +283,21 @@ def test_query_output_must_not_be_an_input_nor_in_a_missing_directory(tmp_path: 
         "index", "query", str(tmp_path / "idx"), str(src), "-o", str(tmp_path / "no/q.jsonl")
     )
     assert r.returncode == 2 and "no directory" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_later_builds_keep_the_stored_k_and_refuse_what_they_cannot_keep(tmp_path: Path) -> None:
+    """A directory built with --k 5 takes more texts without --k again (the default 3 used to be
+    passed and refused); --raw into a directory of prepared fingerprints is refused (it was
+    ignored); a file given as the directory is named, not a traceback."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text('{"id": 1, "text": "hello world"}\n')
+    b.write_text('{"id": 2, "text": "another document"}\n')
+    idx = tmp_path / "idx"
+    assert neardup("index", "build", str(idx), str(a), "--k", "5").returncode == 0
+    r = neardup("index", "build", str(idx), str(b))
+    assert r.returncode == 0, r.stderr
+    assert Index.open(str(idx)).k == 5
+    r = neardup("index", "build", str(idx), str(b), "--raw")
+    assert r.returncode == 2 and "built without --raw" in r.stderr
+    r = neardup("index", "build", str(a), str(b))
+    assert r.returncode == 2 and "is a file, not an index directory" in r.stderr

@@ -158,3 +158,16 @@ def test_repair_keeps_every_row_off_a_damaged_page(tmp_path: Path) -> None:
     with Deduplicator.open(root) as d:
         present = [i for i, text in docs.items() if i in d and d.get(i) == text]
         assert len(present) == report["recovered"] == len(d)
+
+
+def test_repair_of_a_directory_in_use_changes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    with Deduplicator.open(root) as d:
+        d.add("a", words(1, n=50))
+        before = sorted(os.listdir(root))
+        r = subprocess.run(
+            [sys.executable, "-m", "neardup", "repair", str(root)], capture_output=True, text=True
+        )
+        assert r.returncode == 1 and "open in another process" in r.stderr
+        assert "Traceback" not in r.stderr and sorted(os.listdir(root)) == before
+        assert d.get("a") == words(1, n=50)

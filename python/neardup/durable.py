@@ -156,11 +156,11 @@ def repair(root: str) -> dict[str, Any]:
     index's item count before, the rows the store had committed, what is lost, where the old
     files are. Run it with the directory closed (no service on it)."""
     policy = load_policy(root, None)
-    aside = os.path.join(root, time.strftime("damaged-%Y%m%d-%H%M%S"))
-    os.makedirs(aside)
-    index = open_index(root, policy)
+    index = open_index(root, policy)  # (first: one in use elsewhere raises, nothing moved)
     indexed = len(index)
     index.close()
+    aside = os.path.join(root, time.strftime("damaged-%Y%m%d-%H%M%S"))
+    os.makedirs(aside)
     os.replace(os.path.join(root, "index"), os.path.join(aside, "index"))
     committed = read_committed(root)
     # (the saved engine too: its rows are of the old store, whose sequence numbers the new one

@@ -23,7 +23,7 @@ from neardup import io as nio
 from neardup._core import CorruptIndexError, IncompatibleIndexError, Index
 from neardup.corpus import CorpusDeduper
 from neardup.durable import index_rows
-from neardup.io import counted
+from neardup.io import counted, eprint
 from neardup.kept import saved_engine_path
 from neardup.policy import Policy
 from neardup.textstore import CorruptTextStoreError, SqliteTextStore
@@ -107,8 +107,8 @@ def open_references(paths: list[str], format: str | None) -> list[Reference]:
             if not os.path.isfile(os.path.join(path, REFERENCE_TEXTS)):
                 raise ReferenceInputError(
                     f"--against {path}: this index directory holds fingerprints only (built "
-                    f"before index build stored texts, or with --raw); rebuild it with "
-                    f"`neardup index build {path} INPUT…`"
+                    f"before index build stored texts, or with --raw); build a new directory "
+                    f"from the texts with `neardup index build NEW_DIR INPUT…` (without --raw)"
                 )
             out.append(Reference(path, None))
             continue
@@ -197,12 +197,22 @@ def _read(
         yield from _stored(ref.path)
         return
     source = ref.source
+    read, first_bad, bad = 0, None, 0
     for doc in nio.read_docs(source, spec):
         if isinstance(doc, nio.InputError):
             if on_error == "fail":
                 raise ReferenceInputError(f"--against {doc}")
+            first_bad, bad = first_bad or doc, bad + 1
+            if not quiet:
+                eprint(f"neardup dedup: skipped --against {doc}")
             continue
+        read += 1
         yield nio.id_or_place(doc.id, source.path, doc.line), doc.text
+    if bad and not read:  # (a wrong --against-text-field: the references would be none)
+        raise ReferenceInputError(
+            f"--against {source.path}: none of its {counted(bad, 'record')} could be read "
+            f"(the first: {first_bad})"
+        )
 
 
 def save_references(path: str, store: SqliteTextStore, policy: Policy) -> str | None:

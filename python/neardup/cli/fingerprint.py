@@ -302,7 +302,12 @@ def _csv(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Pro
             )
             reader = csv.reader(text_in, delimiter=delimiter)
             try:
-                header = nio.csv_header(reader)
+                try:
+                    header = nio.csv_header(reader)
+                except (OSError, EOFError, ValueError, csv.Error) as e:
+                    if job.bad(nio.InputError(source.path, 1, f"cannot read: {e}")):
+                        return False
+                    continue
                 if header is None:
                     continue
                 if args.text_field not in header:
@@ -323,7 +328,18 @@ def _csv(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Pro
                 rows: list[list[str]] = []
                 texts: list[str] = []
                 slot = 0
-                for row in reader:
+                lines = iter(reader)
+                while True:
+                    try:
+                        row = next(lines, None)
+                    except (OSError, EOFError, ValueError, csv.Error) as e:
+                        # A damaged compressed stream: the whole rows before it were read.
+                        where = reader.line_num + 1
+                        if job.bad(nio.InputError(source.path, where, f"cannot read on: {e}")):
+                            return False
+                        break
+                    if row is None:
+                        break
                     if not row:
                         continue
                     if len(row) != len(header):

@@ -132,8 +132,9 @@ def add_parser(subparsers: Any) -> None:
     b.add_argument(
         "--k",
         type=int,
-        default=3,
-        help="the index's default radius in bits for --fingerprint queries (default: 3)",
+        default=None,
+        help="the index's default radius in bits for --fingerprint queries (default: 3 for a "
+        "new directory, else the one it was built with)",
     )
     b.add_argument(
         "--preset",
@@ -235,6 +236,8 @@ def _open_index(path: str, k: int | None, settings: dict[str, Any]) -> Any:
 
 
 def _load_settings(path: str) -> dict[str, Any] | None:
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{path} is a file, not an index directory")
     try:
         with open(os.path.join(path, SETTINGS_FILE), encoding="utf-8") as f:
             settings = json.load(f)
@@ -269,7 +272,7 @@ def _fingerprinter_from(settings: dict[str, Any]) -> TextFingerprinter:
 
 def run_build(args: argparse.Namespace) -> int:
     """Run ``neardup index build``; returns the exit code."""
-    if not 0 <= args.k <= 64:
+    if args.k is not None and not 0 <= args.k <= 64:
         eprint(f"neardup index build: --k {args.k} is out of range: 0..64")
         return EXIT_USAGE
     opened = open_sources(args, "index build")
@@ -286,6 +289,12 @@ def run_build(args: argparse.Namespace) -> int:
                 eprint(
                     f"neardup index build: {args.index_dir} was built with preset "
                     f"{settings['fingerprint'].get('preset')!r}, not {args.preset!r}"
+                )
+                return EXIT_USAGE
+            if args.raw and not settings.get("raw", False):
+                eprint(
+                    f"neardup index build: {args.index_dir} was built without --raw (its "
+                    "fingerprints are of prepared texts); build --raw into a new directory"
                 )
                 return EXIT_USAGE
             fingerprinter = _fingerprinter_from(settings)

@@ -51,7 +51,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    report = repair(args.dir)
+    try:
+        report = repair(args.dir)
+    except OSError as e:  # (in use by a service or another process; a disk error)
+        print(f"neardup repair: {args.dir}: {e}", file=sys.stderr)
+        return 1
     print(json.dumps(report, indent=2))
     print(
         f"recovered {counted(report['recovered'], 'text')}; the index held "
