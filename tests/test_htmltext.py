@@ -198,8 +198,9 @@ CASES: list[tuple[str, str, str, bool]] = [
     ('<p>a</p><p class="x>never closed', "a", "a", False),
     # '</script>' in a script inside a nav no longer ends the nav early.
     ("<nav><script>s = '</nav>'</script>menu</nav><p>body</p>", "body", "menu\nbody", False),
-    # A title before the body belongs to the head even when <head> is implied.
-    ("<title>T</title><p>x</p>", "x", "x", False),
+    # A title is never shown: before the body (in the head, implied or not) or in it.
+    ("<title>T</title><p>x</p>", "x", "x", True),
+    ("<p>a</p><title>T</title><p>b</p>", "a\nb", "a\nb", True),
     # "<!-->" and "--!>" end a comment (the regex reader ran on to the next "-->").
     ("<p>a<!-->b</p><p>c<!-- x --!>d</p>", "ab\ncd", "ab\ncd", False),
     # NUL characters in text are dropped, as the tree builder does.

@@ -17,7 +17,9 @@ from __future__ import annotations
 import html
 import re
 
-_HIDDEN = frozenset({"head", "script", "style", "noscript", "template", "svg", "iframe", "object"})
+_HIDDEN = frozenset(
+    {"head", "title", "script", "style", "noscript", "template", "svg", "iframe", "object"}
+)
 _BOILER_TAGS = frozenset({"nav", "header", "footer", "aside", "form", "button", "select", "menu"})
 _MAIN_TAGS = frozenset({"main", "article"})
 _BLOCK = frozenset(

@@ -224,11 +224,12 @@ fn is_void(tag: &str) -> bool {
 }
 
 /// Never visible: dropped with everything inside. `noembed`/`noframes` are raw text that
-/// browsers do not show.
+/// browsers do not show, nor a `title`, also one written in the body.
 fn is_hidden(tag: &str) -> bool {
     matches!(
         tag,
         "head"
+            | "title"
             | "script"
             | "style"
             | "noscript"
@@ -589,8 +590,6 @@ struct State {
     foreign_depth: usize,
     skip: Option<Skip>,
     saw_main: bool,
-    /// Before any body content: a `<title>` there belongs to the (possibly implied) head.
-    before_body: bool,
     blocks: Vec<Block>,
     /// Text of the current block, as read (collapsed when the block ends).
     parts: String,
@@ -619,7 +618,6 @@ impl State {
             foreign_depth: 0,
             skip: None,
             saw_main: false,
-            before_body: true,
             blocks: Vec::new(),
             parts: String::new(),
             link_chars: 0,
@@ -675,7 +673,7 @@ impl State {
                 tag,
                 "a" | "section" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6"
             );
-        if is_hidden(tag) || (tag == "title" && self.before_body) {
+        if is_hidden(tag) {
             return true;
         }
         if !self.drop {
@@ -716,9 +714,6 @@ impl State {
             }
         }
         if self.skip.is_none() {
-            if !blank {
-                self.before_body = false;
-            }
             self.data(&run);
         }
         self.run = run;
@@ -785,9 +780,6 @@ impl State {
                     }
                 }
             }
-        }
-        if self.before_body && !in_head_allowed(name) {
-            self.before_body = false;
         }
         if self.foreign_depth == 0 {
             if let Some(depth) = implied_end(name, self.stack.iter().rev().map(|o| o.tag.as_str()))

@@ -45,6 +45,8 @@ fn unclosed_head_ends_at_body_content() {
         "Hello you"
     );
     assert_eq!(visible_text("<title>T</title><p>x</p>"), "x");
+    // (a title in the body is not shown either)
+    assert_eq!(visible_text("<body><p>a</p><title>T</title><p>b</p>"), "a\nb");
 }
 
 #[test]
