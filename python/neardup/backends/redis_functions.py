@@ -359,16 +359,6 @@ F.remove = function(keys, args)
   return done
 end
 
--- Start the version counter keys[1] where there is none (a new namespace, or a server that
--- lost its data) at the server's time in microseconds times 1000, so that a version made after
--- a restart without persistence never has the number of one made before it (processes keep
--- what they read of versions by number). 1 when it started it, else 0.
-F.seq = function(keys, args)
-  local t = redis.call('TIME')
-  local start = t[1] .. string.rep('0', 6 - #t[2]) .. t[2] .. '000'
-  return redis.call('SET', keys[1], start, 'NX') and 1 or 0
-end
-
 -- Drop ids (args[2..]) from the times set when their time is < args[1].
 F.unlist = function(keys, args)
   local before, n = tonumber(args[1]), 0
@@ -383,7 +373,6 @@ if redis.register_function then
   -- (reads: allowed while the server refuses writes, out of memory or failing to save)
   redis.register_function{function_name='neardup7_fields', callback=F.fields, flags={'no-writes'}}
   redis.register_function{function_name='neardup7_data', callback=F.data, flags={'no-writes'}}
-  redis.register_function('neardup7_seq', F.seq)
   redis.register_function('neardup7_add', F.add)
   redis.register_function('neardup7_reserve', F.reserve)
   redis.register_function('neardup7_commit', F.commit)

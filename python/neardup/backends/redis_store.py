@@ -235,13 +235,13 @@ class RedisStore:
             for j, p in enumerate(packed):
                 fn.call(pipe, "fields", [self._bands[j]], [cap, p])
         if refs:
-            fn.call(pipe, "seq", [self._seq], [])
+            self._start_seq(pipe)
             pipe.incrby(self._seq, refs)
-        got = pipe.execute()
+        got = self._execute(pipe, refs > 0)
         first = 0
         if refs:
             first = int(got.pop()) - refs + 1
-            self._started(got.pop())
+            got.pop()
         values = got[0] if not self.cluster else [v[0] for v in got]
         heads, codes, blobs, stamps = [], [], [], []
         for j, (fs, (stamp, full, tails)) in enumerate(zip(fields, values)):
@@ -262,17 +262,31 @@ class RedisStore:
     def refs(self, n: int) -> int:
         """Reserve ``n`` refs; the first."""
         pipe = self.client.pipeline(transaction=False)
-        self.fn.call(pipe, "seq", [self._seq], [])
+        self._start_seq(pipe)
         pipe.incrby(self._seq, n)
-        started, last = pipe.execute()
-        self._started(started)
+        _, last = self._execute(pipe, True)
         return int(last) - n + 1
 
-    def _started(self, started: Any) -> None:
-        """After the version counter was started: record the namespace's settings again (a
-        server restarted without persistence lost them with everything else)."""
-        if int(started) and self._settings is not None:
+    def _start_seq(self, pipe: Any) -> None:
+        """Start the version counter where there is none (a new namespace, or a server that
+        lost its data) at the time in microseconds times 1000, so that a version made after a
+        restart without persistence never has the number of one made before it (processes keep
+        what they read of versions by number). Plain commands, which run also when the server
+        lost the functions; ``_started`` reads the answer."""
+        pipe.set(self._seq, time.time_ns() // 1000 * 1000, nx=True)
+
+    def _execute(self, pipe: Any, counted: bool) -> list[Any]:
+        """The answers of ``pipe``, whose last two commands start the version counter and take
+        refs when ``counted``. Where the counter was started, the namespace's settings are
+        recorded again (a server restarted without persistence lost them too), also when an
+        earlier command failed (the functions were lost as well): then its error is raised."""
+        got = pipe.execute(raise_on_error=False)
+        if counted and got[-2] is True and self._settings is not None:
             self.open(self._settings)
+        for answer in got:
+            if isinstance(answer, Exception):
+                raise answer
+        return list(got)
 
     def _values(self, hashes: Sequence[bytes], text: bool) -> list[bytes | None]:
         """The data string of each id hash (None: none), without its text unless ``text``:
