@@ -7,8 +7,9 @@ in both (issue 24, item 1): an ``<a>`` without ``href`` is not link text, an ``<
 ends an ``<a>`` left open (not past a table cell), the class/id of an ``<a>`` and the id of a
 ``section`` or heading do not name boilerplate, "sidebar" is not a boilerplate word, and the
 link density of a list or table row is that of all its items; and later: the class/id of
-``html``, ``body``, ``main`` and ``article`` and a post's taxonomy classes (``tag-*``,
-``category-*``) do not name boilerplate, and a table cell whose own text is not mostly links
+``html`` and ``body`` and a post's taxonomy classes (``tag-*``, ``category-*`` beside
+``hentry``, ``type-*`` or ``post-<n>``) do not name boilerplate, a title is never shown, and a
+table cell whose own text is not mostly links, and is as long as a link of its row on average,
 stays when its row goes.
 """
 
@@ -42,8 +43,9 @@ _BOILER_NAME = re.compile(
 _BOILER_ROLE = frozenset({"navigation", "banner", "contentinfo", "complementary", "search"})
 # Elements whose id is a fragment target named after their topic, not a boilerplate name.
 _ID_NAMES_TOPIC = frozenset({"a", "section", "h1", "h2", "h3", "h4", "h5", "h6"})
-# The page's containers and its marked content: never boilerplate by class or id.
-_PAGE = frozenset({"html", "body", "main", "article"})
+# The page's containers: never boilerplate by class or id.
+_PAGE = frozenset({"html", "body"})
+_POST = re.compile(r"^(?:hentry|type-.*|post-[0-9]+)$", re.I)
 # An <a> start tag does not end an <a> opened outside these.
 _LINK_SCOPE = frozenset({"td", "th", "caption", "object", "applet", "marquee", "template"})
 # Lists and table rows: their items' link density is judged together.
@@ -54,26 +56,31 @@ _WS = re.compile(r"[ \t\r\f\v\n]+")
 class _Extractor:
     def __init__(self, drop_boilerplate: bool) -> None:
         self.drop = drop_boilerplate
-        # (tag, hidden-or-boiler, main, link, group)
-        self.stack: list[tuple[str, bool, bool, bool, int]] = []
+        # (tag, hidden-or-boiler, main, link, group, cell)
+        self.stack: list[tuple[str, bool, bool, bool, int, int]] = []
         self.hidden_depth = 0
         self.main_depth = 0
         self.link_depth = 0
         self.saw_main = False
-        # Blocks: (text, link chars, in main, group: the innermost ul/ol/dl/tr, 0 for none)
-        self.blocks: list[tuple[str, int, bool, int]] = []
+        # Blocks: (text, link chars, in main, group: the innermost ul/ol/dl/tr, 0 for none,
+        # cell: the innermost td/th, 0 for none)
+        self.blocks: list[tuple[str, int, bool, int, int]] = []
         self.parts: list[str] = []
         self.link_chars = 0
         self.block_in_main = False
         self.groups = 0
         self.group = 0
         self.rows: set[int] = set()  # the groups that are table rows
+        self.cells = 0
+        self.cell = 0
 
     def _flush(self) -> None:
         if self.parts:
             text = " ".join("".join(self.parts).split())
             if text:
-                self.blocks.append((text, self.link_chars, self.block_in_main, self.group))
+                self.blocks.append(
+                    (text, self.link_chars, self.block_in_main, self.group, self.cell)
+                )
             self.parts = []
         self.link_chars = 0
         self.block_in_main = self.main_depth > 0
@@ -88,7 +95,7 @@ class _Extractor:
         for name, value in attrs:
             if not value:
                 continue
-            if name in ("class", "id") and tag not in _PAGE:
+            if name in ("class", "id") and any(_POST.match(c) for c in value.split()):
                 value = " ".join(
                     c for c in value.split() if not c.lower().startswith(("tag-", "category-"))
                 )
@@ -126,7 +133,11 @@ class _Extractor:
             group = self.group = self.groups
             if tag == "tr":
                 self.rows.add(group)
-        self.stack.append((tag, boiler, is_main, link, group))
+        cell = 0
+        if tag in ("td", "th"):
+            self.cells += 1
+            cell = self.cell = self.cells
+        self.stack.append((tag, boiler, is_main, link, group, cell))
         if boiler:
             self.hidden_depth += 1
         if is_main:
@@ -140,8 +151,8 @@ class _Extractor:
         if tag in _BLOCK:
             self._flush()
 
-    def _pop_effects(self, entry: tuple[str, bool, bool, bool, int]) -> None:
-        _, boiler, is_main, link, group = entry
+    def _pop_effects(self, entry: tuple[str, bool, bool, bool, int, int]) -> None:
+        _, boiler, is_main, link, group, cell = entry
         if boiler:
             self.hidden_depth -= 1
         if is_main:
@@ -149,7 +160,9 @@ class _Extractor:
         if link:
             self.link_depth -= 1
         if group:
-            self.group = next((g for *_, g in reversed(self.stack) if g), 0)
+            self.group = next((e[4] for e in reversed(self.stack) if e[4]), 0)
+        if cell:
+            self.cell = next((e[5] for e in reversed(self.stack) if e[5]), 0)
 
     def handle_endtag(self, tag: str) -> None:
         if tag in _VOID:
@@ -179,7 +192,7 @@ class _Extractor:
         if self.link_depth:
             self.link_chars += len(data.strip())
 
-    def result(self) -> list[tuple[str, int, bool, int]]:
+    def result(self) -> list[tuple[str, int, bool, int, int]]:
         self._flush()
         return self.blocks
 
@@ -284,7 +297,7 @@ def _scan(markup: str, p: _Extractor) -> None:
 
 def _extract(
     markup: str, drop_boilerplate: bool
-) -> tuple[list[tuple[str, int, bool, int]], set[int]]:
+) -> tuple[list[tuple[str, int, bool, int, int]], set[int]]:
     """The blocks, and the groups that are table rows."""
     if not isinstance(markup, str):
         raise TypeError(f"markup must be str, got {type(markup).__name__}")
@@ -307,22 +320,31 @@ def regex_main_text(markup: str, max_link_density: float = 0.5) -> str:
     """The former main_text, with today's fallback: a page whose main text is empty gets its
     visible text."""
     blocks, rows = _extract(markup, True)
-    groups: dict[int, list[int]] = {}
-    for t, links, _, group in blocks:
+    groups: dict[int, list[int]] = {}  # links, chars, blocks with a link
+    cells: dict[int, list[int]] = {}  # links, chars
+    for t, links, _, group, cell in blocks:
         if group:
-            g = groups.setdefault(group, [0, 0])
+            g = groups.setdefault(group, [0, 0, 0])
             g[0] += links
             g[1] += len(t)
-    kept = [
-        t
-        for t, links, _, group in blocks
-        if (
-            (group in rows and links <= max_link_density * len(t))
-            or groups[group][0] <= max_link_density * groups[group][1]
-            if group
-            else links <= max_link_density * len(t)
+            g[2] += links > 0
+            c = cells.setdefault(cell, [0, 0])
+            c[0] += links
+            c[1] += len(t)
+
+    def keep(links: int, chars: int, group: int, cell: int) -> bool:
+        if not group:
+            return links <= max_link_density * chars
+        g_links, g_chars, linked = groups[group]
+        c_links, c_chars = cells[cell]
+        return g_links <= max_link_density * g_chars or (
+            group in rows
+            and cell != 0
+            and c_links <= max_link_density * c_chars
+            and (c_chars - c_links) * max(linked, 1) >= g_links
         )
-    ]
+
+    kept = [t for t, links, _, group, cell in blocks if keep(links, len(t), group, cell)]
     main = "\n".join(kept)
     visible = regex_visible_text(markup) if not main.strip() else ""
     return visible if visible.strip() else main

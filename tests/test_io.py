@@ -137,6 +137,29 @@ def test_a_truncated_compressed_input_is_an_error_not_a_shorter_file(
     if comp == "zst":
         path.write_bytes(zstandard.compress(lines[:1000]) + zstandard.compress(lines[1000:]))
         assert len(_docs(nio.detect(str(path)))) == 20_000
+        # damaged data after a frame: named where it is, not a traceback
+        path.write_bytes(zstandard.compress(lines) + b"\0" * 64)
+        *docs, last = _docs(nio.detect(str(path)))
+        assert isinstance(last, nio.InputError) and "damaged zstd data" in str(last), last
+
+
+def test_a_small_zstd_file_of_much_data_is_read_in_bounded_pieces(tmp_path: Path) -> None:
+    """256 MB of one repeated line compress to a few kB: the reader decompresses a few MiB at a
+    time (it held all of one 64 KiB input's output: 400 MB of RSS for a 36 kB file)."""
+    import zstandard
+
+    line = b'{"text": "the same line again and again"}\n'
+    path = tmp_path / "many.jsonl.zst"
+    path.write_bytes(zstandard.compress(line * (256 * 2**20 // len(line))))
+    assert path.stat().st_size < 100_000
+    stream, raw = nio.open_read(str(path), "zst")
+    reader, most, n = stream.raw, 0, 0  # type: ignore[attr-defined]
+    while chunk := stream.read(1 << 20):
+        n += len(chunk)
+        most = max(most, len(reader._out))
+    stream.close()
+    raw.close()
+    assert n == len(line) * (256 * 2**20 // len(line)) and most <= 16 << 20
 
 
 def test_jsonl_bad_records_name_file_and_line(tmp_path: Path) -> None:

@@ -171,3 +171,22 @@ def test_repair_of_a_directory_in_use_changes_nothing(tmp_path: Path) -> None:
         assert r.returncode == 1 and "open in another process" in r.stderr
         assert "Traceback" not in r.stderr and sorted(os.listdir(root)) == before
         assert d.get("a") == words(1, n=50)
+
+
+def test_salvage_reads_a_store_written_before_fingerprints_were_kept(tmp_path: Path) -> None:
+    import sqlite3
+
+    from neardup.textstore import SqliteTextStore
+
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as c:
+        c.execute(
+            "CREATE TABLE texts (kind TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL,"
+            " ts REAL NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (kind, key)) WITHOUT ROWID"
+        )
+        c.executemany(
+            "INSERT INTO texts VALUES (?, ?, ?, ?, ?)",
+            [("s", f"d{i}", f"text {i}", 1.0 + i, i + 1) for i in range(100)],
+        )
+    rows, error = SqliteTextStore.salvage(path)
+    assert error is None and len(rows) == 100 and rows[0] == ("d0", "text 0", 1.0, None)

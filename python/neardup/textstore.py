@@ -603,9 +603,15 @@ class SqliteTextStore:
                 fp and fp & _U64_MASK,
             )
 
-        columns = "kind, key, text, ts, seq, fp"
         conn = sqlite3.connect(os.fspath(path), isolation_level=None)
         try:
+            try:  # (a store written before fingerprints were kept has no fp column)
+                names = {row[1] for row in conn.execute("PRAGMA table_info(texts)")}
+            except sqlite3.DatabaseError:
+                names = set()
+            columns = "kind, key, text, ts, seq, " + (
+                "fp" if "fp" in names or not names else "NULL"
+            )
             try:  # (row by row: what was read before a damaged page is kept)
                 for row in conn.execute(f"SELECT {columns} FROM texts"):
                     keep(row)

@@ -259,7 +259,7 @@ def _jsonl(job: _Job, sources: list[nio.Source], out: Any, progress: Progress) -
             while True:
                 try:
                     rawline = next(lines, None)
-                except (OSError, EOFError, ValueError) as e:
+                except nio.READ_ERRORS as e:
                     # A damaged compressed stream: the whole lines before it were read.
                     flush(records, texts)
                     if job.bad(nio.InputError(source.path, line + 1, f"cannot read on: {e}")):
@@ -304,7 +304,7 @@ def _csv(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Pro
             try:
                 try:
                     header = nio.csv_header(reader)
-                except (OSError, EOFError, ValueError, csv.Error) as e:
+                except nio.READ_ERRORS as e:
                     if job.bad(nio.InputError(source.path, 1, f"cannot read: {e}")):
                         return False
                     continue
@@ -332,7 +332,7 @@ def _csv(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Pro
                 while True:
                     try:
                         row = next(lines, None)
-                    except (OSError, EOFError, ValueError, csv.Error) as e:
+                    except nio.READ_ERRORS as e:
                         # A damaged compressed stream: the whole rows before it were read.
                         where = reader.line_num + 1
                         if job.bad(nio.InputError(source.path, where, f"cannot read on: {e}")):

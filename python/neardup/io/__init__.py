@@ -65,8 +65,8 @@ from neardup.io._sources import (
     staged_output,
     written_in_place,
 )
+from neardup.io._streams import READ_ERRORS, open_read, open_write
 from neardup.io._streams import ProgressFn as ProgressFn
-from neardup.io._streams import open_read, open_write
 from neardup.io._writers import KeptWriter, json_line
 from neardup.io._writers import NeedFn as NeedFn
 
@@ -86,6 +86,7 @@ __all__ = [
     "spark_parts",
     "doc_from_record",
     "id_or_place",
+    "READ_ERRORS",
     "open_read",
     "open_write",
     "output_source",

@@ -19,7 +19,7 @@ from neardup.io._records import (
     parse_time,
 )
 from neardup.io._sources import FieldSpec, InputError, Source
-from neardup.io._streams import ProgressFn, open_or_error, open_read
+from neardup.io._streams import READ_ERRORS, ProgressFn, open_or_error, open_read
 from neardup.textstore import MAX_TIMESTAMP
 
 BLOCK_BYTES = 1 << 21
@@ -37,7 +37,7 @@ def line_blocks(source: Source, stream: IO[bytes], block_bytes: int) -> Iterator
     while True:
         try:
             data = stream.read(block_bytes)
-        except (OSError, EOFError, ValueError):
+        except READ_ERRORS:
             yield from _lines_after(source, done)  # raises the error where it is
             raise
         if not data:
@@ -97,7 +97,7 @@ def read_line_batches(
         while True:
             try:
                 lines = next(blocks, None)
-            except (OSError, EOFError, ValueError) as e:
+            except READ_ERRORS as e:
                 # truncated or corrupt compressed data: the file cannot be read past here
                 yield DocBatch.of([InputError(source.path, line + 1, f"cannot read on: {e}")], slot)
                 return

@@ -17,7 +17,13 @@ from neardup.htmltext import looks_like_html
 from neardup.io._lines import BLOCK_BYTES, read_line_batches
 from neardup.io._records import Doc, DocBatch, doc_from_record
 from neardup.io._sources import DEFAULT_SPEC, FieldSpec, InputError, Source, unknown_format
-from neardup.io._streams import PROGRESS_EVERY, ProgressFn, import_pyarrow, open_or_error
+from neardup.io._streams import (
+    PROGRESS_EVERY,
+    READ_ERRORS,
+    ProgressFn,
+    import_pyarrow,
+    open_or_error,
+)
 
 _BATCH_DOCS = 8192
 DIR_TEXT = (".txt", ".text")
@@ -145,7 +151,7 @@ def _read_csv(
             slot += 1
             if progress is not None and slot % PROGRESS_EVERY == 0:
                 opened.update()
-    except (OSError, EOFError, ValueError, csv.Error) as e:
+    except READ_ERRORS as e:
         yield InputError(path, reader.line_num + 1, f"cannot read on: {e}")
     finally:
         text.detach()

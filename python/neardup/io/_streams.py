@@ -3,9 +3,11 @@ need, and the progress callback that counts bytes as stored on disk."""
 
 from __future__ import annotations
 
+import csv
 import gzip
 import io
 import lzma
+import zlib
 from typing import IO, Any, Callable
 
 from neardup.io._sources import InputError, Source, UnknownFormatError
@@ -36,6 +38,12 @@ def import_pyarrow() -> tuple[Any, Any]:
     return pyarrow, pyarrow.parquet
 
 
+#: What reading a (decompressed) stream may raise on a damaged or cut file: a bad record to
+#: name, never a traceback (gzip's zlib.error and lzma's LZMAError are not OSErrors; the zstd
+#: reader raises OSError and EOFError; a CSV reader csv.Error).
+READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, csv.Error)
+
+
 def open_read(path: str, compression: str | None) -> tuple[IO[bytes], IO[bytes]]:
     """Open ``path`` for reading bytes through its decompressor.
 
@@ -64,32 +72,44 @@ def open_read(path: str, compression: str | None) -> tuple[IO[bytes], IO[bytes]]
 class _ZstdReader(io.RawIOBase):
     """The decompressed bytes of the zstd frames of ``raw``, one after another. A file that ends
     inside a frame (a truncated copy) raises EOFError there, as gzip and xz do; zstandard's own
-    stream reader ends quietly and a cut file read as a shorter one."""
+    stream reader ends quietly and a cut file read as a shorter one. Damaged data raises
+    OSError. The compressed bytes are fed a little at a time, fewer as the data compresses
+    more, so that one call's output stays a few MiB (a small file can hold gigabytes)."""
+
+    _OUT = 4 << 20  # (bytes of output wanted from one call)
 
     def __init__(self, raw: IO[bytes]) -> None:
         super().__init__()
         self._raw = raw
-        self._dctx = import_zstandard().ZstdDecompressor()
+        self._zstd = import_zstandard()
+        self._dctx = self._zstd.ZstdDecompressor()
         self._frame: Any = None
         self._out = memoryview(b"")
+        self._feed = 256  # (compressed bytes per call: grows while the ratio allows)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b: Any) -> int:
         while not len(self._out):
-            data = self._raw.read(1 << 16)
+            data = self._raw.read(self._feed)
             if not data:
                 if self._frame is not None and not self._frame.eof:
                     raise EOFError("compressed file ended before the end of its zstd frame")
                 return 0
             parts = []
-            while data:
-                if self._frame is None or self._frame.eof:
-                    self._frame = self._dctx.decompressobj()
-                parts.append(self._frame.decompress(data))
-                data = self._frame.unused_data if self._frame.eof else b""
-            self._out = memoryview(b"".join(parts))
+            try:
+                while data:
+                    if self._frame is None or self._frame.eof:
+                        self._frame = self._dctx.decompressobj()
+                    parts.append(self._frame.decompress(data))
+                    data = self._frame.unused_data if self._frame.eof else b""
+            except self._zstd.ZstdError as e:
+                raise OSError(f"damaged zstd data: {e}") from None
+            out = b"".join(parts)
+            ratio = max(1, len(out) // max(1, self._feed))
+            self._feed = max(256, min(1 << 16, self._OUT // ratio))
+            self._out = memoryview(out)
         n = min(len(b), len(self._out))
         b[:n] = self._out[:n]
         self._out = self._out[n:]

@@ -58,21 +58,34 @@ pub fn main_text(html: &str, max_link_density: f64) -> String {
 pub fn main_text_and_fallback(html: &str, max_link_density: f64) -> (String, bool) {
     let blocks = extract(html, true);
     // Link and text characters of every list and table row: their items are judged together.
-    let mut groups: std::collections::HashMap<usize, (usize, usize)> = Default::default();
+    // (and how many of them hold a link), and of every table cell
+    let mut groups: std::collections::HashMap<usize, (usize, usize, usize)> = Default::default();
+    let mut cells: std::collections::HashMap<usize, (usize, usize)> = Default::default();
     for b in blocks.iter().filter(|b| b.group != 0) {
         let g = groups.entry(b.group).or_default();
         g.0 += b.link_chars;
         g.1 += b.chars;
+        g.2 += usize::from(b.link_chars > 0);
+        let c = cells.entry(b.cell).or_default();
+        c.0 += b.link_chars;
+        c.1 += b.chars;
     }
-    // A list item goes with its list; a table cell stays when its row or its own text is not
-    // mostly link text (a layout table's article cell beside a column of links).
-    let passes = |(links, chars): (usize, usize)| links as f64 <= max_link_density * chars as f64;
+    // A list item goes with its list; a table cell stays when its row is not mostly link text,
+    // or when the cell's own text is not and is at least as long as a link of its row on
+    // average (a layout table's article beside a column of links; not a date beside a post's
+    // title).
+    let passes = |links: usize, chars: usize| links as f64 <= max_link_density * chars as f64;
     let main = join(blocks, |b| {
         if b.group == 0 {
-            passes((b.link_chars, b.chars))
-        } else {
-            passes(groups[&b.group]) || (b.row && passes((b.link_chars, b.chars)))
+            return passes(b.link_chars, b.chars);
         }
+        let (links, chars, linked) = groups[&b.group];
+        let (cell_links, cell_chars) = cells[&b.cell];
+        passes(links, chars)
+            || (b.row
+                && b.cell != 0
+                && passes(cell_links, cell_chars)
+                && (cell_chars - cell_links) * linked.max(1) >= links)
     });
     if main.trim().is_empty() {
         let all = visible_text(html);
@@ -124,6 +137,8 @@ struct Block {
     group: usize,
     /// The group is a table row.
     row: bool,
+    /// The innermost `td`/`th` open around the block (numbered from 1), 0 for none.
+    cell: usize,
 }
 
 fn join(blocks: Vec<Block>, keep: impl Fn(&Block) -> bool) -> String {
@@ -415,13 +430,48 @@ fn closes_p(tag: &str) -> bool {
     )
 }
 
+/// Whether an open element `between` keeps an end tag `name` from closing an element open
+/// around it (the tree builder's scopes: a list item's, a button's, a table's).
+fn bounds_scope(name: &str, between: &str) -> bool {
+    match name {
+        "tr" | "tbody" | "thead" | "tfoot" | "td" | "th" => {
+            matches!(between, "html" | "table" | "template")
+        }
+        "table" => matches!(between, "html" | "template"),
+        _ => {
+            matches!(
+                between,
+                "applet"
+                    | "caption"
+                    | "html"
+                    | "table"
+                    | "td"
+                    | "th"
+                    | "marquee"
+                    | "object"
+                    | "template"
+                    | "svg"
+                    | "math"
+            ) || (name == "li" && matches!(between, "ol" | "ul"))
+                || (name == "p" && between == "button")
+        }
+    }
+}
+
 /// Where a start tag `name` implies the end of open elements whose end tag the page left out,
 /// as the tree builder does (HTML lets `</li>`, `</p>`, `</dd>`, `</dt>`, `</td>`, `</tr>` be
 /// omitted): the depth from the top of the open elements (`open`, innermost first) of the
 /// outermost element it ends, all those above it ending with it; None when it ends none.
-fn implied_end<'a>(name: &str, open: impl Iterator<Item = &'a str> + Clone) -> Option<usize> {
+fn implied_end<'a>(
+    name: &str,
+    open: impl Iterator<Item = &'a str> + Clone,
+    is_open: impl Fn(&str) -> bool,
+) -> Option<usize> {
     // The first element of `targets` from the top, unless one of `stops` comes first.
     let find = |targets: &[&str], stops: &dyn Fn(&str) -> bool| {
+        if !targets.iter().any(|t| is_open(t)) {
+            return None;
+        }
         for (depth, tag) in open.clone().enumerate() {
             if targets.contains(&tag) {
                 return Some(depth);
@@ -432,7 +482,7 @@ fn implied_end<'a>(name: &str, open: impl Iterator<Item = &'a str> + Clone) -> O
         }
         None
     };
-    let table_scope = |t: &str| matches!(t, "html" | "table" | "template");
+    let table_scope = |t: &str| matches!(t, "html" | "table" | "template" | "svg" | "math");
     let item = match name {
         "li" => find(&["li"], &ends_item_search),
         "dd" | "dt" => find(&["dd", "dt"], &ends_item_search),
@@ -441,9 +491,10 @@ fn implied_end<'a>(name: &str, open: impl Iterator<Item = &'a str> + Clone) -> O
             matches!(t, "tbody" | "thead" | "tfoot") || table_scope(t)
         }),
         // (ends the table section open, with its rows and cells)
-        "tbody" | "thead" | "tfoot" => {
-            find(&["table"], &|t| t == "html" || t == "template").and_then(|d| d.checked_sub(1))
-        }
+        "tbody" | "thead" | "tfoot" => find(&["table"], &|t| {
+            matches!(t, "html" | "template" | "svg" | "math")
+        })
+        .and_then(|d| d.checked_sub(1)),
         _ => None,
     };
     let p = if closes_p(name) {
@@ -504,12 +555,14 @@ const BOILER_WORDS: &[&str] = &[
 ];
 
 /// A class or id value names boilerplate when one of its words (split at whitespace, `_` and
-/// `-`) is a boilerplate word, compared case-insensitively. A class that is a tag or category of
-/// a post (`tag-social-media`, `category-ads`: WordPress's taxonomy classes) names its topic.
+/// `-`) is a boilerplate word, compared case-insensitively. The tag and category classes of a
+/// post (`tag-social-media`, `category-ads` beside `hentry`, `type-post` or `post-123`:
+/// WordPress's) name its topic.
 fn names_boilerplate(value: &str) -> bool {
+    let post = value.split(is_space).any(is_post_class);
     value
         .split(is_space)
-        .filter(|class| !is_taxonomy(class))
+        .filter(|class| !(post && is_taxonomy(class)))
         .flat_map(|class| class.split(['_', '-']))
         .any(|word| {
             if word.is_empty() || word.len() > 24 {
@@ -532,12 +585,23 @@ fn names_boilerplate(value: &str) -> bool {
         })
 }
 
+fn starts_with_ci(class: &str, prefix: &str) -> bool {
+    class
+        .get(..prefix.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+}
+
 fn is_taxonomy(class: &str) -> bool {
-    ["tag-", "category-"].iter().any(|p| {
-        class
-            .get(..p.len())
-            .is_some_and(|head| head.eq_ignore_ascii_case(p))
-    })
+    starts_with_ci(class, "tag-") || starts_with_ci(class, "category-")
+}
+
+/// A class that marks a post: `hentry`, `type-*`, `post-<number>`.
+fn is_post_class(class: &str) -> bool {
+    class.eq_ignore_ascii_case("hentry")
+        || starts_with_ci(class, "type-")
+        || (starts_with_ci(class, "post-")
+            && class.len() > 5
+            && class[5..].bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn is_boiler_role(value: &str) -> bool {
@@ -548,10 +612,37 @@ fn is_boiler_role(value: &str) -> bool {
     )
 }
 
+/// How many elements of each name are open (the tree builder's scope searches walk the open
+/// elements; a page of many unclosed ones made each such walk long: asking the tally first
+/// keeps the reading linear).
+#[derive(Default)]
+struct Tally(std::collections::HashMap<String, u32>);
+
+impl Tally {
+    fn add(&mut self, tag: &str) {
+        *self.0.entry(tag.to_string()).or_default() += 1;
+    }
+
+    fn remove(&mut self, tag: &str) {
+        if let Some(n) = self.0.get_mut(tag) {
+            *n -= 1;
+            if *n == 0 {
+                self.0.remove(tag);
+            }
+        }
+    }
+
+    fn has(&self, tag: &str) -> bool {
+        self.0.contains_key(tag)
+    }
+}
+
 struct Open {
     tag: String,
     /// A list or table row: the [`Block::group`] of the blocks inside it.
     group: usize,
+    /// A table cell: the [`Block::cell`] of the blocks inside it.
+    cell: usize,
     boiler: bool,
     main: bool,
     /// An `<a>` with an `href`: a hyperlink, whose text is link text. An `<a>` without one is a
@@ -569,8 +660,27 @@ struct Skip {
     /// `svg`/`math`: self-closing syntax closes an element there.
     foreign: bool,
     /// The elements open inside it (in `head`: head content ends at the first start tag that
-    /// cannot live in a head, or non-blank text, while none is open).
+    /// cannot live in a head, or non-blank text, while none is open), and their tally.
     inner: Vec<String>,
+    tally: Tally,
+}
+
+impl Skip {
+    fn new(tag: &str, foreign: bool) -> Self {
+        Skip {
+            tag: tag.to_string(),
+            foreign,
+            inner: Vec::new(),
+            tally: Tally::default(),
+        }
+    }
+
+    /// Close the inner element at index `i` and those opened in it.
+    fn close_inner(&mut self, i: usize) {
+        for t in self.inner.drain(i..) {
+            self.tally.remove(&t);
+        }
+    }
 }
 
 struct State {
@@ -582,6 +692,8 @@ struct State {
     /// No start tag seen yet (an XML declaration only counts before the first tag).
     at_start: bool,
     stack: Vec<Open>,
+    /// The names on `stack`.
+    open: Tally,
     hidden_depth: usize,
     main_depth: usize,
     link_depth: usize,
@@ -598,6 +710,9 @@ struct State {
     /// Groups opened so far; the innermost open one.
     groups_opened: usize,
     group: usize,
+    /// Cells opened so far; the innermost open one.
+    cells_opened: usize,
+    cell: usize,
     /// Of every group opened, whether it is a table row.
     group_rows: Vec<bool>,
     /// Character tokens since the last other token: one piece of text between two tags.
@@ -611,6 +726,7 @@ impl State {
             xhtml: false,
             at_start: true,
             stack: Vec::new(),
+            open: Tally::default(),
             hidden_depth: 0,
             main_depth: 0,
             link_depth: 0,
@@ -624,6 +740,8 @@ impl State {
             block_in_main: false,
             groups_opened: 0,
             group: 0,
+            cells_opened: 0,
+            cell: 0,
             group_rows: Vec::new(),
             run: String::new(),
         }
@@ -649,6 +767,7 @@ impl State {
                     in_main: self.block_in_main,
                     group: self.group,
                     row: self.group != 0 && self.group_rows[self.group - 1],
+                    cell: self.cell,
                 });
             }
             self.parts.clear();
@@ -663,10 +782,9 @@ impl State {
         // heading is a fragment target that documentation generators derive from the heading's
         // text (Sphinx's `<section id="file-menu-shell-and-editor">`, DocBook's
         // `<a id="_the_menu_system"/>`, Markdown's `<h2 id="comments">`): it names the topic.
-        // The page's own containers (`html`, `body`) and its marked content (`main`,
-        // `article`) are never furniture, whatever their classes say: WordPress writes a post's
-        // tags into them (`<article class="post-1 tag-social-media">`).
-        let page = matches!(tag, "html" | "body" | "main" | "article");
+        // The page's own containers are never furniture, whatever their classes say
+        // (WordPress's `<body class="... has-nav-menu">`).
+        let page = matches!(tag, "html" | "body");
         let class_names = tag != "a" && !page;
         let id_names = !page
             && !matches!(
@@ -758,7 +876,16 @@ impl State {
                     .iter()
                     .rev()
                     .chain(self.stack.iter().rev().map(|o| &o.tag));
-                match implied_end(name, names.map(String::as_str)) {
+                // (foreign content has no end tags to imply)
+                let end = if sk.foreign {
+                    None
+                } else {
+                    let (inner, open) = (&sk.tally, &self.open);
+                    implied_end(name, names.map(String::as_str), |t| {
+                        inner.has(t) || open.has(t)
+                    })
+                };
+                match end {
                     Some(depth) if depth >= sk.inner.len() => {
                         // The start tag ends the skipped element (or one open around it).
                         let at = self.stack.len() - 1 - (depth - sk.inner.len());
@@ -767,10 +894,11 @@ impl State {
                     }
                     end => {
                         if let Some(depth) = end {
-                            sk.inner.truncate(sk.inner.len() - 1 - depth);
+                            sk.close_inner(sk.inner.len() - 1 - depth);
                         }
                         if !is_void(name) && name != "head" && !closed {
                             sk.inner.push(name.to_string());
+                            sk.tally.add(name);
                         }
                         return if sk.foreign || closed {
                             None
@@ -782,8 +910,8 @@ impl State {
             }
         }
         if self.foreign_depth == 0 {
-            if let Some(depth) = implied_end(name, self.stack.iter().rev().map(|o| o.tag.as_str()))
-            {
+            let open = self.stack.iter().rev().map(|o| o.tag.as_str());
+            if let Some(depth) = implied_end(name, open, |t| self.open.has(t)) {
                 self.close_at(self.stack.len() - 1 - depth);
             }
         }
@@ -821,6 +949,13 @@ impl State {
         if group != 0 {
             self.group = group;
         }
+        let cell = if matches!(name, "td" | "th") {
+            self.cells_opened += 1;
+            self.cell = self.cells_opened;
+            self.cell
+        } else {
+            0
+        };
         if link {
             self.link_depth += 1;
         }
@@ -830,29 +965,23 @@ impl State {
         if matches!(name, "svg" | "math") {
             self.foreign_depth += 1;
         }
+        self.open.add(name);
         self.stack.push(Open {
             tag: name.to_string(),
             group,
+            cell,
             boiler,
             main,
             link,
         });
         if self.foreign_depth > 0 {
             if boiler {
-                self.skip = Some(Skip {
-                    tag: name.to_string(),
-                    foreign: true,
-                    inner: Vec::new(),
-                });
+                self.skip = Some(Skip::new(name, true));
             }
             return None;
         }
         if boiler {
-            self.skip = Some(Skip {
-                tag: name.to_string(),
-                foreign: false,
-                inner: Vec::new(),
-            });
+            self.skip = Some(Skip::new(name, false));
         }
         raw_kind(name)
     }
@@ -864,11 +993,32 @@ impl State {
         let Some(sk) = &mut self.skip else {
             return;
         };
-        if let Some(i) = sk.inner.iter().rposition(|t| t == name) {
-            sk.inner.truncate(i);
-        } else if self.stack.iter().any(|o| o.tag == name) {
-            self.skip = None;
-            self.end_tag(name);
+        if sk.tally.has(name) {
+            if let Some(i) = sk.inner.iter().rposition(|t| t == name) {
+                sk.close_inner(i);
+            }
+            return;
+        }
+        if !self.open.has(name) {
+            return;
+        }
+        // An end tag of an element open around the skipped one ends the skip, unless an element
+        // between them bounds its scope (a stray </li> in a skipped <ul>, a </div> in a
+        // skipped <table>: the tree builder ignores those).
+        let between = sk
+            .inner
+            .iter()
+            .rev()
+            .chain(self.stack.iter().rev().map(|o| &o.tag));
+        for tag in between {
+            if tag == name {
+                self.skip = None;
+                self.end_tag(name);
+                return;
+            }
+            if bounds_scope(name, tag) {
+                return;
+            }
         }
     }
 
@@ -897,6 +1047,15 @@ impl State {
                 .find(|&g| g != 0)
                 .unwrap_or(0);
         }
+        if o.cell != 0 {
+            self.cell = self
+                .stack
+                .iter()
+                .rev()
+                .map(|o| o.cell)
+                .find(|&c| c != 0)
+                .unwrap_or(0);
+        }
     }
 
     /// An `<a>` start tag ends the `<a>` still open in the same cell or object (the tree
@@ -910,6 +1069,7 @@ impl State {
             match self.stack[i].tag.as_str() {
                 "a" => {
                     let o = self.stack.remove(i);
+                    self.open.remove(&o.tag);
                     self.pop_effects(&o);
                     return;
                 }
@@ -933,6 +1093,12 @@ impl State {
             }
             return;
         }
+        if !self.open.has(name) {
+            if name == "p" {
+                self.flush(); // (a </p> with none open: the browser makes an empty paragraph)
+            }
+            return;
+        }
         if let Some(i) = self.stack.iter().rposition(|o| o.tag == name) {
             self.close_at(i);
         }
@@ -945,6 +1111,7 @@ impl State {
         }
         let closed: Vec<Open> = self.stack.drain(i..).collect();
         for o in closed.iter().rev() {
+            self.open.remove(&o.tag);
             self.pop_effects(o);
         }
         self.block_in_main = self.main_depth > 0;

@@ -46,7 +46,10 @@ fn unclosed_head_ends_at_body_content() {
     );
     assert_eq!(visible_text("<title>T</title><p>x</p>"), "x");
     // (a title in the body is not shown either)
-    assert_eq!(visible_text("<body><p>a</p><title>T</title><p>b</p>"), "a\nb");
+    assert_eq!(
+        visible_text("<body><p>a</p><title>T</title><p>b</p>"),
+        "a\nb"
+    );
 }
 
 #[test]
@@ -252,9 +255,14 @@ fn post_taxonomy_classes_and_article_classes_are_content() {
         <p>The post's own text.</p></article></body>";
     assert_eq!(main0(page), "The post's own text.");
     assert_eq!(
-        main0("<div class='post tag-ads'>Post text</div><div class='x ads'>Ad</div>"),
+        main0("<div class='post-7 hentry tag-ads'>Post text</div><div class='x ads'>Ad</div>"),
         "Post text"
     );
+    // (without a post's class a tag- or category- class is read as any other; an article's
+    // class is read too: comments are often articles)
+    let page = "<p>Text.</p><div class=category-footer>Copyright</div><div class=tag-nav>n</div>\
+        <article class=comment>A comment</article>";
+    assert_eq!(main0(page), "Text.");
 }
 
 #[test]
@@ -263,6 +271,10 @@ fn a_layout_tables_article_cell_stays_beside_its_link_column() {
         <a href=/3>About us and our long history</a></td>\
         <td><h1>Story</h1><p>The text of the story.</p></td></tr></table>";
     assert_eq!(main0(page), "Story\nThe text of the story.");
+    // (a short cell beside a row's links goes with the row: a date beside a post's title)
+    let recent = "<table><tr><td><a href=/1>A post with a long title</a></td><td>2024-01-02</td>\
+        </tr></table><p>Body.</p>";
+    assert_eq!(main0(recent), "Body.");
 }
 
 /// How many elements are open after reading `html` (before its end).
@@ -295,4 +307,35 @@ fn unclosed_items_do_not_pile_up() {
         );
     }
     assert_eq!(open_elements(&"<tr><td>x".repeat(500)), 2);
+}
+
+#[test]
+fn stray_end_tags_keep_their_scope() {
+    // A </p> with none open breaks the block, as the browser's empty paragraph does.
+    assert_eq!(
+        visible_text("<p>See the list<ul><li>a</ul>and more</p><span>Then this</span>"),
+        "See the list\na\nand more\nThen this"
+    );
+    // A stray end tag inside a skipped list or table does not end it (out of scope there).
+    let page = "<ul><li>Item<ul class=share><li><a href=/s>Share</a></li></li>\
+        <li><a href=/t>Tweet</a></ul></li></ul><table class=ads><tr><td>Sponsored offer</div>\
+        </td></tr></table><p>Body.</p>";
+    assert_eq!(main0(page), "Item\nBody.");
+    // Table tags inside an svg do not end it.
+    assert_eq!(
+        visible_text("<p>cell<svg><td>in svg</td></svg>after"),
+        "cellafter"
+    );
+}
+
+#[test]
+fn deep_pages_take_linear_time() {
+    // Each start tag asks whether a <p>, an item or a cell is open before it walks the open
+    // elements: 40,000 unclosed <div> or nested lists used to take seconds.
+    for unit in ["<div>x", "<ul><li>x", "<span>x", "<div class=share><span>x"] {
+        let page = unit.repeat(40_000) + &"<li>y".repeat(1_000);
+        let t = std::time::Instant::now();
+        let _ = main0(&page);
+        assert!(t.elapsed().as_secs_f64() < 30.0, "{unit}: {:?}", t.elapsed());
+    }
 }
