@@ -283,6 +283,11 @@ def test_query_output_must_not_be_an_input_nor_in_a_missing_directory(tmp_path: 
         "index", "query", str(tmp_path / "idx"), str(src), "-o", str(tmp_path / "no/q.jsonl")
     )
     assert r.returncode == 2 and "no directory" in r.stderr and "Traceback" not in r.stderr
+    r = neardup("index", "query", str(tmp_path / "idx"), str(src), "-o", str(tmp_path / "idx/x"))
+    assert r.returncode == 2 and "is inside the input" in r.stderr
+    r = neardup("index", "query", str(tmp_path / "idx"), str(src), "-o", "-", cwd=tmp_path)
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 20
+    assert not (tmp_path / "-").exists()
 
 
 def test_later_builds_keep_the_stored_k_and_refuse_what_they_cannot_keep(tmp_path: Path) -> None:
@@ -297,6 +302,8 @@ def test_later_builds_keep_the_stored_k_and_refuse_what_they_cannot_keep(tmp_pat
     r = neardup("index", "build", str(idx), str(b))
     assert r.returncode == 0, r.stderr
     assert Index.open(str(idx)).k == 5
+    r = neardup("index", "build", str(idx), str(b), "--k", "7")
+    assert r.returncode == 2 and "leave --k out to keep it" in r.stderr
     r = neardup("index", "build", str(idx), str(b), "--raw")
     assert r.returncode == 2 and "built without --raw" in r.stderr
     r = neardup("index", "build", str(a), str(b))

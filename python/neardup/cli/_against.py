@@ -59,6 +59,10 @@ def removed_summary(
     return f"removed {removed:,} ({', '.join(parts)})"
 
 
+#: Skipped reference records named one by one (then counted), as the corpus's are.
+_SHOWN_SKIPS = 10
+
+
 class ReferenceInputError(ValueError):
     """A reference that cannot be used (missing, an unknown format, a bad record)."""
 
@@ -203,7 +207,7 @@ def _read(
             if on_error == "fail":
                 raise ReferenceInputError(f"--against {doc}")
             first_bad, bad = first_bad or doc, bad + 1
-            if not quiet:
+            if not quiet and bad <= _SHOWN_SKIPS:
                 eprint(f"neardup dedup: skipped --against {doc}")
             continue
         read += 1
@@ -213,6 +217,9 @@ def _read(
             f"--against {source.path}: none of its {counted(bad, 'record')} could be read "
             f"(the first: {first_bad})"
         )
+    if bad > _SHOWN_SKIPS and not quiet:
+        more = bad - _SHOWN_SKIPS
+        eprint(f"neardup dedup: ... {more} more bad records of --against {source.path} skipped")
 
 
 def save_references(path: str, store: SqliteTextStore, policy: Policy) -> str | None:

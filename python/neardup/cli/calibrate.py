@@ -187,5 +187,6 @@ def run(args: argparse.Namespace) -> int:
         f"(P={rec['precision']:.3f} R={rec['recall']:.3f} F1={rec['f1']:.3f})"
     )
     print(f"to use it: {how_to_use(pol)}")
-    print(f"wrote {png}, {page}, {os.path.join(args.out, 'recommendation.json')}, policy.json")
+    written = [png, page, os.path.join(args.out, "recommendation.json")]
+    print(f"wrote {', '.join(written)}, {os.path.join(args.out, 'policy.json')}")
     return 0

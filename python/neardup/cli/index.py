@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from neardup import Index
+from neardup import IncompatibleIndexError, Index
 from neardup import io as nio
 from neardup._core import PRESETS
 from neardup.cli._against import (
@@ -52,6 +52,7 @@ from neardup.cli._against import (
     save_references,
 )
 from neardup.cli._paths import paths_refused
+from neardup.cli._pipes import STDOUT_NAMES
 from neardup.cli.dedup import (
     EXIT_INPUT,
     EXIT_OK,
@@ -304,6 +305,15 @@ def run_build(args: argparse.Namespace) -> int:
     try:
         os.makedirs(args.index_dir, exist_ok=True)
         index = _open_index(args.index_dir, args.k, settings)
+    except IncompatibleIndexError as e:
+        if args.k is not None and "was built with k=" in str(e):
+            eprint(
+                f"neardup index build: {args.index_dir} was built with another --k: leave --k "
+                "out to keep it (index query --k searches farther)"
+            )
+            return EXIT_USAGE
+        eprint(f"neardup index build: {args.index_dir}: {e}")
+        return EXIT_INPUT
     except (OSError, ValueError, RuntimeError) as e:
         eprint(f"neardup index build: {args.index_dir}: {e}")
         return EXIT_INPUT
@@ -458,7 +468,10 @@ def run_query(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.index_dir):
         eprint(f"neardup index query: {args.index_dir}: no such index directory")
         return EXIT_INPUT
-    if paths_refused("index query", list(args.inputs), {"-o": args.output}):
+    if args.output in ("-", *STDOUT_NAMES):
+        args.output = None  # (standard output, as without -o)
+    # (the index directory as an input: an output inside it would overwrite its files)
+    if paths_refused("index query", [*args.inputs, args.index_dir], {"-o": args.output}):
         return EXIT_USAGE
     try:
         settings = _load_settings(args.index_dir)

@@ -238,7 +238,8 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_:.-]
 # syllables; a UTF-16 label read from ASCII-compatible bytes cannot be right and means UTF-8.
 _WHATWG = {
     **dict.fromkeys(
-        ("ascii", "us-ascii", "ansi_x3.4-1968", "iso-8859-1", "iso8859-1", "iso_8859-1", "latin1",
+        ("ascii", "us-ascii", "ansi_x3.4-1968", "iso-8859-1", "iso8859-1", "iso_8859-1",
+         "iso_8859-1:1987", "latin1",
          "latin-1", "l1", "cp819", "ibm819", "csisolatin1", "iso-ir-100", "x-cp1252"),
         "cp1252",
     ),
