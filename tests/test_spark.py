@@ -9,6 +9,7 @@ fixture of tests/conftest.py, held to ``spark.driver.maxResultSize=64m`` and
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 import sys
@@ -491,3 +492,130 @@ def test_local_cluster_mode_through_the_command(rows: list[dict[str, Any]], tmp_
     summary = json.loads(line.split(": ", 1)[1])
     assert summary["master"] == "local-cluster[2,1,1024]"
     assert summary["outputs"] == {str(out): "parquet"}
+
+
+def _run_both(
+    tmp_path: Path,
+    inputs: list[Path],
+    *flags: str,
+    spark_inputs: list[Path] | None = None,
+    **kw: Any,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The kept records and clusters of `neardup dedup` on ``inputs`` and of run_dedup_cli on
+    ``spark_inputs`` (the same inputs unless given), written under ``tmp_path``."""
+    tmp_path.mkdir(exist_ok=True)
+    local_out = (tmp_path / "local").with_suffix(inputs[0].suffix)
+    local_cl = tmp_path / "local-clusters.jsonl"
+    r = neardup("dedup", *map(str, inputs), "-o", str(local_out), "--clusters", str(local_cl),
+                *flags)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out, cl = tmp_path / "kept", tmp_path / "clusters"
+    spark_in = inputs if spark_inputs is None else spark_inputs
+    nspark.run_dedup_cli([str(p) for p in spark_in], str(out), clusters=str(cl), **kw)
+    if local_out.suffix == ".csv":
+        with local_out.open(newline="", encoding="utf-8") as f:
+            local = [dict(row) for row in csv.DictReader(f)]
+    else:
+        local = _lines(local_out)
+    return local, _lines(local_cl), _part_rows(out), _part_rows(cl)
+
+
+def test_several_files_are_read_in_the_local_engines_order(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Inputs in the order given and a directory's files in name order, whatever their sizes
+    (Spark packs the larger file first: the copy in b.jsonl was kept and its original in
+    a.jsonl dropped); records without an id named by their row number in --clusters."""
+    base = words(4, n=60)
+    (tmp_path / "d").mkdir()
+    a, b = tmp_path / "d" / "a.jsonl", tmp_path / "d" / "b.jsonl"
+    a.write_text(json.dumps({"id": "a0", "text": base}) + "\n")
+    texts = [base + " x", *(words(10 + i, n=60) for i in range(5))]
+    b.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    for i, spark_inputs in enumerate(([a, b], [tmp_path / "d"])):
+        run = tmp_path / f"run{i}"
+        local, local_cl, got, got_cl = _run_both(run, [a, b], spark_inputs=spark_inputs)
+        assert [x.get("id") for x in got] == [x.get("id") for x in local] == ["a0"] + [None] * 5
+        assert [x["text"] for x in got] == [x["text"] for x in local]
+        assert (
+            [(str(c["id"]), str(c["cluster"])) for c in got_cl]
+            == [(str(c["id"]), str(c["cluster"])) for c in local_cl]
+            == [("a0", "a0"), ("1", "a0")]
+        )
+
+
+def test_bad_records_of_the_corpus_are_named_or_skipped(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A line that is not JSON and a record without its text stop the job naming FILE:LINE, or
+    are skipped and counted (they were deduplicated as the text "nan" or written out as
+    _corrupt_record); an empty input gives an empty output; an empty CSV cell is the empty
+    text, in the corpus and in the references."""
+    src = tmp_path / "in.jsonl"
+    lines = [json.dumps({"text": words(1, n=30)}), "{not json", json.dumps({"body": "no text"})]
+    src.write_text("\n".join([*lines, json.dumps({"text": words(2)})]) + "\n")
+    with pytest.raises(ValueError, match=r"in.jsonl:2: not valid JSON"):
+        nspark.run_dedup_cli([str(src)], str(tmp_path / "o1"))
+    summary = nspark.run_dedup_cli([str(src)], str(tmp_path / "o2"), on_error="skip")
+    assert summary["skipped"] == 2 and summary["documents"] == 2
+    got = _part_rows(tmp_path / "o2")
+    assert [set(x) for x in got] == [{"text", "body"}] * 2  # (no _corrupt_record, no order)
+    src.write_text(json.dumps({"text": words(1)}) + "\n" + json.dumps({"text": None}) + "\n")
+    with pytest.raises(ValueError, match=r"in.jsonl:2: no field 'text'"):
+        nspark.run_dedup_cli([str(src)], str(tmp_path / "o3"))
+    src.write_text("")
+    assert nspark.run_dedup_cli([str(src)], str(tmp_path / "o4"))["documents"] == 0
+    csv_in, refs = tmp_path / "in.csv", tmp_path / "refs.csv"
+    csv_in.write_text(f"id,text\n1,\n2,\n3,nan\n4,{words(3)}\n")
+    refs.write_text(f"id,text\nr1,\nr2,{words(3)}\n")
+    local, local_cl, got, _ = _run_both(
+        tmp_path, [csv_in], "--against", str(refs), against=[str(refs)]
+    )
+    assert [int(x["id"]) for x in got] == [1, 2, 3] and len(local) == 3
+
+
+def test_ids_follow_the_order_column_when_none_are_given(spark: SparkSession) -> None:
+    """dedup_frames(order_col=...) without id_col: the ids are the rows' numbers in that order
+    (they were the order values, or numbers from another layout)."""
+    base = words(5, n=50)
+    for order in ([0, 10, 20, 30], [2**33 + 1, 2**33 + 2, 2**34, 2**34 + 5]):
+        df = spark.createDataFrame(
+            [(o, base + " x" * i) for i, o in enumerate(order)], "o long, text string"
+        )
+        frames = nspark.dedup_frames(df, "text", None, order_col="o")
+        got = sorted((r["id"], r["cluster"]) for r in frames.clusters.collect())
+        frames.unpersist()
+        assert got == [(0, 0), (1, 0), (2, 0), (3, 0)]
+
+
+def test_an_input_that_is_the_output_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "_SUCCESS").write_text("")
+    (out / "part-00000.json").write_text('{"text": "a"}\n')
+    r = neardup("dedup", str(out), "-o", str(out), "--engine", "spark")
+    assert r.returncode == 2 and "is both an input and an output" in r.stderr
+    assert (out / "part-00000.json").read_text() == '{"text": "a"}\n'
+
+
+def test_spark_submit_keeps_its_master(rows: list[dict[str, Any]], tmp_path: Path) -> None:
+    """Under spark-submit the job runs on spark-submit's --master (it ran local[*])."""
+    import shutil
+    import subprocess
+
+    submit = shutil.which("spark-submit")
+    if submit is None:
+        pytest.skip("no spark-submit on PATH")
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[:20]), "utf-8")
+    main = Path(nspark.__file__).resolve().parent.parent / "__main__.py"
+    r = subprocess.run(
+        [submit, "--master", "local[1]", str(main), "dedup", "--engine", "spark", str(src),
+         "-o", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    # (spark-submit passes the program's standard error on to its standard output)
+    out = (r.stdout + r.stderr).splitlines()
+    line = next(x for x in out if x.startswith("neardup dedup (spark): {"))
+    assert json.loads(line.split(": ", 1)[1])["master"] == "local[1]"

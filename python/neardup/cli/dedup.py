@@ -908,7 +908,7 @@ def _write_pairs(
 def _run_spark(args: argparse.Namespace) -> int:
     against = list(getattr(args, "against", None) or [])
     outputs = {"-o": args.output, "--clusters": args.clusters, "--pairs": args.pairs}
-    if paths_refused("dedup", against, outputs, local=False):
+    if paths_refused("dedup", [*args.inputs, *against], outputs, local=False):
         return EXIT_USAGE
     for flag, given in (("--report", args.report), ("--temp-dir", args.temp_dir)):
         if given:
@@ -950,6 +950,14 @@ def _run_spark(args: argparse.Namespace) -> int:
         )
     except (ValueError, OSError) as e:
         eprint(f"neardup dedup (spark): {e}")
+        return EXIT_INPUT
+    except Exception as e:  # (Spark's own: an AnalysisException, a failed job)
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors import PySparkException
+
+        if not isinstance(e, (PySparkException, Py4JJavaError)):
+            raise
+        eprint(f"neardup dedup (spark): {str(e).strip().splitlines()[0]}")
         return EXIT_INPUT
     if not args.quiet:
         eprint("neardup dedup (spark): " + json.dumps(summary, default=str))

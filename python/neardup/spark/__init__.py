@@ -474,9 +474,17 @@ def _job_frames(
 
     # 5. the frames
     rows = docs.select(ROW, POS, "len")
-    ids = numbered.select(
-        ROW, (F.col(id_col) if id_col else _job.number_rows(numbered)).alias("id")
-    )
+    # ids: id_col's, else (a row without one) the row's number in input order, as locally
+    if id_col is not None and numbered.where(F.col(id_col).isNull()).first() is None:
+        ids = numbered.select(ROW, F.col(id_col).alias("id"))
+    else:
+        numbers = _job.row_numbers(numbered, order_col is not None)
+        if id_col is None:
+            ids = numbers.select(ROW, F.col("n").alias("id"))
+        else:
+            kind = numbered.schema[id_col].dataType
+            ids = numbered.select(ROW, id_col).join(numbers, ROW)
+            ids = ids.select(ROW, F.coalesce(F.col(id_col), F.col("n").cast(kind)).alias("id"))
     ids = ids.join(rows.select(ROW, POS), ROW)
     gone_pos = dropped.select(F.col("x").alias(POS))
     if by_ref is not None:

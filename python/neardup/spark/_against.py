@@ -192,7 +192,7 @@ def _spark_read(
     the number of rows. Line numbers (``FILE:LINE``) and the order come from one small table
     per file part (a count and the first row's id), never from the rows."""
     try:
-        df = _cli.read(spark, [arg.path], input_format)
+        df = _cli.read(spark, [arg.path], input_format, text_field)
     except ValueError as e:
         raise ReferenceInputError(f"--against {e}") from None
     if text_field not in df.columns:

@@ -7,11 +7,14 @@ import glob
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from neardup.policy import Policy
 
@@ -20,25 +23,37 @@ from neardup.policy import Policy
 _UNREADABLE = {".xz": "xz -dk", ".zst": "zstd -d"}
 _KINDS = {"jsonl": "json", "csv": "csv", "tsv": "tsv", "parquet": "parquet"}
 _OUTPUT_FORMATS = ("jsonl", "parquet")
-#: Settings of a session run_dedup_cli starts (``--spark-conf`` overrides them).
+#: Settings of a session run_dedup_cli starts (``--spark-conf`` overrides them): few plans
+#: kept, and field names told apart by case as the local engine does (a record with "text"
+#: and "Text").
 _QUIET = {
     "spark.sql.ui.retainedExecutions": "20",
     "spark.ui.retainedJobs": "50",
     "spark.ui.retainedStages": "50",
+    "spark.sql.caseSensitive": "true",
 }
+#: The input order and the ``FILE:LINE`` of each row of the corpus (:func:`in_input_order`).
+ORDER = "__neardup_order"
+PLACE = "__neardup_place"
 
 
 def session(master: str | None, conf: Mapping[str, str] | None = None) -> SparkSession:
     """The active SparkSession, or one started on ``master`` (default ``$SPARK_MASTER``, else
-    ``local[*]``) with ``conf``. The executors run this interpreter (a virtualenv's, even one
-    not activated) unless ``PYSPARK_PYTHON`` says otherwise."""
+    the master spark-submit set, else ``local[*]``) with ``conf``. The executors run this
+    interpreter (a virtualenv's, even one not activated) unless ``PYSPARK_PYTHON`` says
+    otherwise."""
     spark = SparkSession.getActiveSession()
     if spark is not None:
         for key, value in (conf or {}).items():
             spark.conf.set(key, value)  # (runtime settings; static ones need a new session)
         return spark
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master or os.environ.get("SPARK_MASTER", "local[*]"))
+    builder = SparkSession.builder
+    master = master or os.environ.get("SPARK_MASTER")
+    # (under spark-submit, which starts the JVM and names its port to this process, the
+    # master is spark-submit's)
+    if master or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(master or "local[*]")
     builder = builder.appName("neardup dedup")
     # the job runs many small stages (decision rounds): keep few of their plans and metrics
     for key, value in _QUIET.items():
@@ -102,10 +117,32 @@ def _local_files(path: str) -> list[str]:
     return [path]
 
 
-def read(spark: SparkSession, inputs: Sequence[str], fmt: str | None = None) -> DataFrame:
+def read(
+    spark: SparkSession,
+    inputs: Sequence[str],
+    fmt: str | None = None,
+    text_field: str | None = None,
+) -> DataFrame:
     """The inputs as one DataFrame: JSONL (also .gz, .bz2), CSV/TSV with a header, Parquet;
     files, directories, globs, and any URI the cluster reads (``hdfs://``, ``s3a://``). An
-    input Spark cannot decode (.xz, .zst) is refused here, before any job."""
+    input Spark cannot decode (.xz, .zst) is refused here, before any job. An empty CSV cell
+    of ``text_field`` is the empty text, as the local engine reads it (Spark reads null)."""
+    kind = input_kind(inputs, fmt)
+    paths = list(inputs)
+    if kind == "json":
+        return spark.read.json(paths)
+    if kind == "parquet":
+        return spark.read.parquet(*paths)
+    sep = "\t" if kind == "tsv" else ","
+    df = spark.read.csv(paths, header=True, sep=sep, multiLine=True, escape='"')
+    if text_field is not None and text_field in df.columns:
+        df = df.fillna("", subset=[text_field])
+    return df
+
+
+def input_kind(inputs: Sequence[str], fmt: str | None) -> str:
+    """The one Spark source of ``inputs`` (json, csv, tsv, parquet); ValueError names an input
+    Spark cannot read, or a mix."""
     kinds = set()
     for p in inputs:
         names = [p] if _remote(p) else _local_files(p)
@@ -124,14 +161,73 @@ def read(spark: SparkSession, inputs: Sequence[str], fmt: str | None = None) -> 
         raise ValueError(
             f"inputs must all be one format (jsonl, csv, tsv, parquet); got {sorted(kinds)}"
         )
-    kind = kinds.pop()
-    paths = list(inputs)
-    if kind == "json":
-        return spark.read.json(paths)
-    if kind == "parquet":
-        return spark.read.parquet(*paths)
-    sep = "\t" if kind == "tsv" else ","
-    return spark.read.csv(paths, header=True, sep=sep, multiLine=True, escape='"')
+    return kinds.pop()
+
+
+def _file_order(inputs: Sequence[str]) -> Callable[[str], tuple[int, str]]:
+    """The place of a file Spark names by URI in the input order: the index of its argument
+    (a remote one's files after the local ones), then its name (a directory's or a glob's
+    files in name order, as the local engine reads them); and its name as the local engine
+    writes it in ``FILE:LINE``."""
+    known: dict[str, tuple[int, str]] = {}
+    for i, arg in enumerate(inputs):
+        if _remote(arg):
+            continue
+        for f in _local_files(arg):
+            path = os.path.abspath(f)
+            known[Path(path).as_uri()] = known["file:" + path] = (i, f)
+
+    def order(uri: str) -> tuple[int, str]:
+        if uri in known:
+            return known[uri]
+        plain = uri
+        if uri.startswith("file:"):
+            plain = urllib.parse.unquote(uri.removeprefix("file://").removeprefix("file:"))
+            if Path(plain).as_uri() in known:
+                return known[Path(plain).as_uri()]
+        return (len(inputs), plain)
+
+    return order
+
+
+def in_input_order(df: DataFrame, inputs: Sequence[str], header: bool) -> DataFrame:
+    """``df`` (read from ``inputs`` by :func:`read`) with :data:`ORDER`, the row's place in the
+    input order from 0 (the inputs as given, a directory's files in name order, each file's rows
+    in order; Spark packs the files into partitions largest first), and :data:`PLACE`, its
+    ``FILE:LINE`` (the line of a one-line record; ``header``: a CSV/TSV header line first).
+    The order comes from one small table per file part (a count and the first row's id)."""
+    row, file = "__neardup_row", "__neardup_file"
+    base = df.withColumn(row, F.monotonically_increasing_id()).withColumn(file, F.input_file_name())
+    part = F.shiftright(F.col(row), 33)
+    table = [
+        (str(r[0]), int(r[1]), int(r[2]), int(r[3]))
+        for r in base.groupBy(file, part.alias("p"))
+        .agg(F.count(F.lit(1)).alias("n"), F.min(row).alias("first"))
+        .collect()
+    ]
+    order = _file_order(inputs)
+    rows = []
+    file_start: dict[str, int] = {}
+    in_file: dict[str, int] = {}
+    total = 0
+    for uri, p, n, first in sorted(table, key=lambda t: (order(t[0]), t[1])):
+        if uri not in file_start:
+            file_start[uri], in_file[uri] = total, 0
+        before = in_file[uri]
+        start, line0 = file_start[uri] + before - first, before + 1 + int(header) - first
+        rows.append((uri, p, order(uri)[1], line0, start))
+        in_file[uri] = before + n
+        total += n
+    spark = df.sparkSession
+    parts = spark.createDataFrame(rows, "f string, pp long, name string, line0 long, start long")
+    joined = base.join(F.broadcast(parts), (base[file] == parts["f"]) & (part == parts["pp"]))
+    return joined.select(
+        *[F.col(c) for c in df.columns],
+        (F.col("start") + F.col(row)).alias(ORDER),
+        F.concat(F.col("name"), F.lit(":"), (F.col("line0") + F.col(row)).cast("string")).alias(
+            PLACE
+        ),
+    )
 
 
 def output_format(path: str, fmt: str | None) -> str:
@@ -173,6 +269,24 @@ def write(df: DataFrame, path: str, fmt: str) -> None:
         writer.parquet(path)
     else:
         writer.option("ignoreNullFields", "false").json(path)
+
+
+def _checked(df: DataFrame, text_field: str, on_error: str) -> tuple[DataFrame, int]:
+    """The rows of ``df`` (in input order) that are records with a text: a line that is not
+    JSON, or a record without the text field (or null), stops the job naming its ``FILE:LINE``
+    (``on_error="fail"``), or is left out and counted (``"skip"``)."""
+    corrupt = "_corrupt_record" in df.columns
+    bad = F.col(text_field).isNull()
+    if corrupt:
+        bad = bad | F.col("_corrupt_record").isNotNull()
+    if on_error == "fail":
+        shown = [PLACE, "_corrupt_record"] if corrupt else [PLACE]
+        first = df.where(bad).orderBy(ORDER).select(*shown).first()
+        if first is None:
+            return df, 0
+        why = "not valid JSON" if corrupt and first[1] is not None else f"no field {text_field!r}"
+        raise ValueError(f"{first[0]}: {why} (--on-error skip leaves bad records out)")
+    return df.where(~bad), df.where(bad).count()
 
 
 def run_dedup_cli(
@@ -231,10 +345,20 @@ def run_dedup_cli(
         own = CheckpointDir(spark, checkpoint_dir, "--checkpoint-dir")
     held: list[DataFrame] = []
     try:
-        df = read(spark, inputs, input_format)
+        df = read(spark, inputs, input_format, text_field)
+        if not [c for c in df.columns if c != "_corrupt_record"] and df.isEmpty():
+            # (an empty input: no field to infer; an empty output, as locally)
+            df = spark.createDataFrame(
+                [], T.StructType([T.StructField(text_field, T.StringType())])
+            )
         if text_field not in df.columns:
             raise ValueError(
                 f"--text-field {text_field!r} is not a field of the input: {df.columns}"
+            )
+        if not isinstance(df.schema[text_field].dataType, T.StringType):
+            raise ValueError(
+                f"--text-field {text_field!r} holds {df.schema[text_field].dataType.simpleString()}"
+                ", expected strings"
             )
         if id_field is None and "id" in df.columns:
             id_field = "id"
@@ -244,6 +368,11 @@ def run_dedup_cli(
             raise ValueError(
                 f"--time-field {time_field!r} is not a field of the input: {df.columns}"
             )
+        df, skipped = _checked(
+            in_input_order(df, inputs, input_kind(inputs, input_format) in ("csv", "tsv")),
+            text_field,
+            on_error,
+        )
         refs = None
         if against:
             refs = _read_all(
@@ -263,6 +392,7 @@ def run_dedup_cli(
                 k,
                 policy=policy,
                 keep=keep,
+                order_col=ORDER,
                 time_col=time_field,
                 empty=empty,
                 against=refs,
@@ -272,7 +402,8 @@ def run_dedup_cli(
         except ValueError as e:
             raise ValueError(str(e).replace("time_col", "--time-field", 1)) from None
         try:
-            write(frames.kept, output, formats[output])
+            own_columns = [c for c in (ORDER, PLACE, "_corrupt_record") if c in df.columns]
+            write(frames.kept.drop(*own_columns), output, formats[output])
             if clusters:
                 write(frames.clusters, clusters, formats[clusters])
             if pairs:
@@ -310,6 +441,7 @@ def run_dedup_cli(
         }
     return {
         "documents": n,
+        "skipped": skipped,
         "kept": n - removed,
         "removed": removed,
         "clusters": int(counts["clusters"]) if counts is not None else 0,

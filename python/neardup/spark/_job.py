@@ -253,9 +253,16 @@ def learn_boilerplate(source: DataFrame, text_col: str, policy: Policy) -> tuple
         lines.unpersist()
 
 
+def _null(value: Any) -> bool:
+    """A null as pandas hands it over: None, NaN, NaT or pd.NA (by pandas version)."""
+    return value is None or (
+        not isinstance(value, str) and np.ndim(value) == 0 and bool(pd.isna(value))
+    )
+
+
 def _time_or_error(value: Any) -> tuple[float, str | None]:
     """A time value as seconds since the epoch, or NaN and what is wrong with it."""
-    if value is None or (isinstance(value, float) and value != value):
+    if _null(value):
         return float("nan"), "the time is null, expected seconds or an ISO 8601 string"
     if isinstance(value, np.generic):
         value = value.item()
@@ -292,7 +299,9 @@ def prepare(
         rule = rule_for(pol)
         learnt = boilerplate.value if boilerplate is not None else frozenset()
         for batch in batches:
-            texts = ["" if t is None else str(t) for t in batch[text_col].tolist()]
+            # (a null arrives as None, NaN or pd.NA, depending on pandas: the empty text)
+            texts = [t if isinstance(t, str) else "" if _null(t) else str(t)
+                     for t in batch[text_col].tolist()]  # fmt: skip
             norms = _prepare_texts(texts, pol, learnt)
             fps = np.asarray(fingerprinter.fingerprint_many(norms), dtype=np.uint64)
             keys, mh, lengths = rule.probes(norms, fps)
@@ -902,6 +911,19 @@ def positions(docs: DataFrame, keep: str) -> DataFrame:
     ordered = docs.select(ROW, value).orderBy(F.col(value).desc(), F.col(ROW))
     numbered = ordered.rdd.map(lambda r: r[0]).zipWithIndex()
     return numbered.toDF(f"{ROW} long, {POS} long")
+
+
+def row_numbers(numbered: DataFrame, ordered: bool) -> DataFrame:
+    """``(ROW, "n")``: each row's number from 0 in input order. From the monotonically
+    increasing ids (:func:`number_rows`), or, when ``ROW`` is the caller's ``order_col``
+    (``ordered``), its rank there (its value where the values are 0 .. n - 1)."""
+    if not ordered:
+        return numbered.select(ROW, number_rows(numbered).alias("n"))
+    got = numbered.agg(F.count(F.lit(1)).alias("rows"), F.max(ROW).alias("hi")).first()
+    if got is None or not got["rows"] or got["hi"] == got["rows"] - 1:  # (distinct, >= 0)
+        return numbered.select(ROW, F.col(ROW).alias("n"))
+    ranks = numbered.select(ROW).rdd.map(lambda r: r[0]).sortBy(lambda x: x).zipWithIndex()
+    return ranks.toDF([ROW, "n"])
 
 
 def number_rows(numbered: DataFrame) -> Column:
