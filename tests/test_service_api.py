@@ -165,6 +165,23 @@ def test_documents_get_and_delete(url: str) -> None:
         assert httpx.delete(path).status_code == 404
 
 
+def test_ids_with_newlines_are_addressed_whole(url: str) -> None:
+    """An id ending in or holding a newline is its own document: GET and DELETE of "x\\n" acted
+    on "x" (the route's pattern stopped at the newline), and "x\\ny" could never be read."""
+    base = uniq("nl")
+    ids = [base, base + "\n", base + "\ny"]
+    for i, doc_id in enumerate(ids):
+        post(url + "/v1/add", {"id": doc_id, "text": words(50 + 5 * i, n=30)})
+    for doc_id in ids:
+        got = httpx.get(f"{url}/v1/documents/{quote(doc_id, safe='')}?id_type=str")
+        assert got.status_code == 200 and got.json()["id"] == doc_id, got.text
+        assert httpx.get(f"{url}/v1/near/{quote(doc_id, safe='')}").status_code == 200
+    for doc_id in reversed(ids[1:]):
+        deleted = httpx.delete(f"{url}/v1/documents/{quote(doc_id, safe='')}?id_type=str")
+        assert deleted.json() == {"id": doc_id, "deleted": True}
+    assert httpx.get(f"{url}/v1/documents/{base}").json()["id"] == base
+
+
 def test_string_and_integer_ids_are_distinct(url: str) -> None:
     n = random.randrange(10**12, 10**13)
     post(url + "/v1/add", {"id": n, "text": words(40)})

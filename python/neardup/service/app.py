@@ -24,6 +24,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from neardup.service import models as schemas
@@ -48,6 +49,22 @@ COOKIE = "neardup_token"
 OptionalIdType = Optional[Literal["str", "int"]]
 JSON_HEADERS = [(b"content-type", b"application/json")]
 DOCS_ASSETS = "/docs/assets"
+
+
+class _AnyId(Convertor[str]):
+    """A document id in a path, whole: Starlette's ``path`` stops at a newline and its ``$``
+    matches before a last one, so ``/v1/documents/a%0A`` acted on the document ``a``."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("anyid", _AnyId())
 
 
 def swagger_assets() -> str | None:
@@ -483,7 +500,7 @@ def create_app(settings: Settings | None = None, backend: Any = None) -> ASGIApp
     )
 
     @api.get(
-        "/v1/documents/{id:path}",
+        "/v1/documents/{id:anyid}",
         response_model=schemas.Document,
         responses=ERROR_RESPONSES,
         summary="A stored document (string id first, else the integer it spells)",
@@ -491,12 +508,12 @@ def create_app(settings: Settings | None = None, backend: Any = None) -> ASGIApp
     async def get_document(id: str, id_type: OptionalIdType = None) -> Response:
         return JSONBytes(await service.get_document(id, id_type))
 
-    @api.delete("/v1/documents/{id:path}", responses=ERROR_RESPONSES, summary="Remove a document")
+    @api.delete("/v1/documents/{id:anyid}", responses=ERROR_RESPONSES, summary="Remove a document")
     async def delete_document(id: str, id_type: OptionalIdType = None) -> Response:
         return JSONBytes(await service.delete_document(id, id_type))
 
     @api.get(
-        "/v1/near/{id:path}",
+        "/v1/near/{id:anyid}",
         response_model=schemas.NearResponse,
         responses=ERROR_RESPONSES,
         summary="Stored documents that pass the verifier against a stored one (its near pairs)",
