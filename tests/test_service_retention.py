@@ -74,3 +74,50 @@ def test_every_expiry_is_counted(tmp_path: Path) -> None:
         stats = http.get("/v1/stats").json()
         assert stats["expired"] == 1 and stats["last_retention_sweep"] is None
         assert "neardup_expired_total 1\n" in http.get("/metrics").text
+
+
+def test_writes_that_aged_out_of_the_window_in_the_queue_are_refused_whole(
+    tmp_path: Path,
+) -> None:
+    """Timestamps accepted on arrival that left the window while their write waited behind
+    others: 422 naming the item, nothing of the batch stored, the other writes of the group
+    applied (the store refused a later chunk: a 500 with the earlier chunks written)."""
+    import asyncio
+
+    import orjson
+    import pytest
+    from neardup.dedup import Deduplicator
+    from neardup.service.core import DedupService
+    from neardup.service.errors import ApiError
+    from neardup.service.settings import Settings
+
+    store = Deduplicator.open(tmp_path / "store", retention=20.0)
+    service = DedupService(
+        Settings(store=str(tmp_path / "store"), retention=20.0, writer_max_batch=8), store
+    )
+
+    async def run() -> None:
+        await service.start()
+        busy = asyncio.create_task(service.writer.call(lambda: time.sleep(1.6)))
+        await asyncio.sleep(0.05)
+        edge = time.time() - 17.9  # inside the window less its 2 s margin, for 1.1 s more
+        items = [{"id": f"b{i}", "text": words(100 + i), "timestamp": edge + 5} for i in range(40)]
+        items[30]["timestamp"] = edge
+        batch = asyncio.create_task(service.add_batch(orjson.dumps({"items": items})))
+        old = asyncio.create_task(
+            service.add(orjson.dumps({"id": "one", "text": words(1), "timestamp": edge}))
+        )
+        fresh = asyncio.create_task(service.add(orjson.dumps({"id": "two", "text": words(2)})))
+        await busy
+        with pytest.raises(ApiError) as refused:
+            await batch
+        assert refused.value.code == "invalid_timestamp" and refused.value.status == 422
+        assert refused.value.field == "items[30].timestamp"
+        with pytest.raises(ApiError) as single:
+            await old
+        assert single.value.field == "timestamp"
+        assert orjson.loads(await fresh)["id"] == "two"
+        assert len(store) == 1 and store.get("two") == words(2)
+        await service.stop()
+
+    asyncio.run(run())

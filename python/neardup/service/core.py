@@ -30,6 +30,7 @@ from neardup.service.schemas import (
     AddItem,
     CheckItem,
     Limits,
+    check_window,
     parse_add,
     parse_add_batch,
     parse_check,
@@ -75,9 +76,9 @@ class DedupService:
                 CHECK_AND_ADD: self._check_and_add_group,
                 ADD: self._add_group,
                 CHECK_AND_ADD_BATCH: lambda batches: [
-                    self._check_and_add_group(b) for b in batches
+                    self._check_and_add_group(b, batch=True) for b in batches
                 ],
-                ADD_BATCH: lambda batches: [self._add_group(b) for b in batches],
+                ADD_BATCH: lambda batches: [self._add_group(b, batch=True) for b in batches],
             },
             max_group=settings.writer_max_batch,
             inline=settings.writer_is_inline,
@@ -174,7 +175,7 @@ class DedupService:
         if self.batch_writers is None:
             return list(await self.writer.submit(kind, items))
         write = self._check_and_add_group if kind == CHECK_AND_ADD_BATCH else self._add_group
-        return await self._run(self.batch_writers, write, items)
+        return await self._run(self.batch_writers, write, items, True)
 
     # -- the backend calls made by the writer thread ------------------------------------------
 
@@ -182,11 +183,13 @@ class DedupService:
         size = self.settings.writer_max_batch
         return [items[i : i + size] for i in range(0, len(items), size)]
 
-    def _write_many(self, many: str, one: str, items: list[AddItem]) -> list[Any]:
+    def _write_many(self, many: str, one: str, items: list[AddItem], batch: bool) -> list[Any]:
         """``backend.<many>`` over ``items`` in chunks (``backend.<one>`` for a single item of
         a backend without a committer). Consecutive calls on the writer thread: a later chunk
         sees the writes of earlier ones, so the answers are those of one call; the cap bounds
-        how long other writes wait. With a committer the writes are made durable there."""
+        how long other writes wait. With a committer the writes are made durable there.
+        ``batch``: the items are one batch request's (else one request's each)."""
+        check_window(items, self.limits.retention, batch)
         if len(items) == 1 and not self._defer:
             it = items[0]
             return [getattr(self.backend, one)(it.id, it.text, timestamp=it.timestamp)]
@@ -204,11 +207,11 @@ class DedupService:
             )
         return out
 
-    def _check_and_add_group(self, items: list[AddItem]) -> list[Any]:
-        return self._write_many("check_and_add_many", "check_and_add", items)
+    def _check_and_add_group(self, items: list[AddItem], batch: bool = False) -> list[Any]:
+        return self._write_many("check_and_add_many", "check_and_add", items, batch)
 
-    def _add_group(self, items: list[AddItem]) -> list[Any]:
-        return self._write_many("add_many", "add", items)
+    def _add_group(self, items: list[AddItem], batch: bool = False) -> list[Any]:
+        return self._write_many("add_many", "add", items, batch)
 
     # -- handlers -----------------------------------------------------------------------------
 

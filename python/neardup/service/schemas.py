@@ -42,6 +42,35 @@ Id = Union[int, str]
 WINDOW_MARGIN = 60.0
 
 
+def window_start(retention: float | None, margin: float = 1.0) -> float | None:
+    """The oldest timestamp taken now: the retention window (None: no window) less ``margin``
+    times WINDOW_MARGIN (a tenth of the window at most). A request's timestamps are checked
+    with the whole margin when it arrives, and again with half of it just before the writer
+    writes them (:func:`check_window`), so that they are still inside when the store checks
+    the window itself, chunk by chunk."""
+    if retention is None:
+        return None
+    return time.time() - retention + margin * min(WINDOW_MARGIN, retention / 10)
+
+
+def check_window(items: list[AddItem], retention: float | None, batch: bool) -> None:
+    """Before any write: refuse the writes whose timestamps left the retention window while
+    they waited in the writer's queue (else the store refused a later chunk of a batch, a 500
+    with the earlier chunks written). ``batch``: name the field ``items[i].timestamp``."""
+    start = window_start(retention, 0.5)
+    if start is None:
+        return
+    for i, item in enumerate(items):
+        if item.timestamp is not None and item.timestamp < start:
+            field = f"items[{i}].timestamp" if batch else "timestamp"
+            raise ApiError(
+                "invalid_timestamp",
+                f"field {field!r} ({item.timestamp}) left the retention window while the write"
+                " waited its turn; nothing was written",
+                field=field,
+            )
+
+
 @dataclass(frozen=True)
 class Limits:
     """Size limits applied to every request, and the retention window (seconds; None: kept
@@ -224,17 +253,10 @@ def _timestamp(obj: dict[str, Any], where: str, limits: Limits) -> float | None:
             f"field {field!r} must be non-negative seconds since the epoch, got {value!r}",
             field=field,
         )
-    # The range every store holds, and the retention window (neardup.textstore's one rule),
-    # less a margin: the store checks the window again when it writes, a moment later, and a
-    # timestamp accepted here must still be inside it then (else a 500, and a batch's earlier
-    # chunks written).
-    not_before = (
-        None
-        if limits.retention is None
-        else time.time() - limits.retention + min(WINDOW_MARGIN, limits.retention / 10)
-    )
+    # The range every store holds, and the retention window (neardup.textstore's one rule)
+    # less its margin: see window_start.
     try:
-        return check_timestamp(value, f"field {field!r}", not_before=not_before)
+        return check_timestamp(value, f"field {field!r}", not_before=window_start(limits.retention))
     except ValueError as e:
         raise ApiError("invalid_timestamp", str(e), field=field) from None
 

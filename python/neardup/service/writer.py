@@ -306,7 +306,7 @@ class SerializedWriter:
         try:
             results = fn([e[1] for e in group])
             outcomes = [(e[3], r, None) for e, r in zip(group, results)]
-        except (ValueError, TypeError, KeyError) as e:
+        except (ApiError, ValueError, TypeError, KeyError) as e:
             if len(group) == 1:
                 outcomes = [(group[0][3], None, e)]
             else:
