@@ -89,7 +89,9 @@ def test_damage_to_the_text_store_is_detected_and_repaired(
         d = Deduplicator.open(root)
     except CorruptTextStoreError as e:
         message = str(e)
-        assert "texts.sqlite" in message and f"neardup repair {root}" in message
+        assert (
+            "texts.sqlite" in message or name in message
+        ) and f"neardup repair {root}" in message
         report = repair(str(root))
         d = Deduplicator.open(root)
         present = [i for i, text in docs.items() if i in d and d.get(i) == text]
@@ -98,6 +100,8 @@ def test_damage_to_the_text_store_is_detected_and_repaired(
         if report["indexed_before"] == N:
             assert report["lost_at_least"] == N - len(present)
     else:
+        # (a damaged or missing record of the last commit cannot be checked against: reported)
+        assert name != "texts.committed", "opened with its record of commits damaged"
         # opened without a word: then nothing acknowledged may be missing
         for i, text in docs.items():
             assert d.get(i) == text

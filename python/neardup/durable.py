@@ -26,8 +26,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -120,13 +122,32 @@ def open_texts(root: str, sync: str) -> SqliteTextStore:
         raise CorruptTextStoreError(f"{e}; {_repair_hint(root)}") from e
 
 
+#: The record of the last committed row: the number, right-aligned (rewritten in place), and
+#: the CRC-32 of its digits; a record without the CRC was written before it was added.
+_COMMITTED_RECORD = re.compile(rb" *([0-9]+)(?: ([0-9a-f]{8}))?\n")
+
+
+def _committed_record(seq: int) -> bytes:
+    return b"%20d %08x\n" % (seq, zlib.crc32(b"%d" % seq))
+
+
 def read_committed(root: str) -> int | None:
-    """The last sequence number the text store of ``root`` committed, as recorded beside it."""
+    """The last sequence number the text store of ``root`` committed, as recorded beside it;
+    None when there is no record. A record that cannot be read (damaged, cut short) raises
+    :class:`CorruptTextStoreError`: whether the store lost committed rows cannot be told."""
+    path = os.path.join(root, COMMITTED)
     try:
-        with open(os.path.join(root, COMMITTED), "rb") as f:
-            return int(f.read(32).strip() or b"0")
-    except (FileNotFoundError, ValueError):
+        with open(path, "rb") as f:
+            data = f.read(64)
+    except FileNotFoundError:
         return None
+    m = _COMMITTED_RECORD.fullmatch(data)
+    if m is not None and (m[2] is None or int(m[2], 16) == zlib.crc32(m[1])):
+        return int(m[1])
+    raise CorruptTextStoreError(
+        f"{path!r} is damaged ({data[:48]!r}): whether the text store lost rows it had "
+        f"committed cannot be told; {_repair_hint(root)}"
+    )
 
 
 def verify_texts(root: str, store: SqliteTextStore, index: Index) -> None:
@@ -135,6 +156,11 @@ def verify_texts(root: str, store: SqliteTextStore, index: Index) -> None:
     empty beside a non-empty index: :class:`CorruptTextStoreError` naming the file, what was
     lost and the repair command."""
     committed = read_committed(root)
+    if committed is None and store.last_seq > 0:
+        raise CorruptTextStoreError(
+            f"{os.path.join(root, COMMITTED)!r}, the record of the text store's last committed "
+            f"row, is missing: whether the store lost rows cannot be told; {_repair_hint(root)}"
+        )
     if committed is not None and store.last_seq < committed:
         raise CorruptTextStoreError(
             f"text store {store.path!r} lacks its last {committed - store.last_seq} committed "
@@ -162,7 +188,10 @@ def repair(root: str) -> dict[str, Any]:
     aside = os.path.join(root, time.strftime("damaged-%Y%m%d-%H%M%S"))
     os.makedirs(aside)
     os.replace(os.path.join(root, "index"), os.path.join(aside, "index"))
-    committed = read_committed(root)
+    try:
+        committed = read_committed(root)
+    except CorruptTextStoreError:
+        committed = None
     # (the saved engine too: its rows are of the old store, whose sequence numbers the new one
     # does not keep, so a reopen could not tell that it is out of date)
     for name in (TEXTS, TEXTS + "-wal", TEXTS + "-shm", SAVED_ENGINE):
@@ -239,7 +268,7 @@ def index_rows(
 
 def _record_committed(root: str, seq: int) -> None:
     with open(os.path.join(root, COMMITTED), "wb") as f:
-        f.write(b"%d\n" % seq)
+        f.write(_committed_record(seq))
 
 
 class DurableLog:
@@ -265,7 +294,7 @@ class DurableLog:
 
     def _record(self, seq: int) -> None:
         # Not synced: it must never be ahead of the store, and the store's commit is synced first.
-        os.pwrite(self._committed, b"%20d\n" % seq, 0)
+        os.pwrite(self._committed, _committed_record(seq), 0)
 
     # -- staging and committing ---------------------------------------------------------------
 
