@@ -232,3 +232,41 @@ def test_large_batches_take_the_scratch_index_path_with_the_same_answers() -> No
         dedup._PAIRWISE_MAX = old
     assert large == small
     assert sum(1 for added, _ in small if not added) >= 250
+
+
+def test_a_policy_json_edited_damaged_or_deleted_is_refused(tmp_path: Path) -> None:
+    """The directory's policy is checked against the checksum its text store recorded: an
+    edited threshold was served as read, a deleted file replaced by the default policy."""
+    import dataclasses
+
+    from neardup.textstore import CorruptTextStoreError
+
+    root = tmp_path / "d"
+    made = dataclasses.replace(Policy.default(), threshold=0.5)
+    with Deduplicator.open(root, policy=made) as d:
+        d.add("a", words(1))
+    policy_file = root / "policy.json"
+    original = policy_file.read_bytes()
+    policy_file.write_bytes(original.replace(b'"threshold": 0.5', b'"threshold": 0.9'))
+    with pytest.raises(CorruptTextStoreError, match="not the policy the directory was made"):
+        Deduplicator.open(root)
+    policy_file.write_bytes(original[:-9])
+    with pytest.raises(CorruptTextStoreError, match="policy.json' cannot be read"):
+        Deduplicator.open(root)
+    policy_file.unlink()
+    with pytest.raises(CorruptTextStoreError, match="policy.json' is missing"):
+        Deduplicator.open(root)
+    assert not policy_file.exists()  # (nothing written by the refused open)
+    with Deduplicator.open(root, policy=made) as d:  # the right policy given: taken again
+        assert d.policy.threshold == 0.5 and d.get("a") == words(1)
+    assert policy_file.read_bytes() == original
+
+
+def test_open_refuses_a_wrong_policy_or_retention_before_making_anything(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    with pytest.raises(TypeError, match="policy must be a neardup.dedup.Policy, got dict"):
+        Deduplicator.open(root, policy={"threshold": 0.9})  # type: ignore[arg-type]
+    for bad in (float("nan"), float("inf"), 0, -1.0):
+        with pytest.raises(ValueError, match="retention must be a positive number"):
+            Deduplicator.open(root, retention=bad)
+    assert not root.exists()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
+import math
 import os
 import threading
 import time
@@ -403,14 +404,18 @@ class Deduplicator(Closing):
         if sync not in SYNCS:
             raise ValueError(f"sync must be one of {', '.join(SYNCS)}; got {sync!r}")
         if retention is not None and (
-            isinstance(retention, bool) or not isinstance(retention, (int, float)) or retention <= 0
+            isinstance(retention, bool)
+            or not isinstance(retention, (int, float))
+            or not 0 < retention < math.inf
         ):
             raise ValueError(f"retention must be a positive number of seconds, got {retention!r}")
+        if policy is not None and not isinstance(policy, Policy):
+            raise TypeError(f"policy must be a neardup.dedup.Policy, got {type(policy).__name__}")
         root = os.fspath(path)
         os.makedirs(root, exist_ok=True)
-        policy = load_policy(root, policy)
         store = open_texts(root, sync)
         try:
+            policy = load_policy(root, policy, store)
             index = open_index(root, policy)
         except BaseException:
             store.close()

@@ -66,27 +66,64 @@ Row = tuple[Id, str, float]
 Staged = tuple[Id, str, float, int]  # a staged row: id, text, timestamp, fingerprint
 
 
-def load_policy(root: str, policy: Policy | None) -> Policy:
+#: The text store's meta entry set once the directory keeps texts.committed (a directory made
+#: before it did has none: its missing record is not a loss).
+HAS_COMMITTED = "has_committed_record"
+
+#: The text store's meta entry that records the CRC-32 of the directory's policy.json.
+POLICY_CRC = "policy_crc32"
+
+
+def _policy_bytes(policy: Policy) -> bytes:
+    """policy.json as written (its checksum is taken over these bytes: a later version that
+    adds a setting does not change the file of a directory, nor its checksum)."""
+    return json.dumps(policy.to_dict(), indent=2, sort_keys=True).encode("utf-8")
+
+
+def load_policy(root: str, policy: Policy | None, store: SqliteTextStore | None = None) -> Policy:
     """The policy of directory ``root``: saved in ``root/policy.json`` on first open, reused
-    (and compared with ``policy``, which must then be None or equal) afterwards."""
+    (and compared with ``policy``, which must then be None or equal) afterwards. With
+    ``store`` (the directory's text store), the policy is checked against the checksum the
+    store recorded when the directory was made: a policy.json edited, damaged or deleted
+    since raises :class:`CorruptTextStoreError` (it was served as it read, or the default
+    taken in its place), before anything is written."""
     policy_file = os.path.join(root, "policy.json")
+    saved = None
     if os.path.exists(policy_file):
-        with open(policy_file, encoding="utf-8") as f:
-            saved = Policy.from_dict(json.load(f))
+        with open(policy_file, "rb") as f:
+            data = f.read()
+        try:
+            saved = Policy.from_dict(json.loads(data))
+        except (ValueError, TypeError) as e:  # (json's and Policy's errors are ValueErrors)
+            raise CorruptTextStoreError(f"{policy_file!r} cannot be read: {e}") from None
         if policy is not None and policy != saved:
             raise ValueError(
                 f"policy differs from the one stored in {policy_file!r}; "
                 "open without policy= or use a new path"
             )
-        return saved
-    policy = policy if policy is not None else Policy.default()
-    tmp = policy_file + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(policy.to_dict(), f, indent=2, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, policy_file)
-    return policy
+    chosen = saved if saved is not None else policy if policy is not None else Policy.default()
+    if saved is None:
+        data = _policy_bytes(chosen)
+    recorded = None if store is None else store.get_meta(POLICY_CRC)
+    if recorded is not None and recorded != zlib.crc32(data):
+        raise CorruptTextStoreError(
+            f"{policy_file!r} is not the policy the directory was made with (edited or damaged: "
+            "its checksum is not the one its text store recorded); restore it"
+            if saved is not None
+            else f"{policy_file!r} is missing and the policy given (or the default one) is not "
+            "the one the directory was made with (its text store recorded another checksum); "
+            "restore the file, or open with the policy the directory was made with"
+        )
+    if saved is None:
+        tmp = policy_file + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, policy_file)
+    if store is not None and recorded is None:
+        store.set_meta(POLICY_CRC, zlib.crc32(data))
+    return chosen
 
 
 def open_index(root: str, policy: Policy) -> Index:
@@ -156,7 +193,7 @@ def verify_texts(root: str, store: SqliteTextStore, index: Index) -> None:
     empty beside a non-empty index: :class:`CorruptTextStoreError` naming the file, what was
     lost and the repair command."""
     committed = read_committed(root)
-    if committed is None and store.last_seq > 0:
+    if committed is None and store.get_meta(HAS_COMMITTED):
         raise CorruptTextStoreError(
             f"{os.path.join(root, COMMITTED)!r}, the record of the text store's last committed "
             f"row, is missing: whether the store lost rows cannot be told; {_repair_hint(root)}"
@@ -291,6 +328,8 @@ class DurableLog:
             os.path.join(os.path.dirname(store.path), COMMITTED), os.O_RDWR | os.O_CREAT, 0o644
         )
         self._record(store.last_seq)
+        if not store.get_meta(HAS_COMMITTED):
+            store.set_meta(HAS_COMMITTED, 1)
 
     def _record(self, seq: int) -> None:
         # Not synced: it must never be ahead of the store, and the store's commit is synced first.
