@@ -486,6 +486,21 @@ fn read_wal(path: &Path, gen: u64) -> Result<WalContents> {
             torn("incomplete record", &mut warnings);
             break;
         }
+        if len == 0 {
+            // No record is empty (each holds its operation's code): a zero header is where a
+            // file system extended the log with zeros for a write a crash cut short.
+            if record_after(&buf, pos + 8) {
+                return Err(corrupt(
+                    path,
+                    &format!("empty WAL record at offset {pos}, and whole records follow it"),
+                ));
+            }
+            torn(
+                "zero bytes where its record header should be",
+                &mut warnings,
+            );
+            break;
+        }
         let payload = &buf[pos + 8..pos + 8 + len];
         if crc32fast::hash(payload).to_le_bytes() != crc {
             if pos + 8 + len == buf.len() {

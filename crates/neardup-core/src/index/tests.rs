@@ -495,6 +495,16 @@ fn torn_tail_is_dropped_and_corruption_is_refused() {
         let w = idx.take_warnings();
         assert!(w.len() == 1 && w[0].contains("torn"), "{w:?}");
     }
+    // A tail of zeros (a file extended by a write that a crash cut short): dropped as torn.
+    let mut zeros = std::fs::read(&wal).unwrap();
+    zeros.extend_from_slice(&[0; 16]);
+    std::fs::write(&wal, &zeros).unwrap();
+    {
+        let mut idx = Index::open(&dir, None, opts(3, None), None, SyncPolicy::Always).unwrap();
+        assert_eq!(idx.len(), 9);
+        let w = idx.take_warnings();
+        assert!(w.len() == 1 && w[0].contains("zero bytes"), "{w:?}");
+    }
     // Flip a byte in the first record: corruption, not a torn tail.
     let mut bytes = std::fs::read(&wal).unwrap();
     bytes[30] ^= 0xff;
