@@ -3,87 +3,15 @@
 
 use std::sync::OnceLock;
 
-use ego_tree::iter::Edge;
-use scraper::{Html, Node};
 use unicode_general_category::{get_general_category, GeneralCategory as Gc};
 use unicode_normalization::UnicodeNormalization;
 
 use super::config::Config;
 
-/// Visible text of an HTML document or fragment: text nodes outside script, style, template,
-/// noscript, head and comments; block-level elements separate their text with a space.
+/// Visible text of an HTML document or fragment (the `html` option): the one HTML reader's
+/// visible text ([`crate::html::visible_text`]), one line per block.
 pub fn html_visible_text(html: &str) -> String {
-    let doc = Html::parse_document(html);
-    let mut out = String::with_capacity(html.len() / 2);
-    let mut hidden = 0usize;
-    for edge in doc.tree.root().traverse() {
-        match edge {
-            Edge::Open(node) => match node.value() {
-                Node::Element(e) => {
-                    if is_hidden(e.name()) {
-                        hidden += 1;
-                    } else if !is_inline(e.name()) {
-                        out.push(' ');
-                    }
-                }
-                Node::Text(t) if hidden == 0 => out.push_str(t),
-                _ => {}
-            },
-            Edge::Close(node) => {
-                if let Node::Element(e) = node.value() {
-                    if is_hidden(e.name()) {
-                        hidden = hidden.saturating_sub(1);
-                    } else if !is_inline(e.name()) {
-                        out.push(' ');
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-fn is_hidden(name: &str) -> bool {
-    matches!(
-        name,
-        "script" | "style" | "template" | "noscript" | "head" | "title" | "iframe" | "object"
-    )
-}
-
-fn is_inline(name: &str) -> bool {
-    matches!(
-        name,
-        "a" | "abbr"
-            | "b"
-            | "bdi"
-            | "bdo"
-            | "cite"
-            | "code"
-            | "data"
-            | "dfn"
-            | "em"
-            | "font"
-            | "i"
-            | "kbd"
-            | "mark"
-            | "q"
-            | "rp"
-            | "rt"
-            | "ruby"
-            | "s"
-            | "samp"
-            | "small"
-            | "span"
-            | "strong"
-            | "sub"
-            | "sup"
-            | "time"
-            | "u"
-            | "var"
-            | "wbr"
-            | "del"
-            | "ins"
-    )
+    crate::html::visible_text(html)
 }
 
 /// How NFKC treats a char, for the fast path.

@@ -23,6 +23,7 @@
 //! does. Text is cut into blocks at
 //! block-level tags, one output line per block, whitespace runs collapsed to one space.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 use html5ever::tendril::StrTendril;
@@ -38,6 +39,9 @@ pub const DEFAULT_MAX_LINK_DENSITY: f64 = 0.5;
 
 /// Batches with fewer bytes than this run on the calling thread.
 const PARALLEL_MIN_BYTES: usize = 64 * 1024;
+
+/// Longest tag read whole (see [`cut_long_tags`]).
+const MAX_TAG_BYTES: usize = 32 * 1024;
 
 /// All visible text of an HTML page, one line per block (boilerplate included).
 pub fn visible_text(html: &str) -> String {
@@ -158,7 +162,7 @@ fn extract(html: &str, drop_boilerplate: bool) -> Vec<Block> {
     };
     let tok = Tokenizer::new(sink, TokenizerOpts::default());
     let input = BufferQueue::default();
-    input.push_back(StrTendril::from_slice(html));
+    input.push_back(StrTendril::from_slice(&cut_long_tags(html)));
     // No sink result asks to suspend (no scripts run), so one feed reads everything.
     let _ = tok.feed(&input);
     tok.end();
@@ -168,6 +172,65 @@ fn extract(html: &str, drop_boilerplate: bool) -> Vec<Block> {
         blocks.retain(|b| b.in_main);
     }
     blocks
+}
+
+/// `html` with each tag longer than [`MAX_TAG_BYTES`] cut after its last attribute that ends
+/// within the limit. The tokenizer compares each attribute of a tag with all the earlier ones
+/// (a repeated name is dropped): a tag of 60,000 attributes took 4 s; no page needs one.
+/// A tag is `<` or `</` and a letter, up to the first `>` outside a quoted attribute value.
+fn cut_long_tags(html: &str) -> Cow<'_, str> {
+    let b = html.as_bytes();
+    let mut out = String::new();
+    let mut copied = 0; // bytes of `html` already in `out`
+    let mut i = 0;
+    while let Some(off) = b[i..].iter().position(|&c| c == b'<') {
+        let start = i + off;
+        let name = start + 1 + usize::from(b.get(start + 1) == Some(&b'/'));
+        i = start + 1;
+        if !b.get(name).is_some_and(u8::is_ascii_alphabetic) {
+            continue;
+        }
+        // to the tag's end, noting the last space before the limit outside a quoted value
+        let (mut quote, mut after_eq, mut cut, mut j) = (0u8, false, None, name);
+        while j < b.len() {
+            let c = b[j];
+            if quote != 0 {
+                if c == quote {
+                    quote = 0;
+                }
+            } else if c == b'>' {
+                break;
+            } else if after_eq && (c == b'"' || c == b'\'') {
+                quote = c;
+                after_eq = false;
+            } else if c == b'=' {
+                after_eq = true;
+            } else if c.is_ascii_whitespace() {
+                if j - start <= MAX_TAG_BYTES {
+                    cut = Some(j);
+                }
+            } else {
+                after_eq = false;
+            }
+            j += 1;
+        }
+        if j - start > MAX_TAG_BYTES {
+            match cut {
+                Some(at) => {
+                    out.push_str(&html[copied..at]);
+                    out.push('>');
+                }
+                None => out.push_str(&html[copied..start]), // (a name that long: dropped)
+            }
+            copied = (j + 1).min(b.len());
+        }
+        i = j.max(i);
+    }
+    if copied == 0 {
+        return Cow::Borrowed(html);
+    }
+    out.push_str(&html[copied..]);
+    Cow::Owned(out)
 }
 
 /// Python's `str.isspace` (what the former extractor's `str.split()` used): Rust's Unicode

@@ -343,3 +343,30 @@ fn deep_pages_take_linear_time() {
         );
     }
 }
+
+#[test]
+fn tags_past_the_limit_are_cut_after_an_attribute_and_the_page_read_on() {
+    // (60,000 attributes on one tag took the tokenizer 4 s: it compares each with the others)
+    let attrs: String = (0..60_000).map(|i| format!(" a{i}=\"x>{i}\"")).collect();
+    let page = format!("<p>before</p><div{attrs} title='t'>inside</div><p>after</p>");
+    let cut = cut_long_tags(&page);
+    assert!(cut.len() < MAX_TAG_BYTES + 100, "{}", cut.len());
+    assert!(cut.starts_with("<p>before</p><div a0=\"x>0\" a1=\"x>1\""));
+    assert!(
+        cut.ends_with("\">inside</div><p>after</p>"),
+        "{}",
+        &cut[cut.len() - 60..]
+    );
+    assert_eq!(visible_text(&page), "before\ninside\nafter");
+    // a tag name or a quoted value that long, with no space to cut at: the tag is dropped
+    let page = format!("<p>a</p><x{}>b", "y".repeat(MAX_TAG_BYTES + 1));
+    assert_eq!(cut_long_tags(&page), "<p>a</p>b");
+    // shorter tags, quoted '>' and stray '<' in text are read as they are
+    for page in [
+        "<div title=\"a > b\" data-x='<p>'>text</div>",
+        "a < b and c<d e",
+        "<!-- <div x=1 --><p>t</p>",
+    ] {
+        assert!(matches!(cut_long_tags(page), Cow::Borrowed(_)));
+    }
+}
