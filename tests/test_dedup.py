@@ -488,3 +488,25 @@ def test_a_failed_engine_call_leaves_the_deduplicator_usable(tmp_path: Path) -> 
     assert d.check_and_add("c", LONG_A) == (True, [])
     assert [m.id for m in d.check(LONG_A)] == ["c"]
     assert d.check_and_add("d", LONG_A + "!")[1][0].id == "c"
+
+
+@pytest.mark.parametrize("verifier", ["jaccard", "none", "levenshtein"])
+def test_a_store_given_with_texts_is_indexed(tmp_path: Path, verifier: str) -> None:
+    """Deduplicator(store=...) on a store that holds texts finds them by every path (the
+    index was left empty: a radius, a fingerprint or another verifier found nothing, and
+    check_and_add took an exact copy)."""
+    texts = {f"t{i}": row["text"] for i, row in enumerate(rows(30))}
+    store = SqliteTextStore(str(tmp_path / "t.sqlite"))
+    Deduplicator(store=store).add_many(list(texts), list(texts.values()))
+    store.close()
+    store = SqliteTextStore(str(tmp_path / "t.sqlite"))
+    d = Deduplicator(policy=Policy(verifier=verifier), store=store)  # type: ignore[arg-type]
+    assert len(d.index) == len(texts)
+    for i, text in list(texts.items())[:5]:
+        assert i in [m.id for m in d.check(text)]
+        assert i in [m.id for m in d.check(text, k=20)]
+        fp = int(d.policy.fingerprint_many(d.fingerprinter, [text])[0])
+        assert i in [m.id for m in d.check_fingerprint(fp)]
+        added, _ = d.check_and_add("copy-" + i, text)
+        assert not added
+    store.close()

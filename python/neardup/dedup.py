@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
 import logging
 import math
 import os
@@ -228,6 +229,8 @@ class Deduplicator(Closing):
         self.fingerprinter = fingerprinter
         self.index = index if index is not None else Index(k=policy.k_max)
         self.store: TextStore = store if store is not None else MemoryTextStore()
+        if index is None and len(self.store):
+            self._index_stored()
         self.path: str | None = None
         # Writes (and whatever must see a stable store) hold _lock; reads only take the small
         # _cache_lock around the sketch cache and the counters (the index is thread-safe and the
@@ -254,6 +257,16 @@ class Deduplicator(Closing):
         self._saved_state: tuple[int, int] | None = None
         if policy.verifier == "jaccard":
             self._kept = self._loaded_kept()
+
+    def _index_stored(self, chunk: int = 10_000) -> None:
+        """Index the texts of a store given with texts in it and no index (else a check by
+        fingerprint, a radius or another verifier never found them)."""
+        rows = iter(self.store.items())
+        while batch := list(itertools.islice(rows, chunk)):
+            fps = self.policy.fingerprint_many(self.fingerprinter, [r[1] for r in batch])
+            self.index.add_many(
+                [r[0] for r in batch], fps, np.asarray([r[2] for r in batch], np.float64)
+            )
 
     def _saved_engine_path(self) -> str | None:
         """Where the decision engine's rows are saved: beside a SQLite text store's file, named
