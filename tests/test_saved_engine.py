@@ -246,3 +246,15 @@ def test_serve_references_load_the_saved_engine_and_stored_fingerprints(
     assert any(saved[1]) and any(saved[0])
     os.replace(ref / SAVED_ENGINE, tmp_path / "aside")
     assert answers() == saved
+
+
+def test_save_engine_after_close_is_refused_and_keeps_the_saved_file(tmp_path: Path) -> None:
+    """(it failed on the closed store and removed the texts.engine that close() had written)"""
+    d = Deduplicator.open(tmp_path / "d")
+    d.add_many(["a", "b"], [words(1), words(2)])
+    d.close()
+    saved = tmp_path / "d" / SAVED_ENGINE
+    before = saved.read_bytes()
+    with pytest.raises(ValueError, match="closed"):
+        d.save_engine()
+    assert saved.read_bytes() == before

@@ -332,7 +332,12 @@ class Deduplicator(Closing):
         SQLite store, another verifier, a fingerprinter not built from the policy). Done by
         :meth:`close` for a directory opened with :meth:`open`. Commits first. ``meta``: more
         (JSON) fields saved with it. A failure is logged and the file removed, never raised:
-        the next open prepares the texts."""
+        the next open prepares the texts. Raises ``ValueError`` once closed (:meth:`close`
+        saved it)."""
+        self._ensure_open()
+        return self._save_engine(meta)
+
+    def _save_engine(self, meta: dict[str, Any] | None = None) -> str | None:
         path = self._saved_engine_path()
         if path is None or self._kept is None:
             return None
@@ -1029,7 +1034,7 @@ class Deduplicator(Closing):
             if self._log is not None:
                 # The engine's rows (a reopen loads them); everything staged, then a snapshot
                 # of the index, synced; then record that it covers every row.
-                self.save_engine()
+                self._save_engine()
                 self._log.close(self.index)
                 return
             for obj in (self.index, self.store):
