@@ -142,6 +142,15 @@ def test_add_returns_the_stored_item_and_replaces(url: str) -> None:
     for fp in (item["fingerprint"], str(item["fingerprint"]), "0x" + item["fingerprint_hex"]):
         hits = post(url + "/v1/check", {"fingerprint": fp, "k": 0}).json()["duplicates"]
         assert {"id": doc_id, "distance": 0, "similarity": None} in hits
+    # fingerprint_hex sent back as fingerprint_hex (a hex of digits only was read as decimal)
+    for hx in (item["fingerprint_hex"], "0123456789012345"):
+        body = {"fingerprint_hex": hx, "k": 0}
+        hits = post(url + "/v1/check", body).json()["duplicates"]
+        assert ({"id": doc_id, "distance": 0, "similarity": None} in hits) == (
+            hx == item["fingerprint_hex"]
+        )
+        fp = int(hx, 16)
+        assert hits == post(url + "/v1/check", {"fingerprint": fp, "k": 0}).json()["duplicates"]
     # same id again: replaced, not duplicated
     n = count(url)
     post(url + "/v1/add", {"id": doc_id, "text": words(21)})
@@ -360,7 +369,28 @@ BAD: list[tuple[str, str, Any, int, str]] = [
         422,
         "invalid_timestamp",
     ),
-    ("items missing", "/v1/check/batch", {"texts": ["a"]}, 422, "missing_field"),
+    ("items missing", "/v1/check/batch", {"k": 3}, 422, "missing_field"),
+    ("items misspelt", "/v1/check/batch", {"texts": ["a"]}, 422, "unknown_field"),
+    (
+        "misspelt timestamp",
+        "/v1/add",
+        {"id": "x", "text": "ab", "timestmap": 1},
+        422,
+        "unknown_field",
+    ),
+    ("threshold on check", "/v1/check", {"text": "ab", "threshold": 0.5}, 422, "unknown_field"),
+    ("k on an add", "/v1/check-and-add", {"id": "x", "text": "ab", "k": 3}, 422, "unknown_field"),
+    ("k on an add batch", "/v1/add/batch", {"items": [], "k": 3}, 422, "unknown_field"),
+    (
+        "item field",
+        "/v1/add/batch",
+        {"items": [{"id": 1, "text": "a", "b": 1}]},
+        422,
+        "unknown_field",
+    ),
+    ("digit separators", "/v1/check", {"fingerprint": "1_2"}, 422, "invalid_fingerprint"),
+    ("hex of 15 digits", "/v1/check", {"fingerprint_hex": "0" * 15}, 422, "invalid_fingerprint"),
+    ("hex as a number", "/v1/check", {"fingerprint_hex": 12}, 422, "invalid_fingerprint"),
     ("items not a list", "/v1/add/batch", {"items": {"id": 1}}, 422, "invalid_type"),
     ("item not an object", "/v1/check-and-add/batch", {"items": ["text"]}, 422, "invalid_type"),
     (

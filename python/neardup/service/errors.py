@@ -23,6 +23,7 @@ CODES: dict[str, int] = {
     "text_too_large": 413,
     "batch_too_large": 413,
     "missing_field": 422,
+    "unknown_field": 422,
     "invalid_type": 422,
     "invalid_value": 422,
     "empty_text": 422,

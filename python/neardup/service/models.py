@@ -11,11 +11,17 @@ from pydantic import BaseModel, Field
 
 
 class CheckRequest(BaseModel):
-    """A text (or a fingerprint) to look up. Exactly one of ``text`` and ``fingerprint``."""
+    """A text (or a fingerprint) to look up. Exactly one of ``text``, ``fingerprint`` and
+    ``fingerprint_hex``; no other fields."""
+
+    model_config = {"extra": "forbid"}
 
     text: Optional[str] = Field(None, description="The text to check (non-empty).")
     fingerprint: Optional[Union[int, str]] = Field(
         None, description="A 64-bit SimHash fingerprint: number, decimal or 0x-hex string."
+    )
+    fingerprint_hex: Optional[str] = Field(
+        None, description="A fingerprint as the answers' fingerprint_hex: 16 hex digits."
     )
     k: Optional[int] = Field(None, ge=0, le=64, description="Max Hamming distance (inclusive).")
 

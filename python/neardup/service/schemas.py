@@ -8,6 +8,7 @@ at ``/docs``.
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Union
@@ -146,10 +147,25 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _object(value: Any, where: str) -> dict[str, Any]:
+CHECK_FIELDS = frozenset({"text", "fingerprint", "fingerprint_hex", "k"})
+ADD_FIELDS = frozenset({"id", "text", "timestamp"})
+
+
+def _object(value: Any, where: str, fields: frozenset[str]) -> dict[str, Any]:
+    """``value`` when it is a JSON object of no other keys than ``fields`` (a misspelt one,
+    ``timestmap`` or ``treshold``, was ignored: the document stamped now, the default used)."""
     if not isinstance(value, dict):
         raise ApiError(
             "invalid_type", f"{where} must be a JSON object, got {_type_name(value)}", field=where
+        )
+    unknown = [key for key in value if key not in fields]
+    if unknown:
+        field = unknown[0] if where == "body" else f"{where}.{unknown[0]}"
+        raise ApiError(
+            "unknown_field",
+            f"{where} has unknown field(s) {', '.join(map(repr, unknown))}; "
+            f"the fields are {', '.join(map(repr, sorted(fields)))}",
+            field=field,
         )
     return value
 
@@ -192,21 +208,33 @@ def _k(obj: dict[str, Any], where: str, limits: Limits) -> int | None:
     return k
 
 
-def _fingerprint(value: Any, field: str) -> int:
+_HEX = re.compile(r"[0-9a-f]{1,16}")
+
+
+def _fingerprint(value: Any, field: str, hex_only: bool = False) -> int:
+    """A fingerprint sent as a JSON number, a decimal string or a 0x-hex string; with
+    ``hex_only`` (``fingerprint_hex``), the 16 hex digits the answers give."""
     fp: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        fp = value
-    elif isinstance(value, str):
+    if isinstance(value, str):
         s = value.strip().lower()
-        try:
-            fp = int(s, 16) if s.startswith("0x") else int(s, 10)
-        except ValueError:
-            fp = None
+        # (digits only: int() also takes "1_2", "+5" and digits of other scripts)
+        if hex_only:
+            fp = int(s, 16) if len(s) == 16 and _HEX.fullmatch(s) else None
+        elif s.startswith("0x") and _HEX.fullmatch(s[2:]):
+            fp = int(s[2:], 16)
+        elif s.isascii() and s.isdigit():
+            fp = int(s, 10)
+    elif isinstance(value, int) and not isinstance(value, bool) and not hex_only:
+        fp = value
     if fp is None or not 0 <= fp <= U64_MAX:
+        what = (
+            "16 hex digits (as answers give it)"
+            if hex_only
+            else "an unsigned 64-bit integer (a number, a decimal string or a 0x-hex string)"
+        )
         raise ApiError(
             "invalid_fingerprint",
-            f"field {field!r} must be an unsigned 64-bit integer (a number, a decimal string or "
-            f"a 0x-hex string), got {value!r}"[:300],
+            f"field {field!r} must be {what}, got {value!r}"[:300],
             field=field,
         )
     return fp
@@ -262,17 +290,22 @@ def _timestamp(obj: dict[str, Any], where: str, limits: Limits) -> float | None:
 
 
 def _check_item(obj: dict[str, Any], where: str, limits: Limits) -> CheckItem:
-    has_text = obj.get("text") is not None
-    has_fp = obj.get("fingerprint") is not None
-    if has_text and has_fp:
+    given = [
+        name for name in ("text", "fingerprint", "fingerprint_hex") if obj.get(name) is not None
+    ]
+    if len(given) > 1:
         raise ApiError(
-            "invalid_value", f"{where} must have 'text' or 'fingerprint', not both", field=where
+            "invalid_value",
+            f"{where} must have one of 'text', 'fingerprint' or 'fingerprint_hex', not "
+            + " and ".join(map(repr, given)),
+            field=where,
         )
     k = _k(obj, where, limits)
-    if has_fp:
-        field = f"{where}.fingerprint" if where != "body" else "fingerprint"
-        return CheckItem(None, _fingerprint(obj["fingerprint"], field), k)
-    if not has_text and "text" not in obj:
+    if given and given[0] != "text":
+        name = given[0]
+        field = f"{where}.{name}" if where != "body" else name
+        return CheckItem(None, _fingerprint(obj[name], field, name == "fingerprint_hex"), k)
+    if "text" not in obj:
         raise ApiError(
             "missing_field", f"{where} needs a 'text' (or a 'fingerprint') field", field=where
         )
@@ -281,17 +314,19 @@ def _check_item(obj: dict[str, Any], where: str, limits: Limits) -> CheckItem:
 
 def parse_check(data: Any, limits: Limits) -> CheckItem:
     """Validate a POST /v1/check body."""
-    return _check_item(_object(data, "body"), "body", limits)
+    return _check_item(_object(data, "body", CHECK_FIELDS), "body", limits)
 
 
 def parse_add(data: Any, limits: Limits) -> AddItem:
     """Validate a POST /v1/add or /v1/check-and-add body."""
-    obj = _object(data, "body")
+    obj = _object(data, "body", ADD_FIELDS)
     return AddItem(_id(obj, "body"), _text(obj, "body", limits), _timestamp(obj, "body", limits))
 
 
-def _items(data: Any, limits: Limits) -> tuple[dict[str, Any], list[Any]]:
-    obj = _object(data, "body")
+def _items(
+    data: Any, limits: Limits, fields: frozenset[str] = frozenset({"items"})
+) -> tuple[dict[str, Any], list[Any]]:
+    obj = _object(data, "body", fields)
     if "items" not in obj:
         raise ApiError("missing_field", "field 'items' (a JSON array) is required", field="items")
     items = obj["items"]
@@ -312,12 +347,12 @@ def _items(data: Any, limits: Limits) -> tuple[dict[str, Any], list[Any]]:
 
 def parse_check_batch(data: Any, limits: Limits) -> list[CheckItem]:
     """Validate a POST /v1/check/batch body; a top-level ``k`` applies to items without one."""
-    obj, items = _items(data, limits)
+    obj, items = _items(data, limits, frozenset({"items", "k"}))
     default_k = _k(obj, "body", limits)
     out = []
     for i, raw in enumerate(items):
         where = f"items[{i}]"
-        item = _check_item(_object(raw, where), where, limits)
+        item = _check_item(_object(raw, where, CHECK_FIELDS), where, limits)
         if item.k is None and default_k is not None:
             item = CheckItem(item.text, item.fingerprint, default_k)
         out.append(item)
@@ -350,7 +385,7 @@ def parse_add_batch(data: Any, limits: Limits) -> list[AddItem]:
                 append(AddItem(id_, text, None))
                 continue
         where = f"items[{i}]"
-        obj = _object(raw, where)
+        obj = _object(raw, where, ADD_FIELDS)
         append(AddItem(_id(obj, where), _text(obj, where, limits), _timestamp(obj, where, limits)))
     _unique_ids(out)
     return out
