@@ -569,3 +569,18 @@ def test_batches_applied_in_chunks_give_the_same_answers(tmp_path: Path) -> None
         stats = httpx.get(s.url + "/v1/stats").json()
         assert stats["count"] == 7 + sum(r["added"] for r in got)
         assert stats["writer"]["calls"] >= 2
+
+
+def test_rates_in_the_first_minute_are_over_the_seconds_there_were() -> None:
+    """(they were divided by the whole 59-second window: 13x too low 5 s after a start)"""
+    from neardup.service.metrics import _Rate
+
+    rate = _Rate()
+    rate.first = rate.second = start = 1_000_000
+    for s in range(5):
+        rate.add(100, start + s)
+    assert rate.per_second(start + 5) == 100.0
+    assert _Rate().per_second(_Rate().second) == 0.0
+    for s in range(5, 200):
+        rate.add(100, start + s)
+    assert rate.per_second(start + 200) == 100.0

@@ -33,11 +33,12 @@ class _Histogram:
 class _Rate:
     """Events per second over the last ``RATE_WINDOW`` whole seconds."""
 
-    __slots__ = ("slots", "second")
+    __slots__ = ("slots", "second", "first")
 
     def __init__(self) -> None:
         self.slots = [0] * RATE_WINDOW
         self.second = int(time.time())
+        self.first = self.second  # the second counting began in (partial: not averaged over)
 
     def _advance(self, now: int) -> None:
         gap = now - self.second
@@ -52,9 +53,11 @@ class _Rate:
 
     def per_second(self, now: int) -> float:
         self._advance(now)
-        # The current second is incomplete: average over the full seconds before it.
+        # The current second is incomplete: average over the full seconds before it, and in
+        # the first minute over the seconds there were (not over the whole window).
         full = sum(self.slots) - self.slots[now % RATE_WINDOW]
-        return full / (RATE_WINDOW - 1)
+        seconds = min(RATE_WINDOW - 1, now - self.first)
+        return full / seconds if seconds > 0 else 0.0
 
 
 def process_rss_bytes() -> int:
