@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Union
 
@@ -170,6 +171,16 @@ def _object(value: Any, where: str, fields: frozenset[str]) -> dict[str, Any]:
     return value
 
 
+def _blank(text: str) -> bool:
+    """Only whitespace, control and format characters (zero-width spaces, byte order marks,
+    word joiners, NUL): nothing a reader sees, and no feature to fingerprint (fingerprint 0)."""
+    if text.isspace():
+        return True
+    if text.isprintable():  # (no control, format or non-ASCII space character at all)
+        return False
+    return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in text)
+
+
 def _text(obj: dict[str, Any], where: str, limits: Limits) -> str:
     field = f"{where}.text" if where != "body" else "text"
     if "text" not in obj:
@@ -179,8 +190,12 @@ def _text(obj: dict[str, Any], where: str, limits: Limits) -> str:
         raise ApiError(
             "invalid_type", f"field {field!r} must be a string, got {_type_name(text)}", field=field
         )
-    if not text or text.isspace():
-        raise ApiError("empty_text", f"field {field!r} is empty or only whitespace", field=field)
+    if not text or _blank(text):
+        raise ApiError(
+            "empty_text",
+            f"field {field!r} is empty or only whitespace and invisible characters",
+            field=field,
+        )
     limit = limits.max_text_bytes
     # Four UTF-8 bytes per character at most: encode only texts that could be too large.
     if len(text) * 4 > limit:
@@ -380,7 +395,7 @@ def parse_add_batch(data: Any, limits: Limits) -> list[AddItem]:
                 and 0 < len(text) <= max_chars
                 and raw.get("timestamp") is None
                 and (len(raw) == 2 or "timestamp" in raw)
-                and not text.isspace()
+                and not _blank(text)
             ):
                 append(AddItem(id_, text, None))
                 continue
