@@ -510,3 +510,20 @@ def test_a_store_given_with_texts_is_indexed(tmp_path: Path, verifier: str) -> N
         added, _ = d.check_and_add("copy-" + i, text)
         assert not added
     store.close()
+
+
+def test_numpy_k_and_wrong_id_types_get_the_errors_of_the_index() -> None:
+    """(check(k=np.int64(3)) was refused though the index takes it; remove(1.5) was a KeyError)"""
+    from neardup import Index
+
+    d = Deduplicator()
+    d.add("a", rows(1)[0]["text"])
+    assert [m.id for m in d.check(rows(1)[0]["text"], k=np.int64(3))] == ["a"]  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="id must be int or str, got float"):
+        d.remove(1.5)  # type: ignore[arg-type]
+    index = Index(k=3)
+    index.add(1, 5)
+    for call in (lambda: index.add(True, 5), lambda: index.query(True), lambda: Index(k=True)):
+        with pytest.raises(TypeError, match="not bool"):
+            call()
+    assert [i for i, _ in index.query(5, 0)] == [1]

@@ -967,6 +967,7 @@ class Deduplicator(Closing):
 
     def remove(self, id: Id) -> None:
         """Forget ``id``; ``KeyError`` if unknown."""
+        check_id(id)
         with self._lock:
             self._ensure_open()
             if self._log is not None:

@@ -20,7 +20,18 @@ use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::errors::to_py;
 
+/// A bool where an int is wanted: refused (True would be the id, k or fingerprint 1).
+fn refuse_bool(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<()> {
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be an int, not bool"
+        )));
+    }
+    Ok(())
+}
+
 fn to_id(obj: &Bound<'_, PyAny>) -> PyResult<Id> {
+    refuse_bool(obj, "id")?;
     if let Ok(s) = obj.cast::<PyString>() {
         let text = s.to_cow().map_err(|_| {
             PyValueError::new_err(format!(
@@ -66,6 +77,7 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 /// A fingerprint: an int in 0 .. 2**64 (numpy integer scalars too).
 fn to_fp(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    refuse_bool(obj, "fingerprint")?;
     if let Ok(v) = obj.extract::<u64>() {
         return Ok(v);
     }
@@ -85,6 +97,7 @@ fn to_fp(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
 /// An int argument in `lo..=hi`: a ValueError naming `name` for one out of range (however
 /// large), a TypeError for anything but an int.
 pub(crate) fn int_arg(obj: &Bound<'_, PyAny>, name: &str, lo: i64, hi: i64) -> PyResult<i64> {
+    refuse_bool(obj, name)?;
     if !(obj.is_instance_of::<PyInt>() || obj.hasattr("__index__")?) {
         return Err(PyTypeError::new_err(format!(
             "{name} must be an int, not {}",

@@ -67,7 +67,7 @@ except ModuleNotFoundError as e:  # pragma: no cover - exercised only without th
         name=e.name,
     ) from e
 
-from neardup.policy import Policy
+from neardup.policy import Policy, check_k
 from neardup.spark import _job
 from neardup.spark._job import DROPPED, KEPT, POS, ROW, Bounds, Frames
 
@@ -120,9 +120,8 @@ def _policy_for(policy: Policy | Mapping[str, Any] | None, k: int | None) -> Pol
         pol = Policy.from_dict(policy)
     else:
         raise TypeError(f"policy must be a Policy or dict, got {type(policy).__name__}")
+    k = check_k(k)
     if k is not None:
-        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
-            raise ValueError(f"k must be an int in 0..64 or None, got {k!r}")
         pol = pol.replace(k_short=k, k_long=k)
     if pol.verifier not in ("jaccard", "none"):
         raise ValueError(

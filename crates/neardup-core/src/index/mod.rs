@@ -406,7 +406,7 @@ impl Index {
         self.put(id, fp, ts);
         let slot = self.slot_for(ts);
         self.freeze_slot(slot, false);
-        self.auto_expire()?;
+        self.auto_expire(ts)?;
         self.maybe_checkpoint()
     }
 
@@ -434,7 +434,7 @@ impl Index {
             ts,
         })?;
         self.apply_add(ids, fps, ts);
-        self.auto_expire()?;
+        self.auto_expire(ts.iter().copied().fold(f64::INFINITY, f64::min))?;
         self.maybe_checkpoint()
     }
 
@@ -639,13 +639,15 @@ impl Index {
 
     /// Applies the retention window: drops what is older than `newest - retention`. Run on every
     /// add, but only acts when the cutoff has moved by 1/64 of the window since the last time
-    /// (so an add never rescans the edge segment); `expire_retention` applies it exactly.
-    fn auto_expire(&mut self) -> Result<()> {
+    /// (so an add never rescans the edge segment), or when the add's `oldest` timestamp is
+    /// behind the cutoff applied last (that item was kept until the cutoff moved on);
+    /// `expire_retention` applies it exactly.
+    fn auto_expire(&mut self, oldest: f64) -> Result<()> {
         let Some(r) = self.retention else {
             return Ok(());
         };
         let cutoff = self.newest - r;
-        if cutoff <= self.auto_expired + r / 64.0 {
+        if cutoff <= self.auto_expired + r / 64.0 && oldest >= self.auto_expired {
             return Ok(());
         }
         self.auto_expired = cutoff;

@@ -368,6 +368,13 @@ fn retention_applies_on_add() {
     // Kept: timestamp >= newest - retention = 899.
     assert_eq!(idx.len(), 101);
     assert!(idx.contains(IdRef::Int(899)) && !idx.contains(IdRef::Int(898)));
+    // An add behind the cutoff applied last goes at once (it stayed until the cutoff moved on
+    // by 1/64 of the window), alone and in a batch.
+    idx.add(IdRef::Int(5000), 7, 500.0).unwrap();
+    assert!(!idx.contains(IdRef::Int(5000)));
+    idx.add_many(Ids::Int(&[5001, 5002]), &[7, 8], &[999.0, 10.0])
+        .unwrap();
+    assert!(idx.contains(IdRef::Int(5001)) && !idx.contains(IdRef::Int(5002)));
 }
 
 #[test]
