@@ -189,14 +189,14 @@ class DedupService:
         sees the writes of earlier ones, so the answers are those of one call; the cap bounds
         how long other writes wait. With a committer the writes are made durable there.
         ``batch``: the items are one batch request's (else one request's each)."""
-        check_window(items, self.limits.retention, batch)
+        at_the_edge = check_window(items, self.limits.retention, batch)
         if len(items) == 1 and not self._defer:
             it = items[0]
             return [getattr(self.backend, one)(it.id, it.text, timestamp=it.timestamp)]
         method = getattr(self.backend, many)
         extra = {"durable": False} if self._defer else {}
         out: list[Any] = []
-        for chunk in self._chunks(items):
+        for chunk in [items] if at_the_edge else self._chunks(items):
             out.extend(
                 method(
                     [it.id for it in chunk],

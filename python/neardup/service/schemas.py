@@ -55,13 +55,16 @@ def window_start(retention: float | None, margin: float = 1.0) -> float | None:
     return time.time() - retention + margin * min(WINDOW_MARGIN, retention / 10)
 
 
-def check_window(items: list[AddItem], retention: float | None, batch: bool) -> None:
+def check_window(items: list[AddItem], retention: float | None, batch: bool) -> bool:
     """Before any write: refuse the writes whose timestamps left the retention window while
     they waited in the writer's queue (else the store refused a later chunk of a batch, a 500
-    with the earlier chunks written). ``batch``: name the field ``items[i].timestamp``."""
+    with the earlier chunks written). ``batch``: name the field ``items[i].timestamp``.
+    Returns whether a timestamp is in the older half of the window: then the writes are made
+    in one store call, which checks the window once, at once (in chunks, a later chunk could
+    be checked after the window had moved past them: a short window, a long batch)."""
     start = window_start(retention, 0.5)
     if start is None:
-        return
+        return False
     for i, item in enumerate(items):
         if item.timestamp is not None and item.timestamp < start:
             field = f"items[{i}].timestamp" if batch else "timestamp"
@@ -71,6 +74,9 @@ def check_window(items: list[AddItem], retention: float | None, batch: bool) -> 
                 " waited its turn; nothing was written",
                 field=field,
             )
+    assert retention is not None
+    half = time.time() - retention / 2
+    return any(item.timestamp is not None and item.timestamp < half for item in items)
 
 
 @dataclass(frozen=True)
