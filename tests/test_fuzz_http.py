@@ -33,6 +33,7 @@ CODES = {
     415: {"unsupported_media_type"},
     422: {
         "missing_field",
+        "unknown_field",
         "invalid_type",
         "empty_text",
         "invalid_k",

@@ -167,7 +167,10 @@ def _object(value: Any, where: str, fields: frozenset[str]) -> dict[str, Any]:
         )
     unknown = [key for key in value if key not in fields]
     if unknown:
-        field = unknown[0] if where == "body" else f"{where}.{unknown[0]}"
+        name = unknown[0]
+        # (a name that cannot be shown as it is, "" or "\x1f": the object is named instead)
+        field = where if not name.isprintable() or not name else name
+        field = field if where == "body" or field == where else f"{where}.{field}"
         raise ApiError(
             "unknown_field",
             f"{where} has unknown field(s) {', '.join(map(repr, unknown))}; "
