@@ -527,3 +527,21 @@ def test_numpy_k_and_wrong_id_types_get_the_errors_of_the_index() -> None:
         with pytest.raises(TypeError, match="not bool"):
             call()
     assert [i for i, _ in index.query(5, 0)] == [1]
+
+
+def test_ids_from_numpy_and_pandas_are_taken_as_the_index_takes_them(tmp_path: Path) -> None:
+    """(an int64 array or a pandas column of ids was refused: "ids[0] must be int or str, got
+    int64"); the ids come back as ints."""
+    import pandas as pd
+
+    texts = [r["text"] for r in rows(4)]
+    for d in (Deduplicator(), Deduplicator.open(tmp_path / "d")):
+        d.add_many(np.array([1, 2], dtype=np.int64), texts[:2])  # type: ignore[arg-type]
+        out = d.check_and_add_many(pd.Series([3, 4], dtype="int64"), [texts[2], texts[0]])
+        assert [a for a, _ in out] == [True, False] and [m.id for m in out[1][1]] == [1]
+        d.add(np.uint32(5), texts[3])  # type: ignore[arg-type]
+        assert sorted(m.id for t in texts for m in d.check(t)) == [1, 2, 3, 5]
+        assert all(type(m.id) is int for m in d.check(texts[3]))
+        with pytest.raises(TypeError, match="ids\\[0\\] must be int or str, got float64"):
+            d.add_many(np.array([1.0]), texts[:1])  # type: ignore[arg-type]
+        d.close()

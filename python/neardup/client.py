@@ -249,9 +249,9 @@ class Client:
         ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
     ) -> list[dict[str, Any]]:
         # (every item checked before the first chunk is sent: a bad one sends nothing)
-        tss = check_writes(ids, texts, timestamps, None)
+        id_list, tss = check_writes(ids, texts, timestamps, None)
         items: list[dict[str, Any]] = []
-        for id, text, ts in zip(ids, texts, tss):
+        for id, text, ts in zip(id_list, texts, tss):
             item: dict[str, Any] = {"id": id, "text": text}
             if ts is not None:
                 item["timestamp"] = ts

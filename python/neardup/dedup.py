@@ -101,23 +101,25 @@ def check_writes(
     retention: float | None,
     *,
     one: bool = False,
-) -> list[float | None]:
+) -> tuple[list[Id], list[float | None]]:
     """The one check of a write call's input, before any side effect: shapes, then each
     id, text and timestamp (finite, within what the stores hold, and not older than the
     ``retention`` window). Raises ``TypeError`` / ``ValueError`` naming the argument (``id``,
-    or ``ids[3]`` in a batch) and the value; returns the timestamps as floats (None: now).
-    Shared by :class:`Deduplicator` and the Redis store."""
+    or ``ids[3]`` in a batch) and the value. Returns the ids (a numpy integer as an int: an
+    int64 array or a pandas column of ids, as the index takes them) and the timestamps as
+    floats (None: now). Shared by :class:`Deduplicator`, the Redis store and the client."""
     tss = check_batch(ids, texts, timestamps)
     not_before = None if retention is None else time.time() - retention
+    out_ids: list[Id] = []
     out: list[float | None] = []
     for j, (i, text, ts) in enumerate(zip(ids, texts, tss)):
         at = "" if one else f"s[{j}]"
-        check_id(i, f"id{at}")
+        out_ids.append(check_id(int(i) if isinstance(i, np.integer) else i, f"id{at}"))
         check_text(text, f"text{at}")
         out.append(
             None if ts is None else check_timestamp(ts, f"timestamp{at}", not_before=not_before)
         )
-    return out
+    return out_ids, out
 
 
 @runtime_checkable
@@ -634,8 +636,8 @@ class Deduplicator(Closing):
     ) -> int:
         """Store ``text`` under ``id`` (replacing any text of that id); return its fingerprint.
         ``durable=False``: see :meth:`open` and :meth:`commit`."""
-        tss = self._check_writes([id], [text], [timestamp], one=True)
-        return self._add_many([id], [text], tss, durable)[0]
+        ids, tss = self._check_writes([id], [text], [timestamp], one=True)
+        return self._add_many(ids, [text], tss, durable)[0]
 
     def check_and_add(
         self, id: Id, text: str, timestamp: float | None = None, *, durable: bool = True
@@ -646,8 +648,8 @@ class Deduplicator(Closing):
         the add happen under one lock, so of near-copies sent concurrently exactly one is added.
         ``durable=False``: see :meth:`open` and :meth:`commit`.
         """
-        tss = self._check_writes([id], [text], [timestamp], one=True)
-        return self._check_and_add_many([id], [text], tss, durable)[0]
+        ids, tss = self._check_writes([id], [text], [timestamp], one=True)
+        return self._check_and_add_many(ids, [text], tss, durable)[0]
 
     def _prepare(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
         norms = self.policy.prepare_many(texts)
@@ -683,7 +685,8 @@ class Deduplicator(Closing):
     ) -> list[int]:
         """:meth:`add` for each text, in order; returns the fingerprints. Every item is checked
         before anything is written: one bad item refuses the whole batch."""
-        return self._add_many(ids, texts, self._check_writes(ids, texts, timestamps), durable)
+        ids, tss = self._check_writes(ids, texts, timestamps)
+        return self._add_many(ids, texts, tss, durable)
 
     def _check_writes(
         self,
@@ -692,7 +695,7 @@ class Deduplicator(Closing):
         timestamps: Sequence[float | None] | None,
         *,
         one: bool = False,
-    ) -> list[float | None]:
+    ) -> tuple[list[Id], list[float | None]]:
         return check_writes(ids, texts, timestamps, self._retention, one=one)
 
     def _add_many(
@@ -817,7 +820,7 @@ class Deduplicator(Closing):
         anything is written: one bad item refuses the whole batch. A batch whose texts replace
         stored ids (or repeat an id) is written in runs that end at such a text, made durable
         together; a write that fails (a full disk) leaves the runs before it written."""
-        tss = self._check_writes(ids, texts, timestamps)
+        ids, tss = self._check_writes(ids, texts, timestamps)
         return self._check_and_add_many(ids, texts, tss, durable)
 
     def _check_and_add_many(

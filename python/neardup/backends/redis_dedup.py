@@ -464,7 +464,7 @@ class RedisDeduplicator(Closing):
         timestamps: Sequence[float | None] | None = None,
     ) -> list[int]:
         """:meth:`add` for each text, in order; one bad item refuses the whole batch."""
-        tss = check_writes(ids, texts, timestamps, self.retention)
+        ids, tss = check_writes(ids, texts, timestamps, self.retention)
         p = self._probe(texts)
         first = self._retrying(lambda: self.store.refs(max(1, len(ids))))
         docs = self._docs(p, range(len(ids)), ids, texts, tss, first)
@@ -489,7 +489,7 @@ class RedisDeduplicator(Closing):
     ) -> list[tuple[bool, list[Match]]]:
         """:meth:`check_and_add` for each text, in order: a text is checked against the stored
         ones and the texts of the batch added before it. One bad item refuses the batch."""
-        tss = check_writes(ids, texts, timestamps, self.retention)
+        ids, tss = check_writes(ids, texts, timestamps, self.retention)
         p = self._probe(texts)
         lists = self._lists(p)
         with self._turns.turn(lists) as turn:
