@@ -1,5 +1,5 @@
-//! Text normalisation: HTML visible text, NFKC, Traditional -> Simplified Chinese, case folding,
-//! punctuation removal, whitespace.
+//! Text normalisation: HTML visible text (through `crate::html`), NFKC, Traditional ->
+//! Simplified Chinese, case folding, punctuation removal, whitespace.
 
 use std::sync::OnceLock;
 
@@ -7,12 +7,6 @@ use unicode_general_category::{get_general_category, GeneralCategory as Gc};
 use unicode_normalization::UnicodeNormalization;
 
 use super::config::Config;
-
-/// Visible text of an HTML document or fragment (the `html` option): the one HTML reader's
-/// visible text ([`crate::html::visible_text`]), one line per block.
-pub fn html_visible_text(html: &str) -> String {
-    crate::html::visible_text(html)
-}
 
 /// How NFKC treats a char, for the fast path.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -314,7 +308,8 @@ pub fn normalize_with<'a>(text: &'a str, config: &Config, bufs: &'a mut Buffers)
     } = bufs;
     let mut cur: &'a str = text;
     if config.html {
-        *html = html_visible_text(cur);
+        // (the `html` option: the page's visible text, read by the one HTML reader)
+        *html = crate::html::visible_text(cur);
         let html: &'a String = html;
         cur = html;
     }

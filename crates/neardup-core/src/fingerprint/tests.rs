@@ -1,5 +1,5 @@
 use super::config::*;
-use super::normalize::{html_visible_text, nfkc};
+use super::normalize::nfkc;
 use super::simhash::{Acc128, Acc64, AccF};
 use super::*;
 use unicode_normalization::UnicodeNormalization;
@@ -149,7 +149,7 @@ fn normalization_steps() {
 
 #[test]
 fn html_visible_text_drops_script_style_and_markup() {
-    let t = html_visible_text(
+    let t = crate::html::visible_text(
         "<html><head><title>T</title><style>p{}</style></head><body><p>One <b>two</b></p>\
          <script>var x = 1;</script><div>three</div><!-- c --></body></html>",
     );
