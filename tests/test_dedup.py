@@ -536,7 +536,7 @@ def test_ids_from_numpy_and_pandas_are_taken_as_the_index_takes_them(tmp_path: P
 
     texts = [r["text"] for r in rows(4)]
     for d in (Deduplicator(), Deduplicator.open(tmp_path / "d")):
-        d.add_many(np.array([1, 2], dtype=np.int64), texts[:2])  # type: ignore[arg-type]
+        d.add_many(np.array([1, 2], dtype=np.int64), texts[:2])
         out = d.check_and_add_many(pd.Series([3, 4], dtype="int64"), [texts[2], texts[0]])
         assert [a for a, _ in out] == [True, False] and [m.id for m in out[1][1]] == [1]
         d.add(np.uint32(5), texts[3])  # type: ignore[arg-type]
@@ -544,4 +544,12 @@ def test_ids_from_numpy_and_pandas_are_taken_as_the_index_takes_them(tmp_path: P
         assert all(type(m.id) is int for m in d.check(texts[3]))
         with pytest.raises(TypeError, match="ids\\[0\\] must be int or str, got float64"):
             d.add_many(np.array([1.0]), texts[:1])  # type: ignore[arg-type]
+        # timestamps from numpy, int or float seconds, as the index takes them ("timestamps[0]
+        # must be float seconds or None, got int64")
+        now = int(time.time())
+        d.add_many(np.array([6, 7]), texts[:2], np.array([now, now - 5], dtype=np.int64))
+        d.add_many([8], texts[2:3], np.array([now - 1.5]))
+        with pytest.raises(TypeError, match="timestamps\\[0\\] must be float seconds or None"):
+            d.add_many([9], texts[:1], np.array([True]))
+        assert sorted(m.id for m in d.check(texts[0])) == [1, 6]
         d.close()

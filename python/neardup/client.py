@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any, Union
+from typing import Any
 from urllib.parse import quote
 
 from neardup.dedup import Match, check_texts, check_writes
+from neardup.textstore import Id, Ids, Timestamps
 
 __all__ = [
     "AuthenticationError",
@@ -29,8 +30,6 @@ __all__ = [
     "ServiceError",
     "ServiceUnavailableError",
 ]
-
-Id = Union[int, str]
 
 
 class ServiceError(Exception):
@@ -246,7 +245,7 @@ class Client:
 
     @staticmethod
     def _items(
-        ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
+        ids: Ids, texts: Sequence[str], timestamps: Timestamps | None
     ) -> list[dict[str, Any]]:
         # (every item checked before the first chunk is sent: a bad one sends nothing)
         id_list, tss = check_writes(ids, texts, timestamps, None)
@@ -260,9 +259,9 @@ class Client:
 
     def add_many(
         self,
-        ids: Sequence[Id],
+        ids: Ids,
         texts: Sequence[str],
-        timestamps: Sequence[float | None] | None = None,
+        timestamps: Timestamps | None = None,
     ) -> list[int]:
         """:meth:`add` for each text, in order; returns the fingerprints."""
         items = self._items(ids, texts, timestamps)
@@ -273,9 +272,9 @@ class Client:
 
     def check_and_add_many(
         self,
-        ids: Sequence[Id],
+        ids: Ids,
         texts: Sequence[str],
-        timestamps: Sequence[float | None] | None = None,
+        timestamps: Timestamps | None = None,
     ) -> list[tuple[bool, list[Match]]]:
         """:meth:`check_and_add` for each text, in order (later ones see earlier adds)."""
         items = self._items(ids, texts, timestamps)

@@ -65,9 +65,11 @@ from neardup.policy import (
 )
 from neardup.textstore import (
     Id,
+    Ids,
     MemoryTextStore,
     SqliteTextStore,
     TextStore,
+    Timestamps,
     check_id,
     check_timestamp,
 )
@@ -95,9 +97,9 @@ _LOAD_CHUNK = 4096
 
 
 def check_writes(
-    ids: Sequence[Id],
+    ids: Ids,
     texts: Sequence[str],
-    timestamps: Sequence[float | None] | None,
+    timestamps: Timestamps | None,
     retention: float | None,
     *,
     one: bool = False,
@@ -146,18 +148,18 @@ class DedupBackend(Protocol):
 
     def add_many(
         self,
-        ids: Sequence[Id],
+        ids: Ids,
         texts: Sequence[str],
-        timestamps: Sequence[float | None] | None = None,
+        timestamps: Timestamps | None = None,
     ) -> list[int]:
         """:meth:`add` for each text, in order."""
         ...
 
     def check_and_add_many(
         self,
-        ids: Sequence[Id],
+        ids: Ids,
         texts: Sequence[str],
-        timestamps: Sequence[float | None] | None = None,
+        timestamps: Timestamps | None = None,
     ) -> list[tuple[bool, list[Match]]]:
         """:meth:`check_and_add` for each text, in order (later ones see earlier adds)."""
         ...
@@ -677,9 +679,9 @@ class Deduplicator(Closing):
 
     def add_many(
         self,
-        ids: Sequence[Id],
+        ids: Ids,
         texts: Sequence[str],
-        timestamps: Sequence[float | None] | None = None,
+        timestamps: Timestamps | None = None,
         *,
         durable: bool = True,
     ) -> list[int]:
@@ -690,9 +692,9 @@ class Deduplicator(Closing):
 
     def _check_writes(
         self,
-        ids: Sequence[Id],
+        ids: Ids,
         texts: Sequence[str],
-        timestamps: Sequence[float | None] | None,
+        timestamps: Timestamps | None,
         *,
         one: bool = False,
     ) -> tuple[list[Id], list[float | None]]:
@@ -809,9 +811,9 @@ class Deduplicator(Closing):
 
     def check_and_add_many(
         self,
-        ids: Sequence[Id],
+        ids: Ids,
         texts: Sequence[str],
-        timestamps: Sequence[float | None] | None = None,
+        timestamps: Timestamps | None = None,
         *,
         durable: bool = True,
     ) -> list[tuple[bool, list[Match]]]:

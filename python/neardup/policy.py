@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from neardup._core import Fingerprinter
 from neardup.htmltext import looks_like_html, main_text
-from neardup.textstore import Id
+from neardup.textstore import Id, Ids, Timestamps
 from neardup.verify import VERIFIERS, normalise, normalise_many
 
 __all__ = [
@@ -297,8 +297,8 @@ def check_texts(texts: object) -> None:
 
 
 def check_batch(
-    ids: Sequence[Id], texts: Sequence[str], timestamps: Sequence[float | None] | None
-) -> Sequence[float | None]:
+    ids: Ids, texts: Sequence[str], timestamps: Timestamps | None
+) -> Timestamps:
     """Check the shapes of a batch call (``add_many``, ``check_and_add_many``): ``texts`` a
     sequence, as many ids and timestamps as texts. Returns the timestamps (``None`` each when
     not given). Shared by :class:`Deduplicator`, the Redis backend and :class:`neardup.Client`."""

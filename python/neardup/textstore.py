@@ -35,6 +35,7 @@ from __future__ import annotations
 import errno
 import functools
 import math
+import numbers
 import os
 import sqlite3
 import threading
@@ -43,8 +44,13 @@ import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, Union, runtime_checkable
 
+import numpy as np
+import numpy.typing as npt
+
 __all__ = [
     "LAST_SEQ",
+    "Ids",
+    "Timestamps",
     "MAX_TIMESTAMP",
     "CorruptTextStoreError",
     "Id",
@@ -58,6 +64,13 @@ __all__ = [
 ]
 
 Id = Union[int, str]
+#: The ids of a batch call: a sequence of ids, or an integer numpy array (a pandas column of
+#: int ids is read alike).
+Ids = Union[Sequence[Id], npt.NDArray[np.integer[Any]]]
+#: The timestamps of a batch call (seconds since the epoch; None: now), or a numpy array.
+Timestamps = Union[
+    Sequence[Union[float, None]], npt.NDArray[Union[np.floating[Any], np.integer[Any]]]
+]
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
@@ -103,7 +116,8 @@ def check_timestamp(
     ``|t| <= MAX_TIMESTAMP`` and, when ``not_before`` is given (now minus a retention window),
     not older than that (such a document would be expired at once). ``TypeError`` /
     ``ValueError`` naming ``name`` otherwise."""
-    if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
+    # (any real number but a bool: numpy's integers and floats too, as the index takes them)
+    if isinstance(timestamp, (bool, np.bool_)) or not isinstance(timestamp, numbers.Real):
         raise TypeError(f"{name} must be float seconds or None, got {type(timestamp).__name__}")
     try:
         ts = float(timestamp)

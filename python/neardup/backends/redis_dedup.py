@@ -30,7 +30,7 @@ from neardup.backends.redis_store import Recent, RedisStore, band_codes, id_hash
 from neardup.dedup import Match, Policy, check_text, check_texts, check_writes
 from neardup.kept import rule_for
 from neardup.stores import Doc, Found, Head, dec_id, enc_id
-from neardup.textstore import Id, check_id
+from neardup.textstore import Id, Ids, Timestamps, check_id
 
 __all__ = ["RedisDeduplicator"]
 
@@ -459,9 +459,9 @@ class RedisDeduplicator(Closing):
 
     def add_many(
         self,
-        ids: Sequence[Id],
+        ids: Ids,
         texts: Sequence[str],
-        timestamps: Sequence[float | None] | None = None,
+        timestamps: Timestamps | None = None,
     ) -> list[int]:
         """:meth:`add` for each text, in order; one bad item refuses the whole batch."""
         ids, tss = check_writes(ids, texts, timestamps, self.retention)
@@ -483,9 +483,9 @@ class RedisDeduplicator(Closing):
 
     def check_and_add_many(
         self,
-        ids: Sequence[Id],
+        ids: Ids,
         texts: Sequence[str],
-        timestamps: Sequence[float | None] | None = None,
+        timestamps: Timestamps | None = None,
     ) -> list[tuple[bool, list[Match]]]:
         """:meth:`check_and_add` for each text, in order: a text is checked against the stored
         ones and the texts of the batch added before it. One bad item refuses the batch."""

@@ -13,10 +13,11 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, Union
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from neardup.service.settings import Settings, SettingsError
+from neardup.textstore import Id
 
 __all__ = [
     "StoreError",
@@ -30,7 +31,6 @@ __all__ = [
     "store_fault",
 ]
 
-Id = Union[int, str]
 DuplicateRecord = dict[str, Any]
 
 

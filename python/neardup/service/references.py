@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from neardup.dedup import Deduplicator, Match, Policy
-from neardup.textstore import Id
+from neardup.textstore import Id, Ids, Timestamps
 
 __all__ = ["WithReferences", "best_first", "load_references"]
 
@@ -127,9 +127,9 @@ class WithReferences:
 
     def check_and_add_many(
         self,
-        ids: Sequence[Id],
+        ids: Ids,
         texts: Sequence[str],
-        timestamps: Sequence[float | None] | None = None,
+        timestamps: Timestamps | None = None,
         **kw: Any,
     ) -> list[tuple[bool, list[Match]]]:
         """:meth:`check_and_add` of each text in order; the texts that are no reference's copy

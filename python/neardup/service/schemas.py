@@ -12,12 +12,12 @@ import re
 import time
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 import orjson
 
 from neardup.service.errors import ApiError
-from neardup.textstore import check_timestamp
+from neardup.textstore import Id, check_timestamp
 
 __all__ = [
     "AddItem",
@@ -35,8 +35,6 @@ I64_MIN = -(2**63)
 I64_MAX = 2**63 - 1
 U64_MAX = 2**64 - 1
 MAX_ID_CHARS = 1024
-
-Id = Union[int, str]
 
 
 #: Seconds inside the retention window (at most a tenth of it) that a sent timestamp must be, so
