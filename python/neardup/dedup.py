@@ -233,8 +233,9 @@ class Deduplicator(Closing):
         self.fingerprinter = fingerprinter
         self.index = index if index is not None else Index(k=policy.k_max)
         self.store: TextStore = store if store is not None else MemoryTextStore()
-        if index is None and len(self.store):
-            self._index_stored()
+        # a store given with texts and no index: its texts are indexed (else a check by
+        # fingerprint, a radius or another verifier never found them)
+        index_stored = index is None and len(self.store) > 0
         self.path: str | None = None
         # Writes (and whatever must see a stable store) hold _lock; reads only take the small
         # _cache_lock around the sketch cache and the counters (the index is thread-safe and the
@@ -260,17 +261,9 @@ class Deduplicator(Closing):
         # (last sequence number, size) of the store when its engine was last saved or loaded
         self._saved_state: tuple[int, int] | None = None
         if policy.verifier == "jaccard":
-            self._kept = self._loaded_kept()
-
-    def _index_stored(self, chunk: int = 10_000) -> None:
-        """Index the texts of a store given with texts in it and no index (else a check by
-        fingerprint, a radius or another verifier never found them)."""
-        rows = iter(self.store.items())
-        while batch := list(itertools.islice(rows, chunk)):
-            fps = self.policy.fingerprint_many(self.fingerprinter, [r[1] for r in batch])
-            self.index.add_many(
-                [r[0] for r in batch], fps, np.asarray([r[2] for r in batch], np.float64)
-            )
+            self._kept = self._loaded_kept(index_stored)
+        elif index_stored:
+            self._load_kept(None, index=True)
 
     def _saved_engine_path(self) -> str | None:
         """Where the decision engine's rows are saved: beside a SQLite text store's file, named
@@ -282,19 +275,22 @@ class Deduplicator(Closing):
             return None
         return saved_engine_path(self.store.path)
 
-    def _loaded_kept(self) -> KeptTexts:
+    def _loaded_kept(self, index: bool) -> KeptTexts:
         """The decision engine over the stored texts: the saved engine (:meth:`save_engine`)
         when its rows are exactly the store's rows up to the sequence number it was saved at,
         with the rows written since prepared and sketched; else every stored text prepared and
-        sketched (a line in the log says why)."""
+        sketched (a line in the log says why). ``index``: the texts also go into the index, in
+        the same pass."""
         path = self._saved_engine_path()
         if path is not None and os.path.exists(path) and len(self.store):
             kept = self._load_saved(path)
             if kept is not None:
+                if index:
+                    self._load_kept(None, index=True)
                 return kept
         kept = KeptTexts(self.policy)
         if len(self.store):
-            self._load_kept(kept)
+            self._load_kept(kept, index=index)
         return kept
 
     def _load_saved(self, path: str) -> KeptTexts | None:
@@ -364,23 +360,19 @@ class Deduplicator(Closing):
                     os.remove(path)
                 return None
 
-    def _load_kept(self, kept: KeptTexts, after: int = 0) -> None:
+    def _load_kept(self, kept: KeptTexts | None, after: int = 0, *, index: bool = False) -> None:
         """Put every stored text (written after sequence number ``after``) into the decision
-        engine (in the store's order)."""
-        chunk: list[tuple[Id, str]] = []
+        engine ``kept`` (in the store's order) and, with ``index``, into the index: each text
+        prepared and fingerprinted once for both."""
         items = self.store.items(after) if isinstance(self.store, SqliteTextStore) else None
-        for i, text, _ in items if items is not None else self.store.items():
-            chunk.append((i, text))
-            if len(chunk) == _LOAD_CHUNK:
-                self._load_chunk(kept, chunk)
-                chunk = []
-        self._load_chunk(kept, chunk)
-
-    def _load_chunk(self, kept: KeptTexts, chunk: list[tuple[Id, str]]) -> None:
-        if chunk:
-            ids = [i for i, _ in chunk]
-            norms, fps = self._prepare([t for _, t in chunk])
-            kept.commit(ids, kept.add(ids, norms, fps))
+        rows = iter(items if items is not None else self.store.items())
+        while chunk := list(itertools.islice(rows, _LOAD_CHUNK)):
+            ids = [r[0] for r in chunk]
+            norms, fps = self._prepare([r[1] for r in chunk])
+            if kept is not None:
+                kept.commit(ids, kept.add(ids, norms, fps))
+            if index:
+                self.index.add_many(ids, fps, np.asarray([r[2] for r in chunk], np.float64))
 
     #: Most sketches of stored texts kept in memory (least recently used ones are dropped).
     sketch_cache: int = 200_000
