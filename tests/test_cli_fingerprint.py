@@ -299,3 +299,34 @@ def test_a_truncated_compressed_csv_is_an_input_error(tmp_path: Path) -> None:
     r = neardup("fingerprint", str(tmp_path / "in.csv.gz"), "-o", str(tmp_path / "o.csv.gz"))
     assert r.returncode == 1 and "cannot read on" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "o.csv.gz").exists()
+
+
+def test_an_open_csv_quote_is_an_input_error_as_in_dedup(tmp_path: Path) -> None:
+    """(the fingerprint command read CSV without strict quoting: a quote left open took the
+    rest of the file into one text, exit 0, "1 document")"""
+    src = tmp_path / "open.csv"
+    src.write_text('id,text\n1,"hello world\n2,second doc\n3,third doc\n')
+    for command in ("fingerprint", "dedup"):
+        r = neardup(command, str(src), "-o", str(tmp_path / f"{command}.csv"))
+        assert r.returncode == 1 and "cannot read on: unexpected end of data" in r.stderr
+        assert not (tmp_path / f"{command}.csv").exists()
+
+
+def test_jsonl_records_are_written_back_as_read_with_the_field_added(tmp_path: Path) -> None:
+    """(each record was parsed and written anew: 1e400 became Infinity, which is not JSON, and
+    1.0000000000000001 became 1.0)"""
+    src = tmp_path / "in.jsonl"
+    lines = [
+        '{"text": "alpha beta gamma delta", "v": 1e400, "w": 1.0000000000000001}',
+        '{ "text" : "epsilon zeta eta theta" }  ',
+        '{"text": "iota kappa lambda mu", "fingerprint": "old"}',
+    ]
+    src.write_text("\n".join(lines) + "\n")
+    r = neardup("fingerprint", str(src), "-o", str(tmp_path / "out.jsonl"))
+    assert r.returncode == 0, r.stderr
+    out = (tmp_path / "out.jsonl").read_text().splitlines()
+    f = Policy.default()
+    fps = f.fingerprint_many(f.make_fingerprinter(), [json.loads(x)["text"] for x in lines])
+    assert out[0] == lines[0][:-1] + f', "fingerprint": "{fps[0]:016x}"}}'
+    assert out[1] == f'{{ "text" : "epsilon zeta eta theta", "fingerprint": "{fps[1]:016x}"}}'
+    assert json.loads(out[2]) == {"text": "iota kappa lambda mu", "fingerprint": f"{fps[2]:016x}"}

@@ -308,3 +308,47 @@ def test_later_builds_keep_the_stored_k_and_refuse_what_they_cannot_keep(tmp_pat
     assert r.returncode == 2 and "built without --raw" in r.stderr
     r = neardup("index", "build", str(a), str(b))
     assert r.returncode == 2 and "is a file, not an index directory" in r.stderr
+
+
+def test_a_directory_whose_texts_are_gone_is_refused_not_refilled(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    """(with texts.sqlite deleted, a build made a new, empty one and said "holds 300": queries
+    then verified against the few texts added since, and --against said the directory "holds
+    fingerprints only")"""
+    src, more, ix = tmp_path / "in.jsonl", tmp_path / "more.jsonl", tmp_path / "ix"
+    _write(src, rows[:40])
+    _write(more, [{**r, "id": f"new-{r['id']}"} for r in rows[40:45]])
+    assert neardup("index", "build", str(ix), str(src), "-q").returncode == 0
+    for f in ix.glob("texts.sqlite*"):
+        f.unlink()
+    for args in (
+        ("index", "build", str(ix), str(more)),
+        ("index", "query", str(ix), str(src)),
+        ("dedup", str(src), "-o", str(tmp_path / "k.jsonl"), "--against", str(ix)),
+    ):
+        r = neardup(*args)
+        assert r.returncode == 1 and "texts.sqlite is missing" in r.stderr, (args, r.stderr)
+    assert not (ix / "texts.sqlite").exists() and not (tmp_path / "k.jsonl").exists()
+    assert len(Index.open(str(ix))) == 40
+
+
+def test_a_bad_id_or_time_field_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    """(an int id beyond 64 bits stopped the build with a traceback, --on-error skip could not
+    skip it and its whole chunk was lost; --time-field on text lines stored the texts, then
+    failed with a traceback before indexing them)"""
+    src = tmp_path / "big.jsonl"
+    src.write_text(
+        '{"id": 9223372036854775808, "text": "alpha beta gamma delta"}\n'
+        '{"id": 2, "text": "another text entirely"}\n'
+    )
+    r = neardup("index", "build", str(tmp_path / "a"), str(src))
+    assert r.returncode == 1 and "big.jsonl:1: id must fit in a signed 64-bit" in r.stderr
+    r = neardup("index", "build", str(tmp_path / "b"), str(src), "--on-error", "skip")
+    assert r.returncode == 0 and "1 bad record skipped" in r.stderr, r.stderr
+    assert Index.open(str(tmp_path / "b")).query(0, 64)[0][0] == 2
+    lines = tmp_path / "a.txt"
+    lines.write_text("first line of text\nsecond line of text\n")
+    r = neardup("index", "build", str(tmp_path / "c"), str(lines), "--time-field", "t")
+    assert r.returncode == 2 and "--time-field needs records with fields" in r.stderr
+    assert not (tmp_path / "c").exists()

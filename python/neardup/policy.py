@@ -296,9 +296,7 @@ def check_texts(texts: object) -> None:
         raise TypeError("texts must be a sequence of str, not a single str")
 
 
-def check_batch(
-    ids: Ids, texts: Sequence[str], timestamps: Timestamps | None
-) -> Timestamps:
+def check_batch(ids: Ids, texts: Sequence[str], timestamps: Timestamps | None) -> Timestamps:
     """Check the shapes of a batch call (``add_many``, ``check_and_add_many``): ``texts`` a
     sequence, as many ids and timestamps as texts. Returns the timestamps (``None`` each when
     not given). Shared by :class:`Deduplicator`, the Redis backend and :class:`neardup.Client`."""

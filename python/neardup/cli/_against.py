@@ -13,6 +13,7 @@ under in an index directory).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -93,6 +94,25 @@ def is_index_dir(path: str) -> bool:
     return os.path.isfile(os.path.join(path, SETTINGS_FILE))
 
 
+def texts_missing(path: str) -> str | None:
+    """What is wrong with index directory ``path`` whose settings say its texts are stored
+    (``index build``) when their file is gone; None when nothing is (or they never were)."""
+    from neardup.cli.index import SETTINGS_FILE
+
+    texts = os.path.join(path, REFERENCE_TEXTS)
+    try:
+        with open(os.path.join(path, SETTINGS_FILE), encoding="utf-8") as f:
+            stored = json.load(f).get("texts") is True
+    except (OSError, ValueError, AttributeError):
+        return None  # (whoever reads the settings says what is wrong with them)
+    if not stored or os.path.isfile(texts):
+        return None
+    return (
+        f"{texts} is missing: the texts of the documents indexed are gone (queries and "
+        "dedup --against verify against them); restore it, or build a new directory"
+    )
+
+
 def is_saved_dataset(path: str) -> bool:
     """Whether ``path`` is a Hugging Face dataset written by ``Dataset.save_to_disk``."""
     return all(os.path.isfile(os.path.join(path, f)) for f in ("state.json", "dataset_info.json"))
@@ -108,6 +128,9 @@ def open_references(paths: list[str], format: str | None) -> list[Reference]:
         if not os.path.exists(path):
             raise ReferenceInputError(f"--against {path}: no such file or directory")
         if os.path.isdir(path) and is_index_dir(path):
+            missing = texts_missing(path)
+            if missing is not None:
+                raise ReferenceInputError(f"--against {path}: {missing}")
             if not os.path.isfile(os.path.join(path, REFERENCE_TEXTS)):
                 raise ReferenceInputError(
                     f"--against {path}: this index directory holds fingerprints only (built "

@@ -349,10 +349,18 @@ def open_sources(args: argparse.Namespace, command: str) -> list[nio.Source] | i
             eprint(f"neardup {command}: {path}: no such file or directory")
             return EXIT_INPUT
     try:
-        return [s for p in args.inputs for s in nio.input_sources(p, args.format)]
+        sources = [s for p in args.inputs for s in nio.input_sources(p, args.format)]
     except nio.UnknownFormatError as e:
         eprint(f"neardup {command}: {e}")
         return EXIT_USAGE
+    for s in sources:
+        if getattr(args, "time_field", None) and s.format in ("txt", "dir"):
+            eprint(
+                f"neardup {command}: --time-field needs records with fields (JSONL, CSV, TSV, "
+                f"Parquet); {s.path} is {'a directory' if s.format == 'dir' else 'text lines'}"
+            )
+            return EXIT_USAGE
+    return sources
 
 
 # ------------------------------------------------------------------------------------------------
@@ -443,12 +451,6 @@ def run(args: argparse.Namespace) -> int:
         if os.path.isdir(s.path) and not nio.dir_files(s.path):
             eprint(f"neardup dedup: {s.path} holds no .txt, .text, .html or .htm file")
             return EXIT_INPUT
-        if args.time_field and s.format in ("txt", "dir"):
-            eprint(
-                f"neardup dedup: --time-field needs records with fields (JSONL, CSV, TSV, "
-                f"Parquet); {s.path} is {'a directory' if s.format == 'dir' else 'text lines'}"
-            )
-            return EXIT_USAGE
     outputs = {
         "-o": args.output,
         "--clusters": args.clusters,

@@ -238,17 +238,31 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _with_field(rawline: bytes, record: dict[str, Any], field: str, value: str | int) -> bytes:
+    """The JSON line ``rawline`` (of ``record``) with ``field`` set to ``value``: the line as it
+    was read, the field added at its end (numbers keep their digits, and one JSON cannot write
+    back, such as 1e400, stays as it was); a record that has the field already (this command's
+    output) is written anew."""
+    if field in record:
+        record[field] = value
+        return nio.json_line(record).encode("utf-8")
+    body = rawline.rstrip()
+    head = body[:-1].rstrip()  # (the object's closing brace is the line's last character)
+    comma = b", " if record else b""
+    return head + comma + json.dumps({field: value})[1:].encode("ascii")
+
+
 def _jsonl(job: _Job, sources: list[nio.Source], out: Any, progress: Progress) -> bool:
     args = job.args
     for source in sources:
         stream, raw = nio.open_read(source.path, source.compression)
-        records: list[dict[str, Any]] = []
+        records: list[tuple[bytes, dict[str, Any]]] = []
         texts: list[str] = []
 
-        def flush(records: list[dict[str, Any]], texts: list[str]) -> None:
-            for record, fp in zip(records, job.fps(texts)):
-                record[args.field] = encode(fp, args.encoding)
-                out.write(nio.json_line(record).encode("utf-8") + b"\n")
+        def flush(records: list[tuple[bytes, dict[str, Any]]], texts: list[str]) -> None:
+            for (rawline, record), fp in zip(records, job.fps(texts)):
+                line = _with_field(rawline, record, args.field, encode(fp, args.encoding))
+                out.write(line + b"\n")
             progress.count(len(texts))
             records.clear()
             texts.clear()
@@ -276,7 +290,7 @@ def _jsonl(job: _Job, sources: list[nio.Source], out: Any, progress: Progress) -
                     if job.bad(doc):
                         return False
                     continue
-                records.append(json.loads(rawline))
+                records.append((rawline, json.loads(rawline)))
                 texts.append(doc.text)
                 if len(texts) >= _CHUNK:
                     flush(records, texts)
@@ -297,10 +311,7 @@ def _csv(job: _Job, sources: list[nio.Source], out: Any, fmt: str, progress: Pro
     try:
         for source in sources:
             stream, raw = nio.open_read(source.path, source.compression)
-            text_in = io.TextIOWrapper(
-                stream, encoding="utf-8", errors="surrogateescape", newline=""
-            )
-            reader = csv.reader(text_in, delimiter=delimiter)
+            text_in, reader = nio.csv_reader(stream, fmt)
             try:
                 try:
                     header = nio.csv_header(reader)

@@ -50,6 +50,7 @@ from neardup.cli._against import (
     index_stored,
     reference_store,
     save_references,
+    texts_missing,
 )
 from neardup.cli._paths import paths_refused
 from neardup.cli._pipes import STDOUT_NAMES
@@ -66,7 +67,7 @@ from neardup.cli.dedup import (
 from neardup.cli.fingerprint import TextFingerprinter, make_policy
 from neardup.dedup import Deduplicator, Match, Policy
 from neardup.io import counted
-from neardup.textstore import SqliteTextStore
+from neardup.textstore import SqliteTextStore, check_id
 
 SETTINGS_FILE = "neardup-cli.json"
 _CHUNK = 16384
@@ -319,8 +320,14 @@ def run_build(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     store = None
     if settings.get("texts"):
+        texts_path = os.path.join(args.index_dir, REFERENCE_TEXTS)
+        missing = texts_missing(args.index_dir) if len(index) else None
+        if missing is not None:
+            _close(index)
+            eprint(f"neardup index build: {missing}")
+            return EXIT_INPUT
         try:
-            store = SqliteTextStore(os.path.join(args.index_dir, REFERENCE_TEXTS), sync="normal")
+            store = SqliteTextStore(texts_path, sync="normal")
         except ValueError as e:
             _close(index)
             eprint(f"neardup index build: {e}")
@@ -364,6 +371,11 @@ def run_build(args: argparse.Namespace) -> int:
             for doc in nio.read_docs(source, spec, progress.advance):
                 if not isinstance(doc, nio.InputError):
                     doc_id = nio.id_or_place(doc.id, source.path, doc.line)
+                    try:
+                        check_id(doc_id)
+                    except ValueError as e:  # (an int beyond 64 bits)
+                        doc = nio.InputError(source.path, doc.line, str(e), doc.slot)
+                if not isinstance(doc, nio.InputError):
                     if doc_id in seen:
                         repeated += 1
                         doc = _repeated(doc_id, source, doc, sources, spec, skipped < 10)
@@ -484,6 +496,10 @@ def run_query(args: argparse.Namespace) -> int:
         fingerprinter = _fingerprinter_from(settings)
     except ValueError as e:
         eprint(f"neardup index query: {e}")
+        return EXIT_INPUT
+    missing = texts_missing(args.index_dir)
+    if missing is not None:
+        eprint(f"neardup index query: {missing}")
         return EXIT_INPUT
     if settings.get("texts") and os.path.isfile(os.path.join(args.index_dir, REFERENCE_TEXTS)):
         return _query_stored(args, settings, fingerprinter)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import sys
 
-from neardup.io._readers import csv_header, dir_files, read_batches, read_docs
+from neardup.io._readers import csv_header, csv_reader, dir_files, read_batches, read_docs
 from neardup.io._records import (
     Doc,
     DocBatch,
@@ -81,6 +81,7 @@ __all__ = [
     "Source",
     "UnknownFormatError",
     "csv_header",
+    "csv_reader",
     "detect",
     "input_sources",
     "spark_parts",

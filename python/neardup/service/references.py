@@ -32,9 +32,18 @@ def load_references(path: str, policy: Policy) -> Deduplicator:
     """The reference texts of index directory ``path`` in a deduplicator of ``policy``.
 
     Raises ValueError naming the directory when it holds no stored texts."""
-    from neardup.cli._against import REFERENCE_TEXTS, index_stored, is_index_dir, reference_store
+    from neardup.cli._against import (
+        REFERENCE_TEXTS,
+        index_stored,
+        is_index_dir,
+        reference_store,
+        texts_missing,
+    )
 
     texts_path = os.path.join(path, REFERENCE_TEXTS)
+    missing = texts_missing(path) if os.path.isdir(path) else None
+    if missing is not None:
+        raise ValueError(f"--against {path}: {missing}")
     if not (os.path.isdir(path) and is_index_dir(path) and os.path.isfile(texts_path)):
         raise ValueError(
             f"--against {path}: not a reference directory with stored texts; build one with "
