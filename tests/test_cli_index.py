@@ -352,3 +352,27 @@ def test_a_bad_id_or_time_field_is_refused_before_anything_is_stored(tmp_path: P
     r = neardup("index", "build", str(tmp_path / "c"), str(lines), "--time-field", "t")
     assert r.returncode == 2 and "--time-field needs records with fields" in r.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_a_damaged_text_store_is_named_not_a_traceback(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    """(a stored text that is not UTF-8 gave sqlite3's traceback in index query and dedup
+    --against)"""
+    import sqlite3
+
+    src, ix = tmp_path / "in.jsonl", tmp_path / "ix"
+    _write(src, rows[:30])
+    assert neardup("index", "build", str(ix), str(src), "-q").returncode == 0
+    (ix / "texts.engine").unlink()  # (else the texts are not read)
+    db = sqlite3.connect(ix / "texts.sqlite")
+    db.execute("UPDATE texts SET text = CAST(x'ff41' AS TEXT) WHERE seq = 1")
+    db.commit()
+    db.close()
+    for args in (
+        ("index", "query", str(ix), "--text", "hello"),
+        ("dedup", str(src), "-o", str(tmp_path / "k.jsonl"), "--against", str(ix)),
+    ):
+        r = neardup(*args)
+        assert r.returncode == 1 and "texts.sqlite' is damaged" in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr

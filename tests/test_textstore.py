@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from _helpers import run_unprivileged
-from neardup.textstore import SqliteTextStore
+from neardup.textstore import CorruptTextStoreError, SqliteTextStore
 
 
 def test_fingerprints_round_trip_over_the_whole_unsigned_range(tmp_path: Path) -> None:
@@ -362,3 +362,23 @@ def test_a_store_in_a_directory_that_cannot_be_written_is_read_as_it_is(tmp_path
         for d in (clean, logged, lost):
             _chmod_tree(d, writable=True)
     assert {d: _files(d) for d in (clean, logged, lost)} == before
+
+
+def test_a_damaged_row_is_reported_as_a_damaged_store(tmp_path: Path) -> None:
+    """(a text that is not UTF-8 in the file -- a flipped byte -- came out as sqlite3's
+    OperationalError from get() and items(): a traceback in index query and dedup --against)"""
+    path = str(tmp_path / "t.sqlite")
+    store = SqliteTextStore(path)
+    store.put_many([(1, "first text", None), ("b", "second text", None)])
+    store.close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE texts SET text = CAST(x'ff41' AS TEXT) WHERE key = '1'")
+    db.commit()
+    db.close()
+    for read_only in (False, True):
+        store = SqliteTextStore(path, read_only=read_only)
+        assert store.get("b") == "second text"
+        for read in (lambda: store.get(1), lambda: list(store.items())):
+            with pytest.raises(CorruptTextStoreError, match="t.sqlite' is damaged: Could not dec"):
+                read()
+        store.close()

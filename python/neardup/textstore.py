@@ -32,6 +32,7 @@ touches anything.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import math
@@ -668,6 +669,19 @@ class SqliteTextStore:
                 "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value)
             )
 
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Reads of stored rows: what SQLite reports of a damaged file (a malformed page, a
+        text that is not UTF-8) is :class:`CorruptTextStoreError` naming the file; a busy or
+        locked database stays what it is."""
+        try:
+            yield
+        except sqlite3.DatabaseError as e:
+            damaged = ("malformed", "decode", "not a database")
+            if isinstance(e, sqlite3.OperationalError) and not any(w in str(e) for w in damaged):
+                raise
+            raise CorruptTextStoreError(f"text store {self.path!r} is damaged: {e}") from e
+
     def get_meta(self, name: str) -> int | None:
         """The integer ``name`` of the ``meta`` table, or None if it was never set."""
         with self._lock:
@@ -681,7 +695,7 @@ class SqliteTextStore:
         order, as lists of up to ``chunk`` ``(id, fingerprint, timestamp, text)``: the text only
         where the fingerprint is unknown (None; a row written without one), else None. Reads a
         snapshot: later writes are not included."""
-        with self._lock:
+        with self._lock, self._reading():
             rows = (
                 self._conn()
                 .execute(
@@ -724,11 +738,12 @@ class SqliteTextStore:
             kind, key = _key(id)
         except (TypeError, ValueError):
             raise KeyError(id) from None
-        row = (
-            self._reader()
-            .execute("SELECT text FROM texts WHERE kind = ? AND key = ?", (kind, key))
-            .fetchone()
-        )
+        with self._reading():
+            row = (
+                self._reader()
+                .execute("SELECT text FROM texts WHERE kind = ? AND key = ?", (kind, key))
+                .fetchone()
+            )
         if row is None:
             raise KeyError(id)
         return _text(row[0])
@@ -775,7 +790,7 @@ class SqliteTextStore:
     def items(self, after: int = 0) -> Iterator[tuple[Id, str, float]]:
         """Every ``(id, text, timestamp)``, in insertion order (a snapshot); ``after``: only the
         rows written after that sequence number (see :attr:`last_seq`)."""
-        with self._lock:
+        with self._lock, self._reading():
             rows = (
                 self._conn()
                 .execute(
@@ -790,7 +805,7 @@ class SqliteTextStore:
     def ids_by_seq(self) -> tuple[list[Id], list[int]]:
         """Every stored id and its sequence number, in insertion order (a snapshot; no text
         is read into Python)."""
-        with self._lock:
+        with self._lock, self._reading():
             rows = self._conn().execute("SELECT kind, key, seq FROM texts ORDER BY seq").fetchall()
         return [_unkey(kind, key) for kind, key, _ in rows], [seq for _, _, seq in rows]
 

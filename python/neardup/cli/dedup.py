@@ -46,6 +46,7 @@ from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
 from neardup.dedup import Policy
 from neardup.integrations import keep_order
 from neardup.io import counted, eprint
+from neardup.textstore import CorruptTextStoreError
 
 EXIT_OK = 0
 EXIT_INPUT = 1
@@ -503,7 +504,7 @@ def run(args: argparse.Namespace) -> int:
         except ReferenceInputError as e:
             eprint(f"neardup dedup: {e}")
             return EXIT_INPUT
-        except OSError as e:
+        except (OSError, CorruptTextStoreError) as e:
             eprint(f"neardup dedup: --against: {e}")
             return EXIT_INPUT
         finally:
