@@ -574,6 +574,30 @@ def test_bad_records_of_the_corpus_are_named_or_skipped(
     assert [int(x["id"]) for x in got] == [1, 2, 3] and len(local) == 3
 
 
+def test_float_ids_from_pandas_are_read_as_ints_by_both_engines(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """pandas writes an int id column with a missing value as floats (1.0, NaN): both engines
+    read a whole float as its int and NaN as no id (the local engine refused "id is float",
+    Spark wrote 1.0 as the cluster); a float that is not whole is refused by both."""
+    import pandas as pd
+
+    base = words(5, n=60)
+    texts = [base, words(6, n=60), base + " y", words(7, n=60)]
+    src = tmp_path / "in.jsonl"
+    pd.DataFrame({"id": [1, 2, None, 4], "text": texts}).to_json(src, orient="records", lines=True)
+    assert src.read_text().startswith('{"id":1.0,')
+    local, local_cl, got, got_cl = _run_both(tmp_path / "run", [src])
+    assert [x["text"] for x in got] == [x["text"] for x in local] == [texts[0], texts[1], texts[3]]
+    assert [(c["id"], c["cluster"]) for c in got_cl] == [(1, 1), (2, 1)]
+    assert [(c["id"], c["cluster"]) for c in local_cl] == [(1, 1), (2, 1)]
+    pd.DataFrame({"id": [1.0, 2.5], "text": texts[:2]}).to_json(src, orient="records", lines=True)
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "o.jsonl"))
+    assert r.returncode == 1 and "id is float" in r.stderr, r.stderr
+    with pytest.raises(ValueError, match="id_col: id 2.5 is not whole"):
+        nspark.run_dedup_cli([str(src)], str(tmp_path / "o2"))
+
+
 def test_ids_follow_the_order_column_when_none_are_given(spark: SparkSession) -> None:
     """dedup_frames(order_col=...) without id_col: the ids are the rows' numbers in that order
     (they were the order values, or numbers from another layout)."""

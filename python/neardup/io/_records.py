@@ -157,7 +157,8 @@ def _has_surrogates(s: str) -> bool:
 def record_id(record: Mapping[str, Any], id_field: str | None) -> Any:
     """The id of a record (a row of any input, a dataset's included): its ``id_field``, else its
     ``id`` where it has one, else None (the caller names it: :func:`id_or_place`); a string or
-    an integer. ``ValueError`` for a missing ``id_field`` or an id of another kind."""
+    an integer (a whole float is its int, NaN none: pandas writes an int column with a missing
+    value as floats). ``ValueError`` for a missing ``id_field`` or an id of another kind."""
     if id_field is None:
         doc_id = record.get("id")
     else:
@@ -165,6 +166,12 @@ def record_id(record: Mapping[str, Any], id_field: str | None) -> Any:
             doc_id = record[id_field]
         except KeyError:
             raise ValueError(f"no id field {id_field!r}") from None
+    if isinstance(doc_id, float):
+        # pandas writes an int column that has a missing value as floats (1.0, NaN)
+        if math.isnan(doc_id):
+            return None
+        if doc_id.is_integer():
+            return int(doc_id)
     if doc_id is not None and not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
         raise ValueError(f"id is {describe(doc_id)}, expected a string or integer")
     return doc_id

@@ -156,6 +156,8 @@ def _references_frame(
             )
         if id_col is None and ours:
             id_col = "id"
+        if id_col is not None:
+            against = _job.whole_ids(against, id_col, "against")
         order = F.col(REF) if REF in against.columns else F.monotonically_increasing_id()
         numbered = against.withColumn(ROW, order)
         ident = F.col(id_col) if id_col else _job.number_rows(numbered)
@@ -314,6 +316,8 @@ def dedup_frames(
         raise ValueError(f"text_col {text_col!r} is not a column of df: {df.columns}")
     if id_col is not None and id_col not in df.columns:
         raise ValueError(f"id_col {id_col!r} is not a column of df: {df.columns}")
+    if id_col is not None:
+        df = _job.whole_ids(df, id_col, "id_col")
     if order_col is not None and order_col not in df.columns:
         raise ValueError(f"order_col {order_col!r} is not a column of df: {df.columns}")
     if keep not in KEEP:

@@ -30,7 +30,7 @@ from neardup import io as nio
 from neardup.cli._against import Reference, ReferenceInputError, _read, open_references
 from neardup.policy import Policy
 from neardup.spark import _cli
-from neardup.spark._job import POS, _block_keys, checkpoint, release
+from neardup.spark._job import POS, _block_keys, checkpoint, release, whole_ids
 
 #: The reference order column of the frame :func:`read_references` returns (a long, ascending
 #: in the order the references were given, then in each file's order).
@@ -209,6 +209,11 @@ def _spark_read(
     if id_field is not None and id_field not in df.columns:
         raise ReferenceInputError(f"--against {arg.path}: no id field {id_field!r}")
     id_col = id_field if id_field is not None else ("id" if "id" in df.columns else None)
+    if id_col is not None:
+        try:
+            df = whole_ids(df, id_col, f"--against {arg.path}")
+        except ValueError as e:
+            raise ReferenceInputError(str(e)) from None
     kind = _id_kind(df.schema[id_col].dataType, arg.path) if id_col else "string"
     corrupt = "_corrupt_record" in df.columns
     base = df.select(

@@ -16,6 +16,7 @@ import pandas as pd
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.corpus import boilerplate_limit, page_lines, without_boilerplate
@@ -98,6 +99,21 @@ class Frames:
         self.cached.clear()
         if self.checkpoints is not None:
             self.checkpoints.remove()
+
+
+def whole_ids(df: DataFrame, col: str, where: str) -> DataFrame:
+    """``df`` with its id column ``col`` read as the local engine reads ids
+    (:func:`neardup.io.record_id`): a column of floats -- pandas writes an int column that has
+    a missing value as floats -- as longs, NaN as none. ``ValueError`` naming ``where`` for a
+    value that is not whole."""
+    if not isinstance(df.schema[col].dataType, (T.DoubleType, T.FloatType)):
+        return df
+    c = F.col(col)
+    odd = c.isNotNull() & ~F.isnan(c) & ((c != F.floor(c)) | (F.abs(c) == float("inf")))
+    bad = df.where(odd).select(c).first()
+    if bad is not None:
+        raise ValueError(f"{where}: id {bad[0]!r} is not whole (ids are strings or integers)")
+    return df.withColumn(col, F.when(F.isnan(c), F.lit(None)).otherwise(c.cast("long")))
 
 
 def checkpoint(frame: DataFrame) -> DataFrame:
