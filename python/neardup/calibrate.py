@@ -46,12 +46,14 @@ from rapidfuzz.distance import Levenshtein
 from neardup._core import _sketch, _sketch_jaccard
 from neardup.dedup import Policy
 from neardup.htmltext import main_text
+from neardup.io import counted
 from neardup.verify import VERIFIERS, cosine_of_terms, term_counts
 
 __all__ = [
     "Calibration",
     "LabelledPair",
     "calibrate",
+    "check_labels",
     "inject_edits",
     "pairs_from_corpus",
     "plot",
@@ -106,6 +108,26 @@ def read_pairs(path: str | os.PathLike[str]) -> list[LabelledPair]:
     if not out:
         raise ValueError(f"{p}: no labelled pairs")
     return out
+
+
+def check_labels(pairs: Sequence[LabelledPair], what: str | None = None) -> None:
+    """Raise ``ValueError`` unless ``pairs`` hold both near-duplicates (label true) and other
+    pairs (label false): without near-duplicates recall has nothing to count, without the
+    others precision has nothing to count, and every radius and threshold would score F1 = 1
+    (a recommendation of nothing). ``what`` names the pairs in the message (default: "the N
+    pairs")."""
+    what = what or f"the {counted(len(pairs), 'pair')}"
+    positives = sum(1 for p in pairs if p.label)
+    if positives == 0:
+        lack = f"none of {what} is a near-duplicate (label true)"
+    elif positives == len(pairs):
+        lack = f"every one of {what} is a near-duplicate (label true)"
+    else:
+        return
+    raise ValueError(
+        f"{lack}, so nothing can be calibrated: precision and recall need near-duplicates "
+        "and other pairs"
+    )
 
 
 _SENT = re.compile(r"(?<=[。！？.!?;；])\s*")
@@ -350,12 +372,14 @@ def calibrate(
     progress: ProgressFn | None = None,
 ) -> Calibration:
     """Score every pair and recommend settings (see the module docstring); ``progress(n)`` is
-    told of the pairs scored."""
+    told of the pairs scored. ``ValueError`` before any scoring where the pairs are not of both
+    labels (:func:`check_labels`)."""
     pairs = list(pairs)
     if not pairs:
         raise ValueError("pairs is empty")
     if not 0 <= max_k <= 64:
         raise ValueError(f"max_k must be in 0..64, got {max_k}")
+    check_labels(pairs)
     policy = policy or Policy.default()
     labels = np.array([p.label for p in pairs], dtype=bool)
     dist, lengths, scores = _score_pairs(pairs, policy, progress)

@@ -16,14 +16,21 @@ def paths_refused(
     outputs: dict[str, str | None],
     local: bool = True,
     made: tuple[str, ...] = ("--report",),
+    directories: dict[str, tuple[str, ...]] | None = None,
 ) -> bool:
     """Whether the paths of ``neardup command`` cannot work, said before any work (the first
     problem is named): an
     input that is also an output (writing would destroy it before it is read), two outputs on
     one path; for a local job also an output inside an input directory (the writing pass would
-    read it back), an output whose directory does not exist or cannot be written, but for the
+    read it back), an output file that is a directory (it cannot be opened to write), an output
+    whose directory does not exist or cannot be written, but for the
     outputs ``made`` with their directories (a report, a directory output) and those written
-    in place (:func:`neardup.io.written_in_place`)."""
+    in place (:func:`neardup.io.written_in_place`).
+
+    ``directories`` maps the outputs that are directories to the names of the files written in
+    them: for a local job such a directory must be one, or be one that can be made (its nearest
+    existing ancestor a writable directory), and none of those files may be a directory."""
+    directories = directories or {}
     written: dict[str, str] = {}
     for flag, path in outputs.items():
         if not path:
@@ -33,8 +40,20 @@ def paths_refused(
             eprint(f"neardup {command}: {written[real]} and {flag} are both {path}")
             return True
         written[real] = flag
+        if not local:
+            continue
+        if flag in directories:
+            problem = _directory_refused(path, directories[flag])
+            if problem:
+                eprint(f"neardup {command}: {flag} {path}{problem}")
+                return True
+            continue
+        # (a directory output, one in ``made``, may be a directory already)
+        if flag not in made and os.path.isdir(path):
+            eprint(f"neardup {command}: {flag} {path} is a directory, not a file")
+            return True
         parent = os.path.dirname(real)
-        if not local or flag in made or nio.written_in_place(path):
+        if flag in made or nio.written_in_place(path):
             continue
         if not os.path.isdir(parent):
             eprint(f"neardup {command}: {flag} {path}: no directory {parent}")
@@ -53,3 +72,27 @@ def paths_refused(
                     eprint(f"neardup {command}: {flag} {outputs[flag]} is inside the input {path}")
                     return True
     return False
+
+
+def _directory_refused(path: str, files: tuple[str, ...]) -> str | None:
+    """Why an output directory at ``path``, with ``files`` written in it, cannot be: the rest of
+    the message after the flag and path, or None when it can."""
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            return " is a file, not a directory" if os.path.isfile(path) else " is not a directory"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return ": the directory is not writable"
+        for name in files:
+            inside = os.path.join(path, name)
+            if os.path.isdir(inside):
+                return f": {inside} is a directory, not a file"
+        return None
+    # (made with its parents: the nearest existing ancestor must be a writable directory)
+    ancestor = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        return f": {ancestor} is not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f": directory {ancestor} is not writable"
+    return None
