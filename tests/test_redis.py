@@ -574,6 +574,27 @@ def test_long_ids_and_texts(any_url: str) -> None:
             assert len(d) == 0 and d.check(text) == [] and long_id not in d
 
 
+def test_ids_and_texts_the_embedded_store_takes_are_taken_alike(any_url: str) -> None:
+    """A text with a lone surrogate (half of an escaped pair in JSON) is stored and read back
+    as by the embedded store (it raised UnicodeEncodeError, one refusing a whole batch); an
+    id longer than the index holds is refused by both, naming it (Redis stored it)."""
+    text = "emoji half \ud83d of a pair, in a text long enough to be compared"
+    other = "another text entirely, nothing like the first one at all here"
+    embedded = Deduplicator()
+    with _open(any_url) as d:
+        for store in (embedded, d):
+            assert store.add_many(["s", "o"], [text, other]) is not None
+            assert store.get("s") == text and [m.id for m in store.check(text)] == ["s"]
+            assert store.check_and_add("t", text)[0] is False
+            for bad in ("x" * 65_537, "é" * 32_769):
+                with pytest.raises(ValueError, match="^id must be at most 65536 bytes of UTF-8"):
+                    store.add(bad, other + " more")
+                with pytest.raises(ValueError, match=r"ids\[1\] must be at most 65536 bytes"):
+                    store.add_many(["ok", bad], [other, other])
+            store.add("y" * 65_536, "a third text, unlike the others, long enough as well")
+            assert len(store) == 3
+
+
 def test_scripts_where_functions_are_refused(any_url: str) -> None:
     """The same library sent with EVAL (servers or proxies without FUNCTION)."""
     with _open(any_url) as d:

@@ -94,16 +94,23 @@ def check_id(id: object, name: str = "id") -> Id:
     if isinstance(id, int):
         if not _I64_MIN <= id <= _I64_MAX:
             raise ValueError(f"{name} must fit in a signed 64-bit integer, got {id}")
-    elif not id.isascii():
+        return id
+    size = len(id)
+    if not id.isascii():
         # Every store keeps ids as UTF-8 (SQLite, the index, Redis): a lone surrogate has none.
         try:
-            id.encode("utf-8")
+            size = len(id.encode("utf-8"))
         except UnicodeEncodeError:
             raise ValueError(
-                f"{name} must be valid Unicode (no lone surrogates), got {id!r}"
+                f"{name} must be valid Unicode (no lone surrogates), got {id!r:.80}"
             ) from None
+    if size > MAX_ID_BYTES:
+        raise ValueError(f"{name} must be at most {MAX_ID_BYTES} bytes of UTF-8, got {size} bytes")
     return id
 
+
+#: Longest str id, in bytes of UTF-8 (the index's limit; every store keeps what it holds).
+MAX_ID_BYTES = 65536
 
 #: Largest timestamp magnitude (seconds) that every store and the index hold exactly (the
 #: index's limit, about the year 31.7 million).

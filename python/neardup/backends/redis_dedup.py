@@ -391,7 +391,7 @@ class RedisDeduplicator(Closing):
         minhash, mw = p.minhash.tobytes(), p.minhash.shape[1]
         return [
             Doc(enc_id(ids[i]), first + i, fps[i], minhash[i * mw : (i + 1) * mw],
-                keys[i * kw : (i + 1) * kw], texts[i].encode(),
+                keys[i * kw : (i + 1) * kw], texts[i].encode("utf-8", "surrogatepass"),
                 now if tss[i] is None else float(tss[i]), p.listed[i])  # type: ignore[arg-type]
             for i in rows
         ]  # fmt: skip
@@ -455,7 +455,8 @@ class RedisDeduplicator(Closing):
 
     def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
         """Store ``text`` under ``id`` (replacing the id's text); return its fingerprint."""
-        return self.add_many([id], [text], [timestamp])[0]
+        return self._add_many(*check_writes([id], [text], [timestamp], self.retention, one=True),
+                              [text])[0]  # fmt: skip
 
     def add_many(
         self,
@@ -465,6 +466,9 @@ class RedisDeduplicator(Closing):
     ) -> list[int]:
         """:meth:`add` for each text, in order; one bad item refuses the whole batch."""
         ids, tss = check_writes(ids, texts, timestamps, self.retention)
+        return self._add_many(ids, tss, texts)
+
+    def _add_many(self, ids: list[Id], tss: list[float | None], texts: Sequence[str]) -> list[int]:
         p = self._probe(texts)
         first = self._retrying(lambda: self.store.refs(max(1, len(ids))))
         docs = self._docs(p, range(len(ids)), ids, texts, tss, first)
@@ -479,7 +483,8 @@ class RedisDeduplicator(Closing):
     ) -> tuple[bool, list[Match]]:
         """Add ``text`` unless it has stored near-duplicates, atomically across processes:
         ``(added, matches)``."""
-        return self.check_and_add_many([id], [text], [timestamp])[0]
+        ids, tss = check_writes([id], [text], [timestamp], self.retention, one=True)
+        return self._check_and_add_many(ids, [text], tss)[0]
 
     def check_and_add_many(
         self,
@@ -490,6 +495,11 @@ class RedisDeduplicator(Closing):
         """:meth:`check_and_add` for each text, in order: a text is checked against the stored
         ones and the texts of the batch added before it. One bad item refuses the batch."""
         ids, tss = check_writes(ids, texts, timestamps, self.retention)
+        return self._check_and_add_many(ids, texts, tss)
+
+    def _check_and_add_many(
+        self, ids: list[Id], texts: Sequence[str], tss: list[float | None]
+    ) -> list[tuple[bool, list[Match]]]:
         p = self._probe(texts)
         lists = self._lists(p)
         with self._turns.turn(lists) as turn:

@@ -316,15 +316,17 @@ class RedisStore:
         if not records:
             return {}
         values = self._values([r[:8] for r in records], True)
-        return {r: unpack_data(v)[6].decode() for r, v in zip(records, values)
-                if v is not None and v[:8] == r[8:]}  # fmt: skip
+        # (a text may hold a lone surrogate -- half of an escaped pair in JSON -- as the
+        # embedded store keeps it)
+        return {r: unpack_data(v)[6].decode("utf-8", "surrogatepass")
+                for r, v in zip(records, values) if v is not None and v[:8] == r[8:]}  # fmt: skip
 
     def get(self, id: bytes) -> str | None:
         v = self.client.get(self._key(id))
         if v is None:
             return None
         _, _, t, i, _, _, x = unpack_data(v)
-        return x.decode() if i == id and t >= self.horizon() else None
+        return x.decode("utf-8", "surrogatepass") if i == id and t >= self.horizon() else None
 
     def count(self) -> int:
         """Stored versions (those past the retention window are not counted)."""
