@@ -249,3 +249,92 @@ def test_an_out_that_is_a_file_is_refused_before_the_work(tmp_path: Path) -> Non
     (tmp_path / "taken").write_text("x")
     proc = neardup("calibrate", "--corpus", str(SAMPLE), "--out", str(tmp_path / "taken"))
     assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr
+
+
+def _write_pairs(path: Path, rows: list[tuple[str, str, bool]]) -> Path:
+    path.write_text(
+        "".join(json.dumps({"a": a, "b": b, "label": label}) + "\n" for a, b, label in rows),
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_pairs_of_one_label_are_refused_before_any_output(tmp_path: Path) -> None:
+    """(pairs with no near-duplicate, or no other pair, scored F1 = 1.000 at every setting and
+    wrote a policy of threshold 0.50 and k 0)"""
+    texts = sample_texts(40)
+    others = [(texts[i], texts[i + 1], False) for i in range(0, 40, 2)]
+    copies = [(t, t + " and one more", True) for t in texts[:20]]
+    for rows, said in [
+        (others, "none of the 20 labelled pairs of "),
+        (copies, "every one of the 20 labelled pairs of "),
+    ]:
+        pairs = _write_pairs(tmp_path / "pairs.jsonl", rows)
+        out = tmp_path / "cal"
+        proc = neardup("calibrate", "--pairs", str(pairs), "--out", str(out), "-q")
+        assert proc.returncode == 1, proc.stdout
+        assert said in proc.stderr and "nothing can be calibrated" in proc.stderr, proc.stderr
+        assert not out.exists() and "recommended" not in proc.stdout
+        with pytest.raises(ValueError, match="nothing can be calibrated"):
+            calibrate([LabelledPair(a, b, label) for a, b, label in rows])
+    # a corpus whose texts are all alike makes no pair that is not a near-duplicate
+    same = " ".join(f"the quick brown fox jumps over the lazy dog, number {i}" for i in range(30))
+    corpus = tmp_path / "same.jsonl"
+    corpus.write_text(json.dumps({"text": same}) + "\n" + json.dumps({"text": same}) + "\n")
+    proc = neardup(
+        "calibrate", "--corpus", str(corpus), "--copies", "20", "--label-threshold", "0.05",
+        "--out", str(tmp_path / "cal"), "-q",
+    )  # fmt: skip
+    assert proc.returncode == 1 and "made from" in proc.stderr, proc.stderr
+    assert "every one of the" in proc.stderr and "5-gram Jaccard >= 0.05" in proc.stderr
+    assert not (tmp_path / "cal").exists()
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_the_work(tmp_path: Path) -> None:
+    """(an --out under a file, or whose calibrate.png is a directory, gave a traceback after
+    all the scoring)"""
+    # (pairs that are not JSON: refused before they are read, the --out is what is named)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "taken" / "calibrate.png").mkdir(parents=True)
+    for out, said in [
+        ("file/sub", f"--out {tmp_path / 'file/sub'}: {tmp_path / 'file'} is not a directory"),
+        ("taken", f"{tmp_path / 'taken' / 'calibrate.png'} is a directory, not a file"),
+    ]:
+        proc = neardup("calibrate", "--pairs", str(bad), "--out", str(tmp_path / out))
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and "invalid JSON" not in proc.stderr
+    # an error while writing is said, not a traceback
+    texts = sample_texts(20)
+    pairs = _write_pairs(
+        tmp_path / "pairs.jsonl",
+        [(texts[i], texts[i + 1], False) for i in range(0, 10, 2)]
+        + [(t, t + " and one more", True) for t in texts[10:15]],
+    )
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "recommendation.json").symlink_to(tmp_path / "nowhere" / "r.json")
+    proc = neardup("calibrate", "--pairs", str(pairs), "--out", str(tmp_path / "cal"), "-q")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"neardup calibrate: --out {tmp_path / 'cal'}: " in proc.stderr
+    assert "No such file or directory" in proc.stderr
+
+
+def test_corpus_format_and_max_docs(tmp_path: Path) -> None:
+    """(a corpus of an unknown extension was told to "give --format", which calibrate had not,
+    with exit 1; --max-docs 0 or -3 was taken, and the corpus then said to hold 1 text)"""
+    corpus = tmp_path / "news.data"
+    corpus.write_text("".join(SAMPLE.read_text("utf-8").splitlines(True)[:200]), "utf-8")
+    proc = neardup("calibrate", "--corpus", str(corpus), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2 and "or give --format" in proc.stderr, proc.stderr
+    assert not (tmp_path / "o").exists()
+    proc = neardup(
+        "calibrate", "--corpus", str(corpus), "--format", "jsonl", "--copies", "40",
+        "--out", str(tmp_path / "o"), "--json", "-q",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["pairs"] == 80
+    for value in ("0", "-3", "1"):
+        proc = neardup("calibrate", "--corpus", str(SAMPLE), "--max-docs", value)
+        assert proc.returncode == 2, (value, proc.stderr)
+        assert f"--max-docs must be >= 2, got {value}" in proc.stderr

@@ -181,3 +181,19 @@ def test_outputs_written_in_place_and_directories_the_job_makes(tmp_path: Path) 
     (tmp_path / "d1" / "a.txt").write_text("one text of the directory\n")
     r = neardup("dedup", "d1", "-o", "out/nested", "--report", "out/r.html", cwd=tmp_path)
     assert r.returncode == 0 and (tmp_path / "out" / "nested" / "a.txt").exists(), r.stderr
+
+
+def test_an_output_file_that_is_a_directory_is_refused_before_any_work(tmp_path: Path) -> None:
+    """(an output file that was a directory failed when it was opened, after the work: a
+    traceback from index query -o, exit 1 from dedup); a directory output may be one"""
+    _jsonl(tmp_path / "in.jsonl", TWO)
+    (tmp_path / "there").mkdir()
+    for args in (["-o", "there"], ["-o", "out.jsonl", "--clusters", "there"]):
+        r = neardup("dedup", "in.jsonl", *args, cwd=tmp_path)
+        assert r.returncode == 2 and "there is a directory, not a file" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and not (tmp_path / "out.jsonl").exists()
+        assert not list((tmp_path / "there").iterdir())
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "a.txt").write_text("one text of the directory\n")
+    r = neardup("dedup", "pages", "-o", "there", "-q", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "there" / "a.txt").exists(), r.stderr

@@ -110,18 +110,20 @@ def read_pairs(path: str | os.PathLike[str]) -> list[LabelledPair]:
     return out
 
 
-def check_labels(pairs: Sequence[LabelledPair], what: str | None = None) -> None:
-    """Raise ``ValueError`` unless ``pairs`` hold both near-duplicates (label true) and other
-    pairs (label false): without near-duplicates recall has nothing to count, without the
-    others precision has nothing to count, and every radius and threshold would score F1 = 1
-    (a recommendation of nothing). ``what`` names the pairs in the message (default: "the N
-    pairs")."""
+def check_labels(
+    pairs: Sequence[LabelledPair], what: str | None = None, rule: str = "label true"
+) -> None:
+    """Raise ``ValueError`` unless ``pairs`` hold both near-duplicates and other pairs: without
+    near-duplicates recall has nothing to count, without the others precision has nothing to
+    count, and every radius and threshold would score F1 = 1 (a recommendation of nothing).
+    The message names the pairs by ``what`` (default: "the N pairs") and says what makes a
+    near-duplicate by ``rule``."""
     what = what or f"the {counted(len(pairs), 'pair')}"
     positives = sum(1 for p in pairs if p.label)
     if positives == 0:
-        lack = f"none of {what} is a near-duplicate (label true)"
+        lack = f"none of {what} is a near-duplicate ({rule})"
     elif positives == len(pairs):
-        lack = f"every one of {what} is a near-duplicate (label true)"
+        lack = f"every one of {what} is a near-duplicate ({rule})"
     else:
         return
     raise ValueError(

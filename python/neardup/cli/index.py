@@ -521,13 +521,29 @@ def run_query(args: argparse.Namespace) -> int:
             "or by an earlier version): the matches are every stored item within --k bits, "
             'not verified ("similarity": null)'
         )
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     try:
-        return _query(args, index, fingerprinter, None, out)
+        out = _open_output(args)
+        if out is None:
+            return EXIT_INPUT
+        try:
+            return _query(args, index, fingerprinter, None, out)
+        finally:
+            if out is not sys.stdout:
+                out.close()
     finally:
-        if out is not sys.stdout:
-            out.close()
         _close(index)
+
+
+def _open_output(args: argparse.Namespace) -> Any:
+    """Where ``index query`` writes: the ``-o`` file opened, or standard output; None (said)
+    when the file cannot be opened (what ``paths_refused`` cannot foresee)."""
+    if not args.output:
+        return sys.stdout
+    try:
+        return open(args.output, "w", encoding="utf-8")  # noqa: SIM115
+    except OSError as e:
+        eprint(f"neardup index query: -o {args.output}: {e}")
+        return None
 
 
 def _query_stored(
@@ -557,12 +573,16 @@ def _query_stored(
         eprint(f"neardup index query: {e}")
         return EXIT_INPUT
     Progress.status("", args.quiet)
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     try:
-        return _query(args, index, fingerprinter, checker, out)
+        out = _open_output(args)
+        if out is None:
+            return EXIT_INPUT
+        try:
+            return _query(args, index, fingerprinter, checker, out)
+        finally:
+            if out is not sys.stdout:
+                out.close()
     finally:
-        if out is not sys.stdout:
-            out.close()
         if checker is not None:
             checker.close()  # (the index and the store with it)
         else:
