@@ -183,9 +183,10 @@ def test_same_answers_on_a_templated_stream(any_url: str) -> None:
 def test_full_lists_need_the_quorum_as_in_the_embedded_store(any_url: str) -> None:
     """Band lists read full (bucket_limit 4 here) hold a template's shared text: a stored text
     found in full lists only is a candidate when full_bucket_quorum of them hold it, in Redis
-    as in the embedded store; the quorum changes the answers on this stream. (One text per
-    call: within a batch the embedded store's lists take the batch's texts as they are kept,
-    which with lists this short makes other answers than one read of the store.)"""
+    as in the embedded store; the quorum changes the answers on this stream. Within a batch
+    the lists take the batch's texts as they are kept, as the embedded store's do: one batch
+    answers as the texts one by one (it answered otherwise: the batch's earlier texts were
+    all candidates, past bucket_limit and without the quorum)."""
     rng = random.Random(8)
     notice = "dear customer, your order {} has shipped; do not reply to this message {}"
     texts = [notice.format(rng.randrange(10**5), i % 3) for i in range(300)]
@@ -193,11 +194,12 @@ def test_full_lists_need_the_quorum_as_in_the_embedded_store(any_url: str) -> No
     for quorum in (1, 2):
         policy = Policy(bucket_limit=4, full_bucket_quorum=quorum)
         local = Deduplicator(policy=policy)
-        with _open(any_url, policy=policy) as shared:
+        with _open(any_url, policy=policy) as shared, _open(any_url, policy=policy) as batched:
             for i, text in enumerate(texts):
                 want = _answers([local.check_and_add(i, text)])
                 assert _answers([shared.check_and_add(i, text)]) == want, i
                 got.setdefault(quorum, []).extend(want)
+            assert _answers(batched.check_and_add_many(list(range(300)), texts)) == got[quorum]
     assert got[1] != got[2]
     assert sum(added for added, _ in got[2]) > sum(added for added, _ in got[1])
 

@@ -6,7 +6,7 @@
 //! ([`rule::bucket_weight`]), candidates are ranked by [`rule::rank`].
 
 use std::collections::hash_map::Entry;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
@@ -90,8 +90,29 @@ pub struct Batch {
     fps: Vec<u64>,
     bytes: Vec<u8>,
     width: usize,
-    candidates: Vec<Vec<u32>>,
+    /// Each band list read: its rows, oldest first (`u32::MAX`: a record left out).
+    lists: HashMap<i64, Vec<u32>>,
+    /// The texts' band keys (`bands` each) and whether each is in the lists; the texts of
+    /// each band list, in order.
+    keys: Vec<u32>,
+    texts_of: HashMap<i64, Vec<u32>>,
+    listed: Vec<bool>,
+    bands: usize,
+    limit: usize,
+    quorum: usize,
     earlier: Vec<Vec<u32>>,
+    /// Working memory of [`Batch::candidates`].
+    scratch: Mutex<Scratch>,
+}
+
+/// A stamp per call of [`Batch::candidates`]; per row (stored rows, then the texts) the stamp
+/// of the last call that met it and its weight there; per text the stamp of the last call
+/// that had it kept.
+#[derive(Debug, Default)]
+struct Scratch {
+    stamp: u32,
+    tally: Vec<(u32, u32)>,
+    kept: Vec<u32>,
 }
 
 /// A batch's texts: band keys (`bands` per text), min-hash bytes (`width` per text),
@@ -213,42 +234,23 @@ impl Rule {
             };
             list.push(row);
         }
-        let m = out.stored.len();
         out.fps = texts.fps.to_vec();
         out.bytes = texts.bytes.to_vec();
-        // Each text's stored candidates: the rows of its lists, those only full lists hold
-        // when `quorum` of them do.
-        let mut weight: Vec<(u32, u32)> = vec![(u32::MAX, 0); m]; // (text, weight)
-        let mut shared: HashMap<i64, Vec<u32>> = HashMap::new();
+        out.keys = texts.keys.to_vec();
+        out.listed = texts.listed.to_vec();
+        (out.lists, out.bands, out.limit, out.quorum) = (lists, b, limit, quorum);
+        // Each text's earlier texts that share a band list with it.
         for i in 0..n {
-            let mut found = Vec::new();
             let mut earlier = Vec::new();
-            if texts.listed[i] {
+            if within && texts.listed[i] {
                 for (band, &key) in texts.keys[i * b..(i + 1) * b].iter().enumerate() {
-                    let c = code(band, key);
-                    if let Some(rows) = lists.get(&c) {
-                        let add = rule::bucket_weight(rows.len() >= limit, quorum);
-                        for &r in rows.iter().filter(|&&r| r != u32::MAX) {
-                            let t = &mut weight[r as usize];
-                            if t.0 != i as u32 {
-                                *t = (i as u32, 0);
-                                found.push(r);
-                            }
-                            t.1 += add;
-                        }
-                    }
-                    if within {
-                        let texts_c = shared.entry(c).or_default();
-                        earlier.extend_from_slice(texts_c);
-                        texts_c.push(i as u32);
-                    }
+                    let texts_c = out.texts_of.entry(code(band, key)).or_default();
+                    earlier.extend_from_slice(texts_c);
+                    texts_c.push(i as u32);
                 }
             }
-            found.retain(|&r| weight[r as usize].1 >= quorum as u32);
-            found.sort_unstable();
             earlier.sort_unstable();
             earlier.dedup();
-            out.candidates.push(found);
             out.earlier.push(earlier);
         }
         Ok(out)
@@ -298,9 +300,58 @@ impl Batch {
         self.fps.len()
     }
 
-    /// Text `i`'s stored candidates.
-    pub fn candidates(&self, i: usize) -> &[u32] {
-        &self.candidates[i]
+    /// Text `i`'s candidates when the texts `kept` of the batch (earlier ones, by index) were
+    /// kept before it: as the embedded engine reads its lists, each list of text `i` holds its
+    /// stored rows, then the kept texts that share it, and only its newest `bucket_limit`
+    /// count; a row only full lists hold is a candidate when `full_bucket_quorum` of them do.
+    /// Rows as in [`Batch::ranked`]: stored ones, then `stored() + j` for text `j`; sorted.
+    pub fn candidates(&self, i: usize, kept: &[u32]) -> Vec<u32> {
+        let (b, m, limit) = (self.bands, self.stored.len(), self.limit);
+        if !self.listed[i] {
+            return Vec::new();
+        }
+        let mut guard = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
+        let sc = &mut *guard;
+        sc.stamp = sc.stamp.wrapping_add(1);
+        if sc.stamp == 0 {
+            sc.tally.clear();
+            sc.kept.clear();
+            sc.stamp = 1;
+        }
+        let stamp = sc.stamp;
+        sc.tally.resize(m + self.texts(), (0, 0));
+        sc.kept.resize(self.texts(), 0);
+        for &j in kept.iter().filter(|&&j| (j as usize) < i) {
+            sc.kept[j as usize] = stamp;
+        }
+        let mut found = Vec::new();
+        let mut rows = Vec::new();
+        for (band, &key) in self.keys[i * b..(i + 1) * b].iter().enumerate() {
+            let c = code(band, key);
+            // the newest: the kept texts of the list (at most `limit`), then its stored rows
+            rows.clear();
+            let texts_c = self.texts_of.get(&c).map_or(&[][..], |t| &t[..]);
+            let newer = texts_c
+                .iter()
+                .rev()
+                .filter(|&&j| (j as usize) < i && sc.kept[j as usize] == stamp);
+            rows.extend(newer.take(limit).map(|&j| (m + j as usize) as u32));
+            let stored = self.lists.get(&c).map_or(&[][..], |s| &s[..]);
+            let add = rule::bucket_weight(stored.len() + rows.len() >= limit, self.quorum);
+            let room = limit - rows.len();
+            rows.extend(&stored[stored.len().saturating_sub(room)..]);
+            for &r in rows.iter().filter(|&&r| r != u32::MAX) {
+                let t = &mut sc.tally[r as usize];
+                if t.0 != stamp {
+                    *t = (stamp, 0);
+                    found.push(r);
+                }
+                t.1 += add;
+            }
+        }
+        found.retain(|&r| sc.tally[r as usize].1 >= self.quorum as u32);
+        found.sort_unstable();
+        found
     }
 
     /// The earlier texts of the batch that share a band list with text `i`.
@@ -308,34 +359,33 @@ impl Batch {
         &self.earlier[i]
     }
 
-    /// The rows worth verifying against text `i`, best first ([`rule::rank`]): its stored
-    /// candidates but the rows `skip` (versions the batch itself replaces), and the texts
-    /// `kept` of the batch (earlier ones, by index).
+    /// The rows worth verifying against text `i`, best first ([`rule::rank`]): its
+    /// [`Batch::candidates`] when the texts `kept` of the batch (earlier ones, by index, in
+    /// order) were kept before it, but the rows `skip` (versions the batch itself replaces).
     pub fn ranked(&self, rule: &Rule, i: usize, kept: &[u32], skip: &[u32]) -> Result<Vec<u32>> {
         let (m, w, n) = (self.stored(), self.width, self.texts());
-        if i >= n || kept.iter().any(|&j| j as usize >= n) {
+        if i >= n || kept.iter().any(|&j| j as usize >= i) {
             return Err(Error::InvalidArgument(format!(
-                "text {i} or a kept text {kept:?} is not in the batch of {n}"
+                "text {i} of the batch of {n} or a kept text {kept:?} not before it"
             )));
         }
         let text = |j: usize| &self.bytes[j * w..(j + 1) * w];
-        let stored = self.candidates[i]
-            .iter()
-            .filter(|r| !skip.contains(r))
-            .map(|&r| {
+        let found = self.candidates(i, kept);
+        let rows = found.iter().filter(|r| !skip.contains(r)).map(|&r| {
+            if (r as usize) < m {
                 let (rec, v) = &self.stored[r as usize];
                 (r, v.fp, &v.bytes[..], rule::order_key(position(rec)))
-            });
-        let batch = kept.iter().map(|&j| {
-            let position = BATCH_POSITION + i64::from(j);
-            (
-                m as u32 + j,
-                self.fps[j as usize],
-                text(j as usize),
-                rule::order_key(position),
-            )
+            } else {
+                let j = r as usize - m;
+                (
+                    r,
+                    self.fps[j],
+                    text(j),
+                    rule::order_key(BATCH_POSITION + j as i64),
+                )
+            }
         });
-        let ranked = rule.rank_with(text(i), self.fps[i], stored.chain(batch));
+        let ranked = rule.rank_with(text(i), self.fps[i], rows);
         Ok(ranked.top.into_iter().map(|(r, _)| r).collect())
     }
 }
@@ -444,7 +494,7 @@ mod tests {
                     .map(|(r, _)| r)
                     .collect();
                 let got: BTreeSet<Record> = batch
-                    .candidates(i)
+                    .candidates(i, &[])
                     .iter()
                     .map(|&r| *batch.record(r as usize).unwrap())
                     .collect();
@@ -454,11 +504,13 @@ mod tests {
                 let ranked = batch.ranked(&rule, i, batch.earlier(i), &[]).unwrap();
                 let m = batch.stored() as u32;
                 assert!(ranked.len() <= 5);
-                assert!(ranked.iter().all(|&r| if r < m {
-                    batch.candidates(i).contains(&r)
-                } else {
-                    batch.earlier(i).contains(&(r - m))
-                }));
+                let every = batch.candidates(i, batch.earlier(i));
+                assert!(
+                    ranked
+                        .iter()
+                        .all(|&r| every.contains(&r)
+                            && (r < m || batch.earlier(i).contains(&(r - m))))
+                );
             }
         }
         assert!(
