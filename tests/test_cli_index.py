@@ -408,3 +408,21 @@ def test_a_raw_query_output_that_cannot_be_opened_is_said_not_a_traceback(
     r = neardup("index", "query", str(ix), "--text", "hello", "-o", "/proc/neardup-no-such", "-q")
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "neardup index query: -o /proc/neardup-no-such: " in r.stderr
+
+
+def test_a_hand_edited_settings_file_is_named_not_a_traceback(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    src, ix = tmp_path / "in.jsonl", tmp_path / "ix"
+    _write(src, rows[:5])
+    assert neardup("index", "build", str(ix), str(src), "-q").returncode == 0
+    settings = json.loads((ix / "neardup-cli.json").read_text())
+    settings["fingerprint"]["preset"] = 5
+    (ix / "neardup-cli.json").write_text(json.dumps(settings))
+    for args in (
+        ("index", "query", str(ix), "--text", "hello"),
+        ("index", "build", str(ix), str(src)),
+    ):
+        r = neardup(*args)
+        assert r.returncode in (1, 2) and "neardup-cli.json: preset must be str" in r.stderr
+        assert "Traceback" not in r.stderr

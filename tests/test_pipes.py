@@ -140,3 +140,14 @@ def test_a_reader_that_stops_early_ends_the_job_quietly(tmp_path: Path) -> None:
         timeout=300,
     )
     assert r.stdout == first and r.stderr == b"" and r.returncode == 141
+
+
+def test_an_output_named_dash_other_than_o_is_refused_without_pipes(tmp_path: Path) -> None:
+    """(--report - with -o a file wrote an HTML file named "-" and a folder named "--clusters":
+    it was refused only when standard input or output was used)"""
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "one text here"}\n{"text": "another text"}\n', "utf-8")
+    for flag in ("--report", "--clusters", "--pairs"):
+        r = neardup("dedup", str(src), "-o", str(tmp_path / "k.jsonl"), flag, "-", cwd=tmp_path)
+        assert r.returncode == 2 and f"{flag} -: only the kept documents" in r.stderr, r.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]

@@ -43,10 +43,12 @@ STDOUT_NAMES = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 
 
 def uses_pipes(args: argparse.Namespace) -> bool:
-    """Whether the job reads standard input or writes standard output."""
+    """Whether the job reads standard input or writes standard output (an output other than
+    ``-o`` named ``-`` is refused by :func:`run_piped`, not written to a file named ``-``)."""
     if args.output in STDOUT_NAMES:
         args.output = STDIO
-    return STDIO in args.inputs or args.output == STDIO
+    others = (getattr(args, name, None) for name in ("clusters", "pairs", "report"))
+    return STDIO in args.inputs or args.output == STDIO or STDIO in others
 
 
 def _spool_stdin(directory: str, format: str | None) -> str:

@@ -166,7 +166,11 @@ def add_parser(subparsers: Any) -> None:
     q.add_argument("index_dir", metavar="DIR", help="index directory")
     what = q.add_mutually_exclusive_group(required=True)
     what.add_argument("--text", help="a text to look up")
-    what.add_argument("--fingerprint", help="a fingerprint: 16 hex digits, 0x…, or decimal")
+    what.add_argument(
+        "--fingerprint",
+        help="a fingerprint: 16 hex digits (as `neardup fingerprint` writes it; 16 decimal "
+        "digits are read as hex too), 0x…, or a decimal integer of another length",
+    )
     what.add_argument("inputs", nargs="*", default=[], metavar="INPUT", help="files to look up")
     q.add_argument(
         "--k",
@@ -269,7 +273,10 @@ def _policy_from(settings: dict[str, Any]) -> Policy:
 
 
 def _fingerprinter_from(settings: dict[str, Any]) -> TextFingerprinter:
-    return TextFingerprinter(_policy_from(settings), raw=bool(settings.get("raw", False)))
+    try:
+        return TextFingerprinter(_policy_from(settings), raw=bool(settings.get("raw", False)))
+    except TypeError as e:  # (a hand-edited file: "preset": 5)
+        raise ValueError(f"{SETTINGS_FILE}: {e}") from None
 
 
 def run_build(args: argparse.Namespace) -> int:
