@@ -537,9 +537,11 @@ class RedisDeduplicator(Closing):
         return [(not m, m) for m in found]
 
     def remove(self, id: Id) -> None:
-        """Forget ``id``; ``KeyError`` if it is not stored."""
+        """Forget ``id``; ``KeyError`` if it is not stored (one past the retention window is
+        not, as for ``get`` and ``in``: its data go all the same)."""
         key = enc_id(check_id(id))
-        if not self._retrying(lambda: self.store.remove(key)):
+        live = self._retrying(lambda: self.store.get(key)) is not None
+        if not self._retrying(lambda: self.store.remove(key)) or not live:
             raise KeyError(id)
 
     def get(self, id: Id) -> str:
