@@ -592,3 +592,33 @@ def test_the_parts_sketched_at_once_do_not_change_the_output(
     assert len(whole) == len(texts) - 12
     assert kept(400, 32) == whole
     assert len(kept(32, 32)) == len(texts)
+
+
+def test_a_directory_output_that_would_lose_or_mix_files_is_refused(tmp_path: Path) -> None:
+    """Refused before any work (exit 2): two input directories of one name (x/site and
+    y/site both went to OUT/site: one page overwrote the other, "kept 2"), an input inside the
+    output directory (its page was overwritten before the run failed), an output directory
+    that holds files (a page that a second run did not keep stayed in it), and a --report
+    that is a directory (refused after the work)."""
+    for d, text in (("x", "first page about rivers"), ("y", "second page about mountains")):
+        (tmp_path / d / "site").mkdir(parents=True)
+        (tmp_path / d / "site" / "index.html").write_text(
+            f"<html><body><p>{text}</p></body></html>"
+        )
+    x, y = tmp_path / "x" / "site", tmp_path / "y" / "site"
+    before = {p: p.read_bytes() for p in (x / "index.html", y / "index.html")}
+    out = tmp_path / "out"
+    for args, said in (
+        ((str(x), str(y), "-o", str(out)), "would both be written to"),
+        ((str(y), str(x), "-o", str(tmp_path / "x")), f"the input {x} is inside the output"),
+    ):
+        r = neardup("dedup", *args)
+        assert r.returncode == 2 and said in r.stderr, r.stderr
+    assert not out.exists() and {p: p.read_bytes() for p in before} == before
+    assert neardup("dedup", str(x), "-o", str(out)).returncode == 0
+    r = neardup("dedup", str(x), "-o", str(out))
+    assert r.returncode == 2 and "holds files already" in r.stderr
+    (tmp_path / "rep").mkdir()
+    r = neardup("dedup", str(x), "-o", str(tmp_path / "o2"), "--report", str(tmp_path / "rep"))
+    assert r.returncode == 2 and "is a directory, not a file" in r.stderr
+    assert not (tmp_path / "o2").exists()

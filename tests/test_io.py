@@ -640,3 +640,37 @@ def test_declared_charsets_are_read_as_browsers_read_them(
     )
     (doc,) = _docs(nio.detect(str(tmp_path)))
     assert isinstance(doc, nio.Doc) and text in doc.text, doc
+
+
+def test_a_page_with_a_stray_byte_is_read_by_its_charset(tmp_path: Path) -> None:
+    """A page that declares its charset, or a UTF-8 text, with one stray byte is decoded as a
+    browser decodes it: by that charset, the byte as U+FFFD (the French page was read as a
+    Baltic code page by charset-normalizer, "siÃĻcles"; the Chinese one refused); a file that
+    is not in the charset at all still goes to the next rules."""
+    from neardup.io._readers import decode_file
+
+    fr = "Depuis des siècles, les habitants du village gardent la même fête. " * 20
+    zh = "这是一个关于城市发展的长篇报道，记者走访了许多居民。" * 20
+    for text, charset in ((fr, "utf-8"), (zh, "utf-8"), (zh, "gbk")):
+        page = f'<html><head><meta charset="{charset}"></head><body><p>{text}</p></body></html>'
+        data = page.encode(charset)
+        at = data.index(b"<p>") + 3
+        got = decode_file(data[:at] + b"\xff" + data[at:], html=True)
+        assert got == page[: page.index("<p>") + 3] + "\ufffd" + page[page.index("<p>") + 3 :]
+    plain = fr.encode("utf-8")
+    assert (
+        decode_file(plain[:10] + b"\xff" + plain[10:], html=False) == fr[:10] + "\ufffd" + fr[10:]
+    )
+    # declared utf-8 but written in GBK throughout: not the declared charset
+    wrong = f'<html><head><meta charset="utf-8"></head><body><p>{zh}</p></body></html>'
+    assert decode_file(wrong.encode("gbk"), html=True) == wrong
+
+
+def test_a_pipe_or_device_in_an_input_directory_is_not_a_document(tmp_path: Path) -> None:
+    """(a FIFO named b.html made dedup wait forever; a link to /dev/zero named z.txt would
+    read without end)"""
+    (tmp_path / "a.html").write_text("<html><body><p>hello world</p></body></html>")
+    os.mkfifo(tmp_path / "b.html")
+    (tmp_path / "z.txt").symlink_to("/dev/zero")
+    (tmp_path / "c.txt").symlink_to(tmp_path / "a.html")
+    assert [os.path.basename(p) for p in nio.dir_files(str(tmp_path))] == ["a.html", "c.txt"]

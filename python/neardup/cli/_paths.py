@@ -48,8 +48,9 @@ def paths_refused(
                 eprint(f"neardup {command}: {flag} {path}{problem}")
                 return True
             continue
-        # (a directory output, one in ``made``, may be a directory already)
-        if flag not in made and os.path.isdir(path):
+        # (a directory output, one in ``made``, may be a directory already; a report is a file,
+        # made with the directory of its pages beside it)
+        if (flag not in made or flag == "--report") and os.path.isdir(path):
             eprint(f"neardup {command}: {flag} {path} is a directory, not a file")
             return True
         parent = os.path.dirname(real)
@@ -95,4 +96,31 @@ def _directory_refused(path: str, files: tuple[str, ...]) -> str | None:
         return f": {ancestor} is not a directory"
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f": directory {ancestor} is not writable"
+    return None
+
+
+def dir_output_refused(output: str, inputs: list[str]) -> str | None:
+    """Why the directory ``output`` cannot take the kept files of the input directories
+    ``inputs`` (copied under ``output/<input's name>/`` when there are several), said before
+    any work; None when it can. An input inside it would be overwritten; two inputs of one
+    name would be written over each other; files already in it would stay beside the kept
+    ones, as if kept."""
+    out = os.path.realpath(output)
+    names: dict[str, str] = {}
+    for path in inputs:
+        real = os.path.realpath(path)
+        if real == out or real.startswith(out + os.sep):
+            return f"the input {path} is inside the output directory {output}"
+        name = os.path.basename(os.path.normpath(path))
+        if len(inputs) > 1 and name in names:
+            return (
+                f"the inputs {names[name]} and {path} would both be written to "
+                f"{os.path.join(output, name)}: give directories of distinct names"
+            )
+        names[name] = path
+    if os.path.isdir(output) and os.listdir(output):
+        return (
+            f"-o {output} holds files already: give a new or empty directory (a file there "
+            "that this run does not keep would stay beside the kept ones)"
+        )
     return None

@@ -40,7 +40,7 @@ from neardup.cli._against import (
     removed_summary,
 )
 from neardup.cli._datasets import holds_saved_dataset, run_saved_dataset
-from neardup.cli._paths import paths_refused
+from neardup.cli._paths import dir_output_refused, paths_refused
 from neardup.cli._pipes import PipeError, run_piped, uses_pipes
 from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
 from neardup.dedup import Policy
@@ -471,6 +471,11 @@ def run(args: argparse.Namespace) -> int:
     except nio.UnknownFormatError as e:
         eprint(f"neardup dedup: {e}")
         return EXIT_USAGE
+    if output.format == "dir":
+        problem = dir_output_refused(output.path, [s.path for s in sources])
+        if problem is not None:
+            eprint(f"neardup dedup: {problem}")
+            return EXIT_USAGE
 
     try:
         policy = make_policy(args)

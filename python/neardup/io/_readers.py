@@ -213,13 +213,15 @@ def _read_parquet(
 
 
 def dir_files(root: str) -> list[str]:
-    """The documents of a directory: .txt/.text/.html/.htm files, recursively, sorted by path."""
+    """The documents of a directory: .txt/.text/.html/.htm files, recursively, sorted by path
+    (regular files only, or links to them: a pipe or a device so named would never end)."""
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in filenames:
-            if name.lower().endswith(DIR_TEXT + DIR_HTML):
-                found.append(os.path.join(dirpath, name))
+            path = os.path.join(dirpath, name)
+            if name.lower().endswith(DIR_TEXT + DIR_HTML) and os.path.isfile(path):
+                found.append(path)
     found.sort(key=lambda p: os.path.relpath(p, root).split(os.sep))
     return found
 
@@ -269,10 +271,17 @@ _WHATWG = {
 }  # fmt: skip
 
 
+def _nearly(data: bytes, codec: str) -> str | None:
+    """``data`` decoded by ``codec`` when all but a few of its bytes are (stray bytes, at most
+    one in 1,000 characters and one more, as U+FFFD, as a browser shows them); else None."""
+    text = data.decode(codec, "replace")
+    return text if text.count("\ufffd") <= 1 + len(text) // 1000 else None
+
+
 def decode_file(data: bytes, html: bool) -> str | None:
     """The text of a file's bytes, decoded by its byte-order mark, else (a page) the charset it
-    declares in a ``<meta>`` of its first 4 kB, else UTF-8, else what charset-normalizer
-    detects; None when nothing works."""
+    declares in a ``<meta>`` of its first 4 kB, else UTF-8 -- either with a few stray bytes as
+    U+FFFD -- else what charset-normalizer detects; None when nothing works."""
     for bom, codec in _BOMS:
         if data.startswith(bom):
             try:
@@ -285,13 +294,14 @@ def decode_file(data: bytes, html: bool) -> str | None:
             label = declared.group(1).decode("ascii").lower()
             try:
                 codec = _WHATWG.get(label) or codecs.lookup(label).name
-                return data.decode(codec)
-            except (LookupError, UnicodeDecodeError):
-                pass  # a wrong or unknown declaration: the next rules decide
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
+                text = _nearly(data, codec)
+                if text is not None:
+                    return text
+            except LookupError:
+                pass  # an unknown declaration, or a wrong one: the next rules decide
+    text = _nearly(data, "utf-8")
+    if text is not None:
+        return text
     from charset_normalizer import from_bytes
 
     best = from_bytes(data).best()
