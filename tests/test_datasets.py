@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +210,132 @@ def test_cli_quiet_silences_the_progress_bars_of_datasets(tmp_path: Path, ds: An
     assert r.returncode == 0 and r.stderr == ""
     r = neardup("dedup", str(tmp_path / "src"), "-o", str(tmp_path / "out2"))
     assert r.returncode == 0 and "neardup dedup: read 800 rows" in r.stderr
+
+
+_FOX = "the quick brown fox jumps over the lazy dog near the river bank every single morning"
+
+
+def test_cli_checks_the_output_paths_of_a_saved_dataset_before_any_work(tmp_path: Path) -> None:
+    # as a file input's: an output inside the input (its state.json overwritten), in a missing
+    # directory, on a directory, or on -o are refused (exit 2) before -o is written; a write
+    # that fails all the same is an input error (exit 1) naming the output, not a traceback
+    src, out = tmp_path / "src", tmp_path / "out"
+    datasets.Dataset.from_dict({"text": [_FOX] * 3}).save_to_disk(str(src))
+    state = (src / "state.json").read_bytes()
+    (tmp_path / "adir").mkdir()
+    for clusters, says in (
+        (src / "state.json", f"--clusters {src / 'state.json'} is inside the input {src}"),
+        (tmp_path / "nodir" / "c.jsonl", f"no directory {tmp_path / 'nodir'}"),
+        (tmp_path / "adir", f"--clusters {tmp_path / 'adir'} is a directory, not a file"),
+        (out, f"-o and --clusters are both {out}"),
+    ):
+        r = neardup("dedup", str(src), "-o", str(out), "--clusters", str(clusters))
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and not out.exists()
+    r = neardup("dedup", str(src), "-o", str(src / "kept"))
+    assert r.returncode == 2 and f"-o {src / 'kept'} is inside the input {src}" in r.stderr
+    (tmp_path / "afile").write_text("x")
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "afile" / "kept"))
+    assert r.returncode == 2 and f"{tmp_path / 'afile'} is not a directory" in r.stderr
+    assert (src / "state.json").read_bytes() == state
+    assert datasets.load_from_disk(str(src)).num_rows == 3
+    if os.path.exists("/dev/full"):  # (written in place: ENOSPC once written)
+        r = neardup("dedup", str(src), "-o", str(out), "--clusters", "/dev/full")
+        assert r.returncode == 1 and "neardup dedup: --clusters /dev/full: " in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_cli_writes_a_saved_dataset_of_no_row_that_loads(tmp_path: Path) -> None:
+    # every row a near-copy of a reference: the output is a dataset of no row, with the input's
+    # columns, that load_from_disk opens (save_to_disk writes no data file for one by itself)
+    src, kept = tmp_path / "src", tmp_path / "kept"
+    features = datasets.Features({"text": datasets.Value("string"), "n": datasets.Value("int64")})
+    two = datasets.Dataset.from_dict({"text": [_FOX, _FOX + "!"], "n": [1, 2]}, features=features)
+    two.save_to_disk(str(src))
+    (tmp_path / "ref.jsonl").write_text(json.dumps({"id": "r1", "text": _FOX}) + "\n")
+    r = neardup("dedup", str(src), "-o", str(kept), "--against", str(tmp_path / "ref.jsonl"))
+    assert r.returncode == 0 and "kept 0," in r.stderr, r.stderr
+    empty = datasets.load_from_disk(str(kept))
+    assert empty.num_rows == 0 and empty.features == features
+    r = neardup("dedup", str(kept), "-o", str(tmp_path / "kept2"))
+    assert r.returncode == 0 and "read 0 rows" in r.stderr, r.stderr
+    assert datasets.load_from_disk(str(tmp_path / "kept2")).num_rows == 0
+    r = neardup("dedup", str(tmp_path / "ref.jsonl"), "-o", os.devnull, "--against", str(kept))
+    assert r.returncode == 0, r.stderr
+
+
+def test_cli_names_a_saved_dataset_that_load_from_disk_cannot_open(tmp_path: Path) -> None:
+    # a dataset of no row saved without a data file (as datasets does by itself), or one whose
+    # data file is gone: an input error (exit 1) naming the directory, as input and as --against
+    zero, gone = tmp_path / "zero", tmp_path / "gone"
+    ds = datasets.Dataset.from_dict({"text": [_FOX]})
+    ds.select([]).save_to_disk(str(zero))
+    assert not list(zero.glob("*.arrow"))
+    ds.save_to_disk(str(gone))
+    for f in gone.glob("*.arrow"):
+        f.unlink()
+    (tmp_path / "ref.jsonl").write_text(json.dumps({"text": _FOX}) + "\n")
+    for path, says in ((zero, "its state.json lists no data file"), (gone, "FileNotFoundError")):
+        r = neardup("dedup", str(path), "-o", str(tmp_path / "out"))
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert f"neardup dedup: {path}: datasets.load_from_disk cannot open it" in r.stderr
+        assert says in r.stderr and not (tmp_path / "out").exists()
+        r = neardup("dedup", str(tmp_path / "ref.jsonl"), "-o", os.devnull, "--against", str(path))
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert f"neardup dedup: --against {path}: datasets.load_from_disk cannot" in r.stderr
+
+
+def test_cli_refuses_a_saved_dataset_dict_naming_a_split(tmp_path: Path) -> None:
+    dd = tmp_path / "dd"
+    one = datasets.Dataset.from_dict({"text": [_FOX]})
+    datasets.DatasetDict({"train": one, "test": one}).save_to_disk(str(dd))
+    r = neardup("dedup", str(dd), "-o", str(tmp_path / "out"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"{dd} is a DatasetDict saved with save_to_disk (splits: train, test)" in r.stderr
+    assert f"give one split's directory, e.g. {dd / 'train'}" in r.stderr
+    assert not (tmp_path / "out").exists()
+    r = neardup("dedup", str(dd / "train"), "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"text": _FOX}) + "\n")
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--against", str(dd))
+    assert r.returncode == 1 and f"--against {dd} is a DatasetDict saved" in r.stderr, r.stderr
+
+
+def test_cli_on_error_skip_leaves_out_the_null_rows_of_a_saved_dataset(tmp_path: Path) -> None:
+    # a null text is a bad record, as in a file: exit 1 naming DIR:ROW, or with --on-error skip
+    # left out and counted; --clusters names rows by their number in the dataset
+    src = tmp_path / "src"
+    texts = [_FOX, None, _FOX + "!", None, "another text"]
+    datasets.Dataset.from_dict({"text": texts}).save_to_disk(str(src))
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "out"))
+    assert r.returncode == 1 and f"{src}:1: field 'text' is null, expected a string" in r.stderr
+    assert "(--on-error skip leaves bad records out" in r.stderr
+    assert not (tmp_path / "out").exists()
+    clusters = tmp_path / "c.jsonl"
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "out"), "--on-error", "skip",
+                "--clusters", str(clusters))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert f"neardup dedup: skipped {src}:3: field 'text' is null" in r.stderr
+    assert "read 3 rows (2 bad records skipped), kept 2," in r.stderr
+    assert datasets.load_from_disk(str(tmp_path / "out"))["text"] == [_FOX, "another text"]
+    got = [json.loads(x) for x in clusters.read_text("utf-8").splitlines()]
+    assert [(x["id"], x["cluster"], x["kept"]) for x in got] == [(0, 0, True), (2, 0, False)]
+
+
+def test_saved_references_skip_null_rows_under_on_error_skip(tmp_path: Path) -> None:
+    # (what --against DIR reads: `_read` passes --on-error on to it)
+    from neardup import io as nio
+    from neardup.cli._against import ReferenceInputError, _saved
+
+    refs = tmp_path / "refs"
+    datasets.Dataset.from_dict({"text": [None, "first", None, "second"]}).save_to_disk(str(refs))
+    spec = nio.FieldSpec("text", None, None)
+    got = list(_saved(str(refs), spec, True, "skip"))
+    assert got == [(f"{refs}:1", "first"), (f"{refs}:3", "second")]
+    with pytest.raises(ReferenceInputError, match="'text' is null at row 0"):
+        list(_saved(str(refs), spec, True))
+    nulls = tmp_path / "nulls"
+    datasets.Dataset.from_dict({"text": [None, None]}).save_to_disk(str(nulls))
+    with pytest.raises(ReferenceInputError, match="none of its 2 rows could be read"):
+        list(_saved(str(nulls), spec, True, "skip"))

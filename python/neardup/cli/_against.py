@@ -139,6 +139,10 @@ def open_references(paths: list[str], format: str | None) -> list[Reference]:
                 )
             out.append(Reference(path, None))
             continue
+        from neardup.cli._datasets import dataset_dict_refused, is_saved_dataset_dict
+
+        if os.path.isdir(path) and is_saved_dataset_dict(path):
+            raise ReferenceInputError(f"--against {dataset_dict_refused(path)}")
         if is_saved_dataset(path):
             out.append(Reference(path, None, dataset=True))
             continue
@@ -190,35 +194,73 @@ def _stored(path: str) -> Iterator[tuple[Any, str]]:
         store.close()
 
 
-def _saved(path: str, spec: nio.FieldSpec, quiet: bool) -> Iterator[tuple[Any, str]]:
+def _saved(
+    path: str, spec: nio.FieldSpec, quiet: bool, on_error: str = "fail"
+) -> Iterator[tuple[Any, str]]:
     """The rows of a saved dataset, ids by the rule of every input (:func:`neardup.io.record_id`:
-    ``--against-id-field``, else the ``id`` column where there is one), else ``DIR:ROW``."""
-    from datasets import load_from_disk
+    ``--against-id-field``, else the ``id`` column where there is one), else ``DIR:ROW``. A
+    directory ``datasets.load_from_disk`` cannot open, or a row whose text is null under
+    ``on_error`` ``"fail"``, raises :class:`ReferenceInputError` naming it; under ``"skip"``
+    such rows are left out (the first named), as a file's bad records are."""
+    import numpy as np
 
-    from neardup.cli._datasets import quiet_datasets
+    from neardup.cli._datasets import UnreadableDatasetError, load_saved, null_rows, quiet_datasets
     from neardup.integrations.datasets import check_text_column, column_texts, row_ids
 
-    with quiet_datasets(quiet):
-        ds = load_from_disk(path)
+    try:
+        with quiet_datasets(quiet):
+            ds = load_saved(path)
+    except UnreadableDatasetError as e:
+        raise ReferenceInputError(f"--against {e}") from None
     if spec.id_field is not None and spec.id_field not in ds.column_names:
         raise ReferenceInputError(f"--against {path}: no id column {spec.id_field!r}")
-    row = 0
     try:
         check_text_column(ds, spec.text_field, "--against-text-field")
-        for texts in column_texts(ds, spec.text_field, _CHUNK, "--against-text-field"):
-            ids = row_ids(ds, range(row, row + len(texts)), spec.id_field)
-            for doc_id, text in zip(ids, texts):
+        # (under skip the rows with a text, named by their rows in the dataset)
+        places = np.arange(ds.num_rows, dtype=np.int64)
+        bad = null_rows(ds, spec.text_field).tolist() if on_error == "skip" else []
+        if bad and len(bad) == ds.num_rows:
+            raise ReferenceInputError(
+                f"--against {path}: none of its {counted(len(bad), 'row')} could be read "
+                f"(the first: {_null_row(path, spec, bad[0])})"
+            )
+        if bad:
+            _say_skipped_rows(path, spec, bad, quiet)
+            places = np.delete(places, bad)
+        rows = ds.select(places) if bad else ds
+        at = 0
+        for texts in column_texts(rows, spec.text_field, _CHUNK, "--against-text-field"):
+            chunk = places[at : at + len(texts)].tolist()
+            for doc_id, row, text in zip(row_ids(ds, chunk, spec.id_field), chunk, texts):
                 yield nio.id_or_place(doc_id, path, row), text
-                row += 1
+            at += len(texts)
+    except ReferenceInputError:
+        raise
     except ValueError as e:
         raise ReferenceInputError(f"--against {path}: {e}") from None
+
+
+def _null_row(path: str, spec: nio.FieldSpec, row: int) -> nio.InputError:
+    """A reference row whose text is null, named as a file's bad record (``DIR:ROW``)."""
+    return nio.InputError(path, row, f"field {spec.text_field!r} is null, expected a string", row)
+
+
+def _say_skipped_rows(path: str, spec: nio.FieldSpec, bad: list[int], quiet: bool) -> None:
+    """The reference rows left out (``--on-error skip``): the first named, the rest counted."""
+    if quiet:
+        return
+    for row in bad[:_SHOWN_SKIPS]:
+        eprint(f"neardup dedup: skipped --against {_null_row(path, spec, row)}")
+    if len(bad) > _SHOWN_SKIPS:
+        more = len(bad) - _SHOWN_SKIPS
+        eprint(f"neardup dedup: ... {more} more bad records of --against {path} skipped")
 
 
 def _read(
     ref: Reference, spec: nio.FieldSpec, on_error: str, quiet: bool
 ) -> Iterator[tuple[Any, str]]:
     if ref.dataset:
-        yield from _saved(ref.path, spec, quiet)
+        yield from _saved(ref.path, spec, quiet, on_error)
         return
     if ref.source is None:
         yield from _stored(ref.path)
