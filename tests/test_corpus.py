@@ -262,3 +262,24 @@ def test_boilerplate_learnt_first_makes_pages_independent_of_input_order() -> No
     d.feed(pages[:1])
     with pytest.raises(ValueError, match="before the first feed"):
         d.learn_boilerplate(pages)
+
+
+def test_a_page_fed_before_the_boilerplate_is_learnt_can_be_refused() -> None:
+    """With pages_must_be_learnt (neardup dedup), a page fed while no boilerplate was learnt
+    over the whole corpus raises LatePagesError, so that the caller reads its corpus again with
+    learn_boilerplate first; without it (the default) the chunk teaches it, as before."""
+    from neardup.corpus import LatePagesError
+
+    page = "<html><body><p>a page of the site, with its text</p></body></html>"
+    d = CorpusDeduper(Policy())
+    d.pages_must_be_learnt = True
+    d.feed(["a plain text, not a page"])
+    with pytest.raises(LatePagesError, match="after the first 1"):
+        d.feed([page])
+    learnt = CorpusDeduper(Policy())
+    learnt.learn_boilerplate([page])
+    learnt.pages_must_be_learnt = True
+    learnt.feed([page, "a plain text"])
+    plain = CorpusDeduper(Policy())
+    plain.feed(["a plain text", page])
+    assert len(learnt) == len(plain) == 2

@@ -154,6 +154,11 @@ class SketchedChunk:
     probes: NearProbes
 
 
+class LatePagesError(Exception):
+    """A page fed with no boilerplate learnt over the whole corpus
+    (:attr:`CorpusDeduper.pages_must_be_learnt`)."""
+
+
 class CorpusDeduper:
     """Batch near-duplicate detection over a whole corpus, fed in chunks.
 
@@ -211,6 +216,11 @@ class CorpusDeduper:
         self._line_hashes: list[npt.NDArray[np.int64]] = []
         self._pages_learnt = 0
         self._learnt: set[int] | None = None
+        #: Whether a page met while no boilerplate was learnt over the whole corpus raises
+        #: :class:`LatePagesError` (a caller that can read its corpus again, with
+        #: :meth:`learn_boilerplate` first) instead of being prepared with what its chunk
+        #: teaches, which depends on where it sits in the input.
+        self.pages_must_be_learnt = False
         self._references = 0  # the engine's first rows are the reference documents
         #: Corpus rows visited in input order by :meth:`decide_fed` (None: no such decision
         #: under way).
@@ -338,6 +348,8 @@ class CorpusDeduper:
         pages = [i for i, t in enumerate(texts) if self.policy.is_html(t)]
         if not pages:
             return normalise_many(texts)
+        if not corpus_wide and self.pages_must_be_learnt:
+            raise LatePagesError(f"a page among the texts fed after the first {len(self)}")
         # HTML: the main text of each page, then lines (blocks) that recur in many pages -- a
         # site's footer or menu that the markup did not mark -- are dropped too.
         html = set(pages)

@@ -42,7 +42,7 @@ from neardup.cli._against import (
 from neardup.cli._datasets import holds_saved_dataset, run_saved_dataset
 from neardup.cli._paths import dir_output_refused, paths_refused
 from neardup.cli._pipes import PipeError, run_piped, uses_pipes
-from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
+from neardup.corpus import CorpusDeduper, CorpusResult, LatePagesError, SketchedChunk
 from neardup.dedup import Policy
 from neardup.integrations import keep_order
 from neardup.io import counted, eprint
@@ -488,7 +488,7 @@ def run(args: argparse.Namespace) -> int:
     # ---- pages: what is site boilerplate is decided over the whole corpus first, so that a
     # page is prepared alike wherever it sits in the input (docs/batch.md)
     try:
-        if _has_pages(sources, spec, policy):
+        if getattr(args, "pages_found", False) or _has_pages(sources, spec, policy):
             progress = Progress(input_bytes(sources), "pages: finding boilerplate", args.quiet)
             try:
                 for source in sources:
@@ -514,6 +514,9 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_INPUT
         finally:
             progress.close()
+
+    # (pages that the probe missed, further down: the run starts again with the pass above)
+    deduper.pages_must_be_learnt = policy.html == "auto"
 
     # ---- pass 1: read, fingerprint, sketch
     files: list[_FileSlots] = []
@@ -621,6 +624,15 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:  # (the temporary sketch file, while adding and grouping)
         eprint(f"neardup dedup: {e}")
         return EXIT_INPUT
+    except LatePagesError:
+        progress.close()
+        if not args.quiet:
+            eprint(
+                "neardup dedup: HTML pages past the first documents probed: the corpus is read "
+                "again, its boilerplate learnt over all of it first"
+            )
+        args.pages_found = True
+        return run(args)
     finally:
         progress.close()
     if warnings > _MAX_WARNINGS and not args.quiet:
