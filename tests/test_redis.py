@@ -524,6 +524,74 @@ def test_retention_and_expire(redis_url: str) -> None:
         assert d.check_and_add("e", texts[0]) == (True, [])
 
 
+def test_removals_and_expiry_free_a_server_out_of_memory(redis_url: str) -> None:
+    """Out of memory (maxmemory, noeviction) writes are refused, and remove() and the
+    retention window still free memory (the delete functions were refused with the writes: a
+    full server stayed full past the window)."""
+    import redis
+
+    with _open(redis_url, retention=2) as d:
+        now = time.time()
+        texts = [" ".join(_vocab(random.Random(i), 30)) for i in range(20)]
+        d.add_many([f"t{i}" for i in range(20)], texts, [now - 1.5] * 20)
+        client = d.store.client
+        client.config_set("maxmemory", 1)
+        try:
+            with pytest.raises(redis.exceptions.OutOfMemoryError):
+                d.add("new", "a text that does not fit any more, long enough to compare")
+            d.remove("t0")
+            assert "t0" not in d and len(d) == 19
+            time.sleep(0.6)
+            assert d.expire(time.time() - 2) == 19 and len(d) == 0
+        finally:
+            client.config_set("maxmemory", 0)
+        d.add("new", "a text that does not fit any more, long enough to compare")
+
+
+def test_a_write_is_not_failed_by_the_expiry_after_it(redis_url: str) -> None:
+    """The retention window's expiry runs after a write, at most once a second: when it fails
+    (here a user that may not list the times), the write it follows is stored and answered,
+    not failed (it raised, for 300 texts stored: re-sent, each was its own duplicate)."""
+    import redis
+
+    admin = redis.Redis.from_url(redis_url)
+    admin.execute_command("ACL", "SETUSER", "noscan", "on", ">pw-noscan", "~*", "&*", "+@all",
+                          "-zrangebyscore")  # fmt: skip
+    try:
+        base = redis_url.replace("redis://", "redis://noscan:pw-noscan@")
+        with _open(base, retention=60) as d:
+            texts = [" ".join(_vocab(random.Random(i), 30)) for i in range(5)]
+            assert d.check_and_add_many([f"w{i}" for i in range(5)], texts) == [(True, [])] * 5
+            assert [m.id for m in d.check(texts[2])] == ["w2"]
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                d.expire(time.time())
+    finally:
+        admin.execute_command("ACL", "DELUSER", "noscan")
+
+
+def test_a_user_that_may_not_load_functions_gets_the_scripts(redis_url: str) -> None:
+    """An ACL user without FUNCTION runs the library by EVAL, as a server without functions
+    does (it stopped `neardup serve` with a NoPermissionError traceback); a permission the
+    store needs and lacks is a store fault (503), not an internal error."""
+    import redis
+    from neardup.service.backend import store_fault
+
+    admin = redis.Redis.from_url(redis_url)
+    admin.execute_command("ACL", "SETUSER", "nofn", "on", ">pw-nofn", "~*", "&*", "+@all",
+                          "-function")  # fmt: skip
+    try:
+        with _open(redis_url.replace("redis://", "redis://nofn:pw-nofn@")) as d:
+            assert d.store.fn.scripted
+            text = " ".join(_vocab(random.Random(3), 30))
+            assert d.check_and_add("a", text) == (True, [])
+            assert [m.id for m in d.check(text)] == ["a"]
+            with pytest.raises(redis.exceptions.NoPermissionError) as denied:
+                d.store.client.function_list()
+            assert store_fault(denied.value)
+    finally:
+        admin.execute_command("ACL", "DELUSER", "nofn")
+
+
 def test_large_batches(redis_url: str) -> None:
     """Batches past the library's chunks (2,000 fields split at once, 4,000 arguments a
     call): the answers of the embedded store."""

@@ -78,6 +78,16 @@ def test_serve_on_a_redis_store(tmp_path: Path) -> None:
         with ServerProcess(tmp_path / "unused", "--store", store, "--retention", "1d") as again:
             r = httpx.post(again.url + "/v1/check", json={"text": base}, timeout=30)
             assert [d["id"] for d in r.json()["duplicates"]] == ["r1"]
+            # the server loses its data and a service of another policy takes the namespace:
+            # this one's writes are refused, 503 naming the difference (an opaque 500 before)
+            import redis as redis_py
+
+            redis_py.Redis.from_url(store).flushall()
+            other = ("--policy", '{"threshold": 0.3}')
+            with ServerProcess(tmp_path / "unused", "--store", store, *other):
+                r = httpx.post(again.url + "/v1/add", json={"id": "a1", "text": base}, timeout=30)
+                assert r.status_code == 503, r.text
+                assert "the store cannot serve this service" in r.json()["error"]["message"]
         assert not (tmp_path / "unused").exists(), "a Redis store writes no local files"
     finally:
         redis.terminate()

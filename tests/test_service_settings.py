@@ -101,6 +101,10 @@ def test_writer_setting() -> None:
     assert not Settings(data_dir="/tmp/x").writer_is_inline  # the default: its own thread
     inline = Settings.from_env({"NEARDUP_DATA": "/tmp/x", "NEARDUP_WRITER": "inline"})
     assert inline.writer_is_inline
+    # (inline with Redis: /healthz waited 10 s while a paused server timed out the writes)
+    for store in ("redis://localhost:6379", "redis+cluster://localhost:7000"):
+        with pytest.raises(SettingsError, match="writer 'inline' waits for the store"):
+            Settings.from_env({"NEARDUP_STORE": store, "NEARDUP_WRITER": "inline"})
 
 
 def test_a_store_is_required() -> None:

@@ -12,6 +12,7 @@ version that is stored, and of near-copies racing from many processes exactly on
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import threading
@@ -33,6 +34,8 @@ from neardup.stores import Doc, Found, Head, dec_id, enc_id
 from neardup.textstore import Id, Ids, Timestamps, check_id
 
 __all__ = ["RedisDeduplicator"]
+
+_log = logging.getLogger(__name__)
 
 # How long a check-and-add keeps trying when its band lists keep changing (s).
 _PATIENCE = 15.0
@@ -418,7 +421,12 @@ class RedisDeduplicator(Closing):
                 self._last_expire = now
         if due:
             assert self.retention is not None
-            self._expire(now - self.retention)
+            try:
+                self._expire(now - self.retention)
+            except Exception as e:  # (the texts are stored: the write is not failed for it)
+                _log.warning("expiry after a write failed (retried a second later): %s", e)
+                with self._lock:
+                    self._last_expire = 0.0
 
     def _expire(self, before: float) -> int:
         """Delete the versions older than ``before`` (counted: every expiry); how many."""

@@ -376,11 +376,12 @@ if redis.register_function then
   redis.register_function('neardup7_add', F.add)
   redis.register_function('neardup7_reserve', F.reserve)
   redis.register_function('neardup7_commit', F.commit)
-  redis.register_function('neardup7_cut', F.cut)
   redis.register_function('neardup7_put', F.put)
-  redis.register_function('neardup7_drop', F.drop)
-  redis.register_function('neardup7_remove', F.remove)
-  redis.register_function('neardup7_unlist', F.unlist)
+  -- (deletes: allowed out of memory, so that removals and the retention window free it)
+  redis.register_function{function_name='neardup7_cut', callback=F.cut, flags={'allow-oom'}}
+  redis.register_function{function_name='neardup7_drop', callback=F.drop, flags={'allow-oom'}}
+  redis.register_function{function_name='neardup7_remove', callback=F.remove, flags={'allow-oom'}}
+  redis.register_function{function_name='neardup7_unlist', callback=F.unlist, flags={'allow-oom'}}
 end
 """
 
@@ -400,13 +401,15 @@ class Functions:
         self.reload()
 
     def reload(self) -> None:
-        """(Re)load the library; fall back to ``EVAL`` when the server has no functions."""
+        """(Re)load the library; fall back to ``EVAL`` when the server has no functions or the
+        user may not load them (an ACL without ``FUNCTION``)."""
         import redis
 
         try:
             self._client.function_load(_LUA, replace=True)
         except redis.exceptions.ResponseError as e:
-            if "unknown command" not in str(e).lower():
+            refused = isinstance(e, redis.exceptions.NoPermissionError)
+            if not refused and "unknown command" not in str(e).lower():
                 raise
             self.scripted = True
 

@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from neardup._core import IncompatibleIndexError
 from neardup.service import models as schemas
 from neardup.service import page
 from neardup.service.backend import open_backend, store_fault
@@ -118,9 +119,13 @@ def _json_error(err: ApiError) -> Response:
 
 def _unexpected(exc: Exception) -> ApiError:
     """The answer to an exception that is not an :class:`ApiError`: 503 ``unavailable`` when
-    the store cannot serve now (down, timed out, loading), else 500 ``internal_error``."""
+    the store cannot serve now (down, timed out, loading; or its namespace now holds another
+    policy, set by another process after the server lost its data), else 500
+    ``internal_error``."""
     if store_fault(exc):
         return ApiError("unavailable", f"the store is unavailable, retry later ({exc})")
+    if isinstance(exc, IncompatibleIndexError):
+        return ApiError("unavailable", f"the store cannot serve this service: {exc}")
     return ApiError("internal_error", "internal server error")
 
 

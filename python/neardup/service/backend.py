@@ -161,10 +161,11 @@ def open_backend(settings: Settings) -> Any:
 
 
 # Error replies of a server that cannot serve now but may later (their first word): loading,
-# busy, no master, out of memory (maxmemory), failing to save (MISCONF), a replica (READONLY).
+# busy, no master, out of memory (maxmemory), failing to save (MISCONF), a replica (READONLY),
+# a user without a permission the store needs (NOPERM: until an administrator grants it).
 _BUSY_REPLIES = frozenset(
     {"LOADING", "BUSY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "OOM", "MISCONF", "READONLY",
-     "NOREPLICAS"}
+     "NOREPLICAS", "NOPERM"}
 )  # fmt: skip
 
 
@@ -181,7 +182,8 @@ def store_fault(exc: BaseException) -> bool:
     # (redis-py turns some replies into classes of their own, without the reply's first word)
     unavailable = (errors.ConnectionError, errors.TimeoutError, errors.ClusterError,
                    errors.OutOfMemoryError, errors.ReadOnlyError, errors.MasterDownError,
-                   errors.TryAgainError, errors.RedisClusterUnreachableError)  # fmt: skip
+                   errors.TryAgainError, errors.RedisClusterUnreachableError,
+                   errors.NoPermissionError)  # fmt: skip
     if isinstance(exc, unavailable):
         return True
     if not isinstance(exc, errors.ResponseError):

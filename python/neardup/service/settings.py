@@ -275,6 +275,12 @@ class Settings:
                 raise SettingsError(f"{name} must be a positive integer, got {value!r}")
         if self.writer not in ("thread", "inline"):
             raise SettingsError(f"writer must be 'thread' or 'inline', got {self.writer!r}")
+        if self.writer == "inline" and self.store is not None and _is_redis_url(self.store):
+            raise SettingsError(
+                "writer 'inline' waits for the store on the event loop's thread: with a Redis "
+                "store every route, /healthz too, would wait out a slow or lost server; use "
+                "the default writer, 'thread'"
+            )
         if self.writer_max_batch <= 0:
             raise SettingsError(f"writer_max_batch must be positive, got {self.writer_max_batch}")
         if self.max_text_bytes > self.max_body_bytes:
