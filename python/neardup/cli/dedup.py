@@ -403,8 +403,21 @@ class _FileSlots:
     bad: list[int] = field(default_factory=list)
 
 
+#: What :func:`_run` returns when pass 1 met a page that the probe missed: run again, with the
+#: boilerplate pass first (a value no exit code takes).
+_AGAIN = -1
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``neardup dedup``; returns the exit code."""
+    code = _run(args)
+    if code == _AGAIN:  # (the first try's engine is gone: its frame has returned)
+        args.pages_found = True
+        code = _run(args)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     if uses_pipes(args) and not getattr(args, "output_label", None):
         args.output_label = args.output
         try:
@@ -631,8 +644,7 @@ def run(args: argparse.Namespace) -> int:
                 "neardup dedup: HTML pages past the first documents probed: the corpus is read "
                 "again, its boilerplate learnt over all of it first"
             )
-        args.pages_found = True
-        return run(args)
+        return _AGAIN
     finally:
         progress.close()
     if warnings > _MAX_WARNINGS and not args.quiet:
