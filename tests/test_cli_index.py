@@ -378,33 +378,21 @@ def test_a_damaged_text_store_is_named_not_a_traceback(
         assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("raw", [False, pytest.param(True, marks=needs_durable_index)])
 def test_a_query_output_that_cannot_be_opened_is_said_not_a_traceback(
-    tmp_path: Path, rows: list[dict[str, Any]]
+    tmp_path: Path, rows: list[dict[str, Any]], raw: bool
 ) -> None:
-    """(-o naming a directory gave IsADirectoryError's traceback, with exit 1)"""
-    src, ix = tmp_path / "in.jsonl", tmp_path / "ix"
+    """(-o naming a directory gave IsADirectoryError's traceback, with exit 1), for a directory
+    with its texts and one of fingerprints only (--raw)"""
+    src, ix, out = tmp_path / "in.jsonl", tmp_path / "ix", tmp_path / "out"
     _write(src, rows[:30])
-    assert neardup("index", "build", str(ix), str(src), "-q").returncode == 0
-    (tmp_path / "out").mkdir()
-    r = neardup("index", "query", str(ix), "--text", "hello", "-o", str(tmp_path / "out"))
-    assert r.returncode == 2 and f"-o {tmp_path / 'out'} is a directory" in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr and not list((tmp_path / "out").iterdir())
+    build = ["--raw"] if raw else []
+    assert neardup("index", "build", str(ix), str(src), *build, "-q").returncode == 0
+    out.mkdir()
+    r = neardup("index", "query", str(ix), "--text", "hello", "-o", str(out), "-q")
+    assert r.returncode == 2 and f"-o {out} is a directory" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not list(out.iterdir())
     # one that no check foresees (under /proc, written in place): said when it is opened
-    r = neardup("index", "query", str(ix), "--text", "hello", "-o", "/proc/neardup-no-such")
-    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert "neardup index query: -o /proc/neardup-no-such: " in r.stderr
-
-
-@needs_durable_index
-def test_a_raw_query_output_that_cannot_be_opened_is_said_not_a_traceback(
-    tmp_path: Path, rows: list[dict[str, Any]]
-) -> None:
-    src, ix = tmp_path / "in.jsonl", tmp_path / "ix"
-    _write(src, rows[:30])
-    assert neardup("index", "build", str(ix), str(src), "--raw", "-q").returncode == 0
-    (tmp_path / "out").mkdir()
-    r = neardup("index", "query", str(ix), "--text", "hello", "-o", str(tmp_path / "out"), "-q")
-    assert r.returncode == 2 and "is a directory" in r.stderr and "Traceback" not in r.stderr
     r = neardup("index", "query", str(ix), "--text", "hello", "-o", "/proc/neardup-no-such", "-q")
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "neardup index query: -o /proc/neardup-no-such: " in r.stderr

@@ -529,28 +529,25 @@ def run_query(args: argparse.Namespace) -> int:
             'not verified ("similarity": null)'
         )
     try:
-        out = _open_output(args)
-        if out is None:
-            return EXIT_INPUT
-        try:
-            return _query(args, index, fingerprinter, None, out)
-        finally:
-            if out is not sys.stdout:
-                out.close()
+        return _query_to_output(args, index, fingerprinter, None)
     finally:
         _close(index)
 
 
-def _open_output(args: argparse.Namespace) -> Any:
-    """Where ``index query`` writes: the ``-o`` file opened, or standard output; None (said)
-    when the file cannot be opened (what ``paths_refused`` cannot foresee)."""
+def _query_to_output(
+    args: argparse.Namespace, index: Any, fingerprinter: TextFingerprinter, checker: Any
+) -> int:
+    """:func:`_query` written to the ``-o`` file, or standard output; a file that cannot be
+    opened (what ``paths_refused`` cannot foresee) is said, exit 1."""
     if not args.output:
-        return sys.stdout
+        return _query(args, index, fingerprinter, checker, sys.stdout)
     try:
-        return open(args.output, "w", encoding="utf-8")  # noqa: SIM115
+        out = open(args.output, "w", encoding="utf-8")  # noqa: SIM115
     except OSError as e:
         eprint(f"neardup index query: -o {args.output}: {e}")
-        return None
+        return EXIT_INPUT
+    with out:
+        return _query(args, index, fingerprinter, checker, out)
 
 
 def _query_stored(
@@ -581,14 +578,7 @@ def _query_stored(
         return EXIT_INPUT
     Progress.status("", args.quiet)
     try:
-        out = _open_output(args)
-        if out is None:
-            return EXIT_INPUT
-        try:
-            return _query(args, index, fingerprinter, checker, out)
-        finally:
-            if out is not sys.stdout:
-                out.close()
+        return _query_to_output(args, index, fingerprinter, checker)
     finally:
         if checker is not None:
             checker.close()  # (the index and the store with it)
