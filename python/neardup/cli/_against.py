@@ -204,7 +204,14 @@ def _saved(
     such rows are left out (the first named), as a file's bad records are."""
     import numpy as np
 
-    from neardup.cli._datasets import UnreadableDatasetError, load_saved, null_rows, quiet_datasets
+    from neardup.cli._datasets import (
+        UnreadableDatasetError,
+        load_saved,
+        null_record,
+        null_rows,
+        quiet_datasets,
+        say_skipped,
+    )
     from neardup.integrations.datasets import check_text_column, column_texts, row_ids
 
     try:
@@ -222,10 +229,10 @@ def _saved(
         if bad and len(bad) == ds.num_rows:
             raise ReferenceInputError(
                 f"--against {path}: none of its {counted(len(bad), 'row')} could be read "
-                f"(the first: {_null_row(path, spec, bad[0])})"
+                f"(the first: {null_record(path, spec.text_field, bad[0])})"
             )
         if bad:
-            _say_skipped_rows(path, spec, bad, quiet)
+            say_skipped(path, spec.text_field, bad, quiet, against=True)
             places = np.delete(places, bad)
         rows = ds.select(places) if bad else ds
         at = 0
@@ -238,22 +245,6 @@ def _saved(
         raise
     except ValueError as e:
         raise ReferenceInputError(f"--against {path}: {e}") from None
-
-
-def _null_row(path: str, spec: nio.FieldSpec, row: int) -> nio.InputError:
-    """A reference row whose text is null, named as a file's bad record (``DIR:ROW``)."""
-    return nio.InputError(path, row, f"field {spec.text_field!r} is null, expected a string", row)
-
-
-def _say_skipped_rows(path: str, spec: nio.FieldSpec, bad: list[int], quiet: bool) -> None:
-    """The reference rows left out (``--on-error skip``): the first named, the rest counted."""
-    if quiet:
-        return
-    for row in bad[:_SHOWN_SKIPS]:
-        eprint(f"neardup dedup: skipped --against {_null_row(path, spec, row)}")
-    if len(bad) > _SHOWN_SKIPS:
-        more = len(bad) - _SHOWN_SKIPS
-        eprint(f"neardup dedup: ... {more} more bad records of --against {path} skipped")
 
 
 def _read(

@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from neardup import io as nio
 from neardup.cli._against import (
+    _SHOWN_SKIPS,
     ReferenceInputError,
     add_references,
     is_saved_dataset,
@@ -46,8 +47,6 @@ _BATCH = 16384
 _DATASET_FILES = ("dataset_info.json", "state.json")
 #: The file of a ``DatasetDict`` saved with ``save_to_disk`` (its splits: subdirectories).
 _DICT_FILE = "dataset_dict.json"
-#: Bad rows (null texts) named one by one under ``--on-error skip``, then counted.
-_SHOWN_SKIPS = 10
 
 
 class UnreadableDatasetError(ValueError):
@@ -240,13 +239,13 @@ def _run(args: argparse.Namespace) -> int:
             raise ValueError(f"--id-field {args.id_field!r} is not a column of {path}")
         bad = null_rows(ds, args.text_field)
         if len(bad) and args.on_error == "fail":
-            eprint(f"neardup dedup: {_null_record(path, args.text_field, int(bad[0]))}")
+            eprint(f"neardup dedup: {null_record(path, args.text_field, int(bad[0]))}")
             eprint("(--on-error skip leaves bad records out and goes on)")
             return EXIT_INPUT
         # --on-error skip: the rows with a text, numbered as in the input (--clusters)
         places = np.setdiff1d(np.arange(ds.num_rows, dtype=np.int64), bad) if len(bad) else None
         rows = ds.select(places) if places is not None else ds
-        _say_skipped(path, args, bad)
+        say_skipped(path, args.text_field, bad.tolist(), args.quiet, against=False)
         # pages: the corpus's boilerplate is learnt first, as for the other inputs
         learn_boilerplate(deduper, rows, args.text_field, _BATCH)
         reference_ids = add_references(deduper, references, args) if references else []
@@ -300,19 +299,22 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _null_record(path: str, field: str, row: int) -> nio.InputError:
+def null_record(path: str, field: str, row: int) -> nio.InputError:
     """A row of a saved dataset whose text is null, named as a file's bad record (``DIR:ROW``)."""
     return nio.InputError(path, row, f"field {field!r} is null, expected a string", row)
 
 
-def _say_skipped(path: str, args: argparse.Namespace, bad: npt.NDArray[np.int64]) -> None:
-    """Under ``--on-error skip``, name the first bad rows left out, then count the rest."""
-    if args.quiet:
+def say_skipped(path: str, field: str, bad: list[int], quiet: bool, against: bool) -> None:
+    """Under ``--on-error skip``, name the first null rows left out of a saved dataset (the
+    input, or ``against``: the references), then count the rest."""
+    if quiet:
         return
-    for row in bad[:_SHOWN_SKIPS].tolist():
-        eprint(f"neardup dedup: skipped {_null_record(path, args.text_field, row)}")
+    where = "--against " if against else ""
+    for row in bad[:_SHOWN_SKIPS]:
+        eprint(f"neardup dedup: skipped {where}{null_record(path, field, row)}")
     if len(bad) > _SHOWN_SKIPS:
-        eprint(f"neardup dedup: ... {len(bad) - _SHOWN_SKIPS} more bad records skipped")
+        of = f" of --against {path}" if against else ""
+        eprint(f"neardup dedup: ... {len(bad) - _SHOWN_SKIPS} more bad records{of} skipped")
 
 
 def _row_ids(
