@@ -330,3 +330,26 @@ def test_jsonl_records_are_written_back_as_read_with_the_field_added(tmp_path: P
     assert out[0] == lines[0][:-1] + f', "fingerprint": "{fps[0]:016x}"}}'
     assert out[1] == f'{{ "text" : "epsilon zeta eta theta", "fingerprint": "{fps[1]:016x}"}}'
     assert json.loads(out[2]) == {"text": "iota kappa lambda mu", "fingerprint": f"{fps[2]:016x}"}
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("nodir/out.jsonl", "-o nodir/out.jsonl: no directory"),
+        ("in.jsonl", "in.jsonl is both an input and an output"),
+        ("adir", "-o adir is a directory, not a file"),
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path: Path, rows: list[dict[str, Any]], output: str, message: str
+) -> None:
+    src = tmp_path / "in.jsonl"
+    before = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[:3])
+    src.write_text(before, encoding="utf-8")
+    (tmp_path / "adir").mkdir()
+    r = neardup("fingerprint", "in.jsonl", "-o", output, cwd=tmp_path)
+    assert r.returncode == 2 and f"neardup fingerprint: {message}" in r.stderr, r.stderr
+    assert "Errno" not in r.stderr and "partial" not in r.stderr
+    assert src.read_text(encoding="utf-8") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "in.jsonl"]
+    assert not any((tmp_path / "adir").iterdir())

@@ -29,6 +29,7 @@ import numpy as np
 
 from neardup import io as nio
 from neardup._core import PRESETS
+from neardup.cli._paths import paths_refused
 from neardup.cli._pipes import PipeError, run_piped, uses_pipes
 from neardup.cli.dedup import (
     EXIT_CODES,
@@ -177,8 +178,7 @@ def run(args: argparse.Namespace) -> int:
         eprint(f"neardup fingerprint: inputs mix formats ({', '.join(sorted(formats))})")
         return EXIT_USAGE
     fmt = formats.pop()
-    if any(os.path.abspath(s.path) == os.path.abspath(args.output) for s in sources):
-        eprint(f"neardup fingerprint: {args.output} is both an input and the output")
+    if paths_refused("fingerprint", [s.path for s in sources], {"-o": args.output}):
         return EXIT_USAGE
     kept_fields = {"text": args.text_field, "id": args.id_field or "id"}
     for kind, name in kept_fields.items():
