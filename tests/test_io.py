@@ -674,3 +674,23 @@ def test_a_pipe_or_device_in_an_input_directory_is_not_a_document(tmp_path: Path
     (tmp_path / "z.txt").symlink_to("/dev/zero")
     (tmp_path / "c.txt").symlink_to(tmp_path / "a.html")
     assert [os.path.basename(p) for p in nio.dir_files(str(tmp_path))] == ["a.html", "c.txt"]
+
+
+def test_links_to_directories_are_followed_and_each_directory_is_read_once(
+    tmp_path: Path,
+) -> None:
+    """(a linked subdirectory's pages were left out; a link back to an ancestor must not loop)"""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "deep").mkdir(parents=True)
+    (elsewhere / "deep" / "b.txt").write_text("bee")
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.txt").write_text("ay")
+    (root / "linked").symlink_to(elsewhere)
+    (root / "twice").symlink_to(elsewhere / "deep")  # under a directory that is followed
+    (root / "sub" / "up").symlink_to(root)  # a loop
+    (root / "sub" / "top").symlink_to(tmp_path)  # a directory that holds the tree: a loop too
+    (root / "again").symlink_to(root / "sub")  # within the tree: read by its own path
+    (elsewhere / "back").symlink_to(root / "sub")
+    got = [os.path.relpath(p, root) for p in nio.dir_files(str(root))]
+    assert got == ["linked/deep/b.txt", "sub/a.txt"]

@@ -334,8 +334,7 @@ def input_bytes(sources: list[nio.Source]) -> int:
     for s in sources:
         try:
             if s.format == "dir":
-                for root, _, files in os.walk(s.path):
-                    total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+                total += sum(os.path.getsize(f) for f in nio.dir_files(s.path))
             else:
                 total += os.path.getsize(s.path)
         except OSError:

@@ -214,16 +214,41 @@ def _read_parquet(
 
 def dir_files(root: str) -> list[str]:
     """The documents of a directory: .txt/.text/.html/.htm files, recursively, sorted by path
-    (regular files only, or links to them: a pipe or a device so named would never end)."""
+    (regular files only, or links to them: a pipe or a device so named would never end).
+    Links to directories outside the tree are followed, each once; a link within the tree, or to
+    a directory that holds it, is not (its files are read by their own path, or it would loop)."""
     found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
+    top = os.path.realpath(root)
+    followed: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        # (in place: the walk goes into the directories left in the list only)
+        dirnames[:] = [
+            d for d in sorted(dirnames) if _goes_in(os.path.join(dirpath, d), top, followed)
+        ]
         for name in filenames:
             path = os.path.join(dirpath, name)
             if name.lower().endswith(DIR_TEXT + DIR_HTML) and os.path.isfile(path):
                 found.append(path)
     found.sort(key=lambda p: os.path.relpath(p, root).split(os.sep))
     return found
+
+
+def _goes_in(path: str, top: str, followed: set[str]) -> bool:
+    """Whether :func:`dir_files` reads the directory ``path`` of the tree whose real path is
+    ``top``: a directory, or a link to one that shares no directory with the tree or with the
+    links followed before (then it is marked followed)."""
+    if not os.path.islink(path):
+        return True
+    real = os.path.realpath(path)
+    if any(_nested(real, other) for other in (top, *followed)):
+        return False
+    followed.add(real)
+    return True
+
+
+def _nested(a: str, b: str) -> bool:
+    """Whether one of the real paths ``a`` and ``b`` is the other or under it."""
+    return os.path.commonpath([a, b]) in (a, b)
 
 
 _BOMS = (
