@@ -628,3 +628,32 @@ def test_a_directory_output_that_would_lose_or_mix_files_is_refused(tmp_path: Pa
     r = neardup("dedup", str(x), "-o", str(tmp_path / "o2"), "--report", str(tmp_path / "rep"))
     assert r.returncode == 2 and "is a directory, not a file" in r.stderr
     assert not (tmp_path / "o2").exists()
+
+
+def test_files_of_several_input_directories_have_distinct_ids(tmp_path: Path) -> None:
+    """(x/index.html and y/index.html were both named index.html in --clusters: a reader could
+    not tell which page was kept) With several inputs a directory's files are named after it,
+    as the directory output names their copies; one directory alone keeps its relative paths;
+    so do references given with --against."""
+    page = "<html><body><p>{}</p></body></html>"
+    story = "a long story about rivers and the mountains they come from, told twice over"
+    for d, text in (("x", story), ("y", story + "!"), ("r1", "other"), ("r2", story + ".")):
+        (tmp_path / d / "sub").mkdir(parents=True)
+        (tmp_path / d / "sub" / "index.html").write_text(page.format(text))
+    clusters = tmp_path / "clusters.jsonl"
+    r = neardup("dedup", "x", "y", "-o", "out", "--clusters", str(clusters), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(line) for line in clusters.read_text().splitlines()]
+    assert [(c["id"], c["cluster"]) for c in got] == [
+        ("x/sub/index.html", "x/sub/index.html"),
+        ("y/sub/index.html", "x/sub/index.html"),
+    ]
+    copies = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*.*"))
+    assert copies == ["x/sub/index.html"]
+    r = neardup(
+        "dedup", "y", "-o", "out2", "--clusters", str(clusters), "--against", "r1",
+        "--against", "r2", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(line) for line in clusters.read_text().splitlines()]
+    assert ("sub/index.html", "r2/sub/index.html") in [(c["id"], c["cluster"]) for c in got], got

@@ -156,6 +156,11 @@ def open_references(paths: list[str], format: str | None) -> list[Reference]:
                 "index directory (neardup index build)"
             )
         out += [Reference(s.path, s) for s in sources]
+    # (directories among several references are named, as the inputs are: distinct ids)
+    named = iter(nio.named([r.source for r in out if r.source is not None]))
+    for r in out:
+        if r.source is not None:
+            r.source = next(named)
     return out
 
 

@@ -360,7 +360,7 @@ def open_sources(args: argparse.Namespace, command: str) -> list[nio.Source] | i
                 f"Parquet); {s.path} is {'a directory' if s.format == 'dir' else 'text lines'}"
             )
             return EXIT_USAGE
-    return sources
+    return nio.named(sources)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -711,7 +711,7 @@ def _run(args: argparse.Namespace) -> int:
     # a file output appears whole or not at all: written aside, renamed at the end
     staged = nio.staged_output(output)
     try:
-        with nio.KeptWriter(staged, n_inputs=len(sources)) as writer:
+        with nio.KeptWriter(staged) as writer:
             for slots in files:
                 good = np.ones(slots.n_slots, dtype=bool)
                 good[slots.bad] = False

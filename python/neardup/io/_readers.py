@@ -57,7 +57,7 @@ def read_docs(
                     progress(os.path.getsize(path))
                 except OSError:
                     pass
-            yield read_dir_file(path, source.path, slot)
+            yield read_dir_file(path, source, slot)
     else:
         raise unknown_format(source.format)
 
@@ -333,8 +333,9 @@ def decode_file(data: bytes, html: bool) -> str | None:
     return None if best is None else str(best)
 
 
-def read_dir_file(path: str, root: str, slot: int) -> Doc | InputError:
-    """The document in one file of a directory input; its id is the path relative to ``root``."""
+def read_dir_file(path: str, source: Source, slot: int) -> Doc | InputError:
+    """The document in one file of the directory input ``source``; its id is the path relative
+    to the directory, after the directory's name when it has one (:func:`named`)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -355,5 +356,5 @@ def read_dir_file(path: str, root: str, slot: int) -> Doc | InputError:
         # a fragment (no doctype/html/body): the document a browser would build around it, so
         # the dedup policy reads it as a page
         text = f"<html><body>{text}</body></html>"
-    rel = os.path.relpath(path, root).replace(os.sep, "/")
-    return Doc(slot, 1, rel, text, None)
+    rel = os.path.relpath(path, source.path).replace(os.sep, "/")
+    return Doc(slot, 1, f"{source.name}/{rel}" if source.name else rel, text, None)

@@ -6,7 +6,7 @@ which fields hold the text, id and time (:class:`FieldSpec`), and the two errors
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 FORMATS = ("jsonl", "csv", "tsv", "txt", "parquet", "dir")
 EXTENSIONS = {
@@ -51,11 +51,25 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class Source:
-    """One input or output: its path, format (one of :data:`FORMATS`) and compression."""
+    """One input or output: its path, format (one of :data:`FORMATS`) and compression; ``name``:
+    a directory's name when it is one of several inputs (:func:`named`): the ids of its files
+    start with it, and a directory output copies its kept files under it."""
 
     path: str
     format: str
     compression: str | None = None
+    name: str = ""
+
+
+def named(sources: list[Source]) -> list[Source]:
+    """``sources`` with each directory named by its own name when there are several inputs,
+    so that two directories' files of one relative path keep distinct ids."""
+    if len(sources) < 2:
+        return sources
+    return [
+        replace(s, name=os.path.basename(os.path.normpath(s.path))) if s.format == "dir" else s
+        for s in sources
+    ]
 
 
 @dataclass(frozen=True)

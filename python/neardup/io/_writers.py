@@ -43,14 +43,13 @@ class KeptWriter:
     JSONL and text lines are copied byte for byte; CSV/TSV rows are rewritten with the same
     header and delimiter; Parquet batches are filtered and written with the first input's
     schema; directories are copied file by file (under ``OUTPUT/<input dir name>/`` when there
-    are several input directories).
+    are several inputs: the source's ``name``, :func:`~neardup.io.named`).
 
     Use as a context manager; call :meth:`write` once per input, in input order.
     """
 
-    def __init__(self, output: Source, n_inputs: int = 1) -> None:
+    def __init__(self, output: Source) -> None:
         self.output = output
-        self._n_inputs = n_inputs
         self._stream: IO[bytes] | None = None
         self._csv_text: io.TextIOWrapper | None = None
         self._csv_writer: Any = None
@@ -277,9 +276,7 @@ class KeptWriter:
         source, keep, need, on_need, _, _ = job
         root = source.path
         files = dir_files(root)[: len(keep)]
-        base = self.output.path
-        if self._n_inputs > 1:
-            base = os.path.join(base, os.path.basename(os.path.normpath(root)))
+        base = os.path.join(self.output.path, source.name)
         for slot, path in enumerate(files):
             if keep[slot]:
                 target = os.path.join(base, os.path.relpath(path, root))
@@ -287,7 +284,7 @@ class KeptWriter:
                 shutil.copyfile(path, target)
                 self.written += 1
             if need[slot] and on_need is not None:
-                doc = read_dir_file(path, root, slot)
+                doc = read_dir_file(path, source, slot)
                 if isinstance(doc, Doc):
                     on_need(doc)
         return len(files)
