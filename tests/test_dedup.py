@@ -287,6 +287,29 @@ def test_retention_expires_old_texts(tmp_path: Path) -> None:
         Deduplicator.open(tmp_path / "x", retention=-1)
 
 
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_text_that_left_the_window_blocks_nothing(tmp_path: Path, batch: bool) -> None:
+    """(a stored text past the window was still a candidate: it refused its near-copy, then the
+    sweep after that write removed it, and neither text was stored) The sweep runs before a
+    decision and before a check, at most a second late; and when a directory is opened."""
+    d = Deduplicator.open(tmp_path / "w", retention=3.0)
+    d.add(1, LONG, timestamp=time.time() - 2.5)  # out of the window in half a second
+    time.sleep(1.2)
+    assert d.check(LONG) == [] and 1 not in d
+    d.add(1, LONG, timestamp=time.time() - 2.5)
+    time.sleep(1.2)
+    if batch:
+        assert d.check_and_add_many([2], [LONG]) == [(True, [])]
+    else:
+        assert d.check_and_add(2, LONG) == (True, [])
+    assert 1 not in d and 2 in d
+    d.add(3, LONG_A, timestamp=time.time() - 2.7)
+    d.close()
+    time.sleep(0.5)  # (it leaves the window while the directory is closed)
+    with Deduplicator.open(tmp_path / "w", retention=3.0) as d:
+        assert 3 not in d and d.check(LONG_A) == [] and len(d) == 1
+
+
 def test_sqlite_store_ids_and_order(tmp_path: Path) -> None:
     s = SqliteTextStore(tmp_path / "t.sqlite")
     s.put(1, "int one", 5.0)

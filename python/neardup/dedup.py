@@ -404,7 +404,8 @@ class Deduplicator(Closing):
         from the texts. Directories written by earlier versions open as they are. The policy
         is saved in ``path/policy.json`` on first open and reused afterwards; passing a different
         one raises ``ValueError``. ``retention`` (seconds): texts older than that are expired
-        automatically as new ones arrive. With the Jaccard verifier, :meth:`close` saves the
+        automatically: on open, and before a write is decided or a check answered, at most
+        once a second (a text is no candidate more than a second after it left the window). With the Jaccard verifier, :meth:`close` saves the
         decision engine's rows in ``path/texts.engine`` and the next open loads them instead of
         preparing and sketching every stored text, when they are the store's rows (see
         :meth:`save_engine`); otherwise (a damaged file, a store written to through another
@@ -451,6 +452,8 @@ class Deduplicator(Closing):
             raise
         if replayed:
             _logger.info("caught the index up with %d stored text(s)", replayed)
+        with d._lock:  # (texts that left the window while the directory was closed)
+            d._sweep_if_due()
         return d
 
     def _catch_up(self) -> int:
@@ -597,6 +600,7 @@ class Deduplicator(Closing):
         k = check_k(k)
         fp = self.fingerprinter.fingerprint(norm)
         self._ensure_open()
+        self._sweep_before_reading()
         return self._check_norm(norm, fp, k)
 
     def check_fingerprint(
@@ -612,18 +616,21 @@ class Deduplicator(Closing):
             raise ValueError(f"fingerprint must be an unsigned 64-bit int, got {fp}")
         k = check_k(k)
         self._ensure_open()
+        self._sweep_before_reading()
         cands = self.index.query(fp, self.policy.k_max if k is None else k)
         self._count(1, len(cands), len(cands))
         return [Match(cid, int(dist), None) for cid, dist in cands]
 
-    def _maybe_expire(self) -> None:
-        # Retention is applied at most once a second, so that it costs nothing per add.
+    def _maybe_expire(self, written: Sequence[float | None] = ()) -> None:
+        # Retention is applied at most once a second, so that it costs nothing per call; and at
+        # once when a text just ``written`` has left the window during its own call.
         if self._retention is None:
             return
         now = time.time()
-        if now - self._last_expire >= 1.0:
+        before = now - self._retention
+        if now - self._last_expire >= 1.0 or any(t is not None and t < before for t in written):
             self._last_expire = now
-            self.expire(now - self._retention)
+            self.expire(before)
 
     def add(
         self, id: Id, text: str, timestamp: float | None = None, *, durable: bool = True
@@ -655,6 +662,7 @@ class Deduplicator(Closing):
         k = check_k(k)
         norms, fps = self._prepare(texts)
         self._ensure_open()
+        self._sweep_before_reading()
         if k is None and self._kept is not None:
             decided = self._kept.check(norms, fps)
             self._count(len(norms), sum(map(len, decided)), sum(map(len, decided)))
@@ -698,6 +706,7 @@ class Deduplicator(Closing):
         norms, fps = self._prepare(texts)
         with self._lock:
             self._ensure_open()
+            self._sweep_if_due()
             kept = self._kept
             rows = kept.add(ids, norms, fps) if kept is not None else []
             try:
@@ -709,7 +718,7 @@ class Deduplicator(Closing):
             if kept is not None:
                 kept.commit(ids, rows)
             self._counters["adds"] += len(fps)
-            self._after_write()
+            self._sweep_if_due(tss)
         return fps
 
     def _add_batch(
@@ -750,13 +759,23 @@ class Deduplicator(Closing):
             # reopen replays what it missed from the texts).
             _logger.exception("index sync after a write failed")
 
-    def _after_write(self) -> None:
-        """The retention sweep after a write call is complete (with _lock held): after the
-        decision engine knows the call's texts, so that it forgets those the sweep expires."""
+    def _sweep_if_due(self, written: Sequence[float | None] = ()) -> None:
+        """The retention sweep when one is due (with _lock held): before a decision, so that a
+        text that left the window is no candidate more than a second after it left; after a
+        write, for the texts ``written`` (their timestamps) that left it during the call. A
+        sweep that fails is logged and the call goes on (the next one redoes it)."""
         try:
-            self._maybe_expire()
+            self._maybe_expire(written)
         except Exception:
-            _logger.exception("expiry after a write failed")  # (the next sweep redoes it)
+            _logger.exception("retention sweep failed")
+
+    def _sweep_before_reading(self) -> None:
+        """:meth:`_sweep_if_due` for a check, which takes the writers' lock only then (at
+        most once a second)."""
+        if self._retention is not None and time.time() - self._last_expire >= 1.0:
+            with self._lock:
+                self._ensure_open()
+                self._sweep_if_due()
 
     def _add_logged(
         self, log: DurableLog, ids: list[Id], rows: list[Row], fps: list[int], durable: bool
@@ -869,6 +888,7 @@ class Deduplicator(Closing):
         gone: list[Id] = []
         with self._lock:
             self._ensure_open()
+            self._sweep_if_due()
             # One core query per radius for the whole batch (the GIL is released in the core);
             # the texts to add are written together at the end (one fsync for the batch).
             stored = self._query_many(fps, radii)
@@ -898,7 +918,7 @@ class Deduplicator(Closing):
             rows = [r for r in range(len(norms)) if added[r]]
             self._write_added(ids, texts, fps, tss, rows, durable)
             self._counters["adds"] += len(rows)
-            self._after_write()
+            self._sweep_if_due([tss[r] for r in rows])
             self._count(len(norms), n_cands, n_matches)
         return out
 
@@ -942,6 +962,7 @@ class Deduplicator(Closing):
         kept texts are written; a write that fails takes them back out of the engine."""
         with self._lock:
             self._ensure_open()
+            self._sweep_if_due()
             found, rows = kept.check_and_add(ids, norms, fps)
             added = [r for r, m in enumerate(found) if not m]
             try:
@@ -951,7 +972,7 @@ class Deduplicator(Closing):
                 raise
             kept.commit([ids[r] for r in added], rows)
             self._counters["adds"] += len(added)
-            self._after_write()
+            self._sweep_if_due([tss[r] for r in added])
             n_matches = sum(map(len, found))
             self._count(len(norms), n_matches, n_matches)
         return [(not m, m) for m in found]
