@@ -405,11 +405,12 @@ class Deduplicator(Closing):
         is saved in ``path/policy.json`` on first open and reused afterwards; passing a different
         one raises ``ValueError``. ``retention`` (seconds): texts older than that are expired
         automatically: on open, and before a write is decided or a check answered, at most
-        once a second (a text is no candidate more than a second after it left the window). With the Jaccard verifier, :meth:`close` saves the
-        decision engine's rows in ``path/texts.engine`` and the next open loads them instead of
-        preparing and sketching every stored text, when they are the store's rows (see
-        :meth:`save_engine`); otherwise (a damaged file, a store written to through another
-        path) the texts are prepared as before.
+        once a second (a text is no candidate more than a second after it left the window).
+        With the Jaccard verifier, :meth:`close` saves the decision engine's rows in
+        ``path/texts.engine`` and the next open loads them instead of preparing and sketching
+        every stored text, when they are the store's rows (see :meth:`save_engine`); otherwise
+        (a damaged file, a store written to through another path) the texts are prepared as
+        before.
 
         Write calls accept ``durable=False``: the result is decided and visible at once and the
         texts are written by the next :meth:`commit` (one transaction for everything written
