@@ -113,6 +113,51 @@ def test_bad_numbers_name_the_argument(call: object, error: type, match: str) ->
         call()  # type: ignore[operator]
 
 
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda i: i.add(1, 5, timestamp=True), TypeError, "timestamp must be .*not bool"),
+        (lambda i: i.add_many([1], [5], True), TypeError, "timestamps must be .*not bool"),
+        (lambda i: i.add_many([1], [5], [False]), TypeError, r"timestamps\[0\] .*not bool"),
+        (lambda i: i.check_and_add(1, 5, _any(True)), TypeError, "timestamp .*not bool"),
+        (lambda i: i.add_many([1], [5], 10**400), ValueError, "timestamps is too large"),
+        (lambda i: i.add_many([1], [5], [10**400]), ValueError, r"timestamps\[0\] is too large"),
+        (lambda i: i.query_many(_any(None)), TypeError, "fingerprints must be a sequence"),
+        (lambda i: i.add_many(_any(None), [5]), TypeError, "ids must be a sequence"),
+        (lambda i: i.add_many([1], _any(None)), TypeError, "fingerprints must be a sequence"),
+    ],
+)
+def test_index_writes_name_bad_timestamps_and_arguments(call: Any, error: type, match: str) -> None:
+    """(a bool was stored as the timestamp 1.0; a number too large was a TypeError; a None
+    argument said only "'NoneType' object is not iterable")"""
+    index = Index(k=3)
+    with pytest.raises(error, match=match):
+        call(index)
+    assert len(index) == 0
+
+
+def test_index_open_refuses_a_bool_sync_interval(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="sync_interval must be a number of seconds, not bool"):
+        Index.open(tmp_path / "idx", sync="group", sync_interval=_any(True))
+    with Index.open(tmp_path / "ok", sync="group") as index:  # (the default interval)
+        index.add(1, 5)
+        assert len(index) == 1
+
+
+def test_ids_that_near_pairs_returns_can_be_passed_back() -> None:
+    """(near_pairs gives numpy int64 ids: `id in index` was False and get/remove a TypeError)"""
+    index = Index(k=3)
+    index.add_many([10, 11, 12], [5, 7, 1 << 40])
+    a, b, _ = index.near_pairs(3)
+    assert isinstance(a[0], np.integer)
+    assert a[0] in index and b[0] in index and np.int32(12) in index
+    assert index.get(a[0])[0] in (5, 7)
+    index.remove(b[0])
+    assert b[0] not in index and len(index) == 2
+    index.add(np.uint8(3), 9)
+    assert 3 in index
+
+
 def test_deduplicators_refuse_fingerprints_they_cannot_index() -> None:
     # A 128-bit fingerprinter was accepted, then the first add failed after storing the text.
     from neardup.corpus import CorpusDeduper

@@ -107,7 +107,7 @@ class Index:
         segment_span: float | None = None,
         fingerprint_config: str | dict[str, Any] | None = None,
         sync: str = "always",
-        sync_interval: float = 0.05,
+        sync_interval: float | None = None,  # None: 0.05 s
         capacity: int | None = None,
     ) -> Index: ...
     @property

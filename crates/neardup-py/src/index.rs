@@ -16,7 +16,7 @@ use pyo3::exceptions::{
     PyNotADirectoryError, PyRuntimeError, PyRuntimeWarning, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyIterator, PyList, PyString, PyTuple};
 
 use crate::errors::to_py;
 
@@ -40,7 +40,8 @@ fn to_id(obj: &Bound<'_, PyAny>) -> PyResult<Id> {
             ))
         })?;
         Ok(Id::Str(text.into_owned()))
-    } else if obj.is_instance_of::<PyInt>() {
+    } else if obj.is_instance_of::<PyInt>() || obj.hasattr("__index__")? {
+        // (numpy's integer scalars too: what near_pairs and arrays of ids hand back)
         obj.extract::<i64>().map(Id::Int).map_err(|_| {
             PyValueError::new_err(format!(
                 "id must be a signed 64-bit int or a str, got {}",
@@ -215,7 +216,7 @@ pub(crate) fn to_fps(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
             "fingerprints must be a sequence of ints, not str",
         ));
     }
-    obj.try_iter()?.map(|x| to_fp(&x?)).collect()
+    items(obj, "fingerprints")?.map(|x| to_fp(&x?)).collect()
 }
 
 /// Ids of a batch: int arrays stay int arrays, lists may mix int and str.
@@ -269,8 +270,7 @@ fn to_ids(obj: &Bound<'_, PyAny>) -> PyResult<BatchIds> {
             "ids must be a sequence of ids, not a str",
         ));
     }
-    let ids: Vec<Id> = obj
-        .try_iter()?
+    let ids: Vec<Id> = items(obj, "ids")?
         .map(|x| to_id(&x?))
         .collect::<PyResult<_>>()?;
     if ids.iter().all(|i| matches!(i, Id::Int(_))) {
@@ -283,55 +283,41 @@ fn to_ids(obj: &Bound<'_, PyAny>) -> PyResult<BatchIds> {
     Ok(BatchIds::Any(ids))
 }
 
-/// A timestamp argument: None is now; a number too large for a float is a ValueError naming
-/// it (the index refuses values outside its range), anything else a TypeError.
+/// A timestamp argument (seconds, [`seconds_arg`]); None is now.
 fn timestamp_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<f64> {
-    match obj {
-        None => Ok(now()),
-        Some(o) if o.is_none() => Ok(now()),
-        Some(o) => o.extract::<f64>().map_err(|_| {
-            if o.is_instance_of::<PyInt>() {
-                PyValueError::new_err(format!(
-                    "timestamp must be a finite number of seconds since the epoch, got {}",
-                    repr(o)
-                ))
-            } else {
-                PyTypeError::new_err(format!(
-                    "timestamp must be a float or None, not {}",
-                    type_name(o)
-                ))
-            }
-        }),
-    }
+    Ok(seconds_arg(obj, "timestamp")?.unwrap_or_else(now))
 }
 
+/// The timestamps of `n` items: one number for all, a sequence or float array of `n`, or None
+/// (now); each checked as [`seconds_arg`] does, naming its place.
 fn to_timestamps(obj: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<Vec<f64>> {
-    match obj {
-        None => Ok(vec![now(); n]),
-        Some(o) if o.is_none() => Ok(vec![now(); n]),
-        Some(o) => {
-            if let Ok(t) = o.extract::<f64>() {
-                return Ok(vec![t; n]);
-            }
-            if let Ok(a) = o.cast::<PyArray1<f64>>() {
-                return values(a);
-            }
-            o.try_iter()
-                .map_err(|_| {
-                    PyTypeError::new_err(format!(
-                        "timestamps must be a float, a sequence of floats or None, not {}",
-                        type_name(o)
-                    ))
-                })?
-                .map(|x| {
-                    let x = x?;
-                    x.extract::<f64>().map_err(|_| {
-                        PyTypeError::new_err(format!("timestamps must be floats, got {}", repr(&x)))
-                    })
-                })
-                .collect()
-        }
+    let Some(o) = obj.filter(|o| !o.is_none()) else {
+        return Ok(vec![now(); n]);
+    };
+    if let Ok(a) = o.cast::<PyArray1<f64>>() {
+        return values(a);
     }
+    if o.is_instance_of::<PyString>() || o.try_iter().is_err() {
+        return Ok(vec![seconds_arg(Some(o), "timestamps")?.unwrap_or_else(now); n]);
+    }
+    o.try_iter()?
+        .enumerate()
+        .map(|(i, x)| {
+            seconds_arg(Some(&x?), &format!("timestamps[{i}]"))?.ok_or_else(|| {
+                PyTypeError::new_err(format!("timestamps[{i}] must be a number, not None"))
+            })
+        })
+        .collect()
+}
+
+/// The items of `obj` (an iterable), a TypeError naming `name` otherwise.
+fn items<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Bound<'py, PyIterator>> {
+    obj.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{name} must be a sequence, not {}",
+            type_name(obj)
+        ))
+    })
 }
 
 fn fingerprint_config_str(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
@@ -505,7 +491,7 @@ impl Index {
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (path, k = None, *, layout = None, retention = None, segment_span = None,
-                        fingerprint_config = None, sync = "always", sync_interval = 0.05, capacity = None))]
+                        fingerprint_config = None, sync = "always", sync_interval = None, capacity = None))]
     fn open(
         py: Python<'_>,
         path: std::path::PathBuf,
@@ -515,7 +501,7 @@ impl Index {
         segment_span: Option<&Bound<'_, PyAny>>,
         fingerprint_config: Option<&Bound<'_, PyAny>>,
         sync: &str,
-        sync_interval: f64,
+        sync_interval: Option<&Bound<'_, PyAny>>,
         capacity: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let k = k_arg(k)?;
@@ -523,7 +509,8 @@ impl Index {
         let retention = seconds_arg(retention, "retention")?;
         let segment_span = seconds_arg(segment_span, "segment_span")?;
         let capacity = count_arg(capacity, "capacity")?;
-        let policy = sync_policy(sync, sync_interval)?;
+        let interval = seconds_arg(sync_interval, "sync_interval")?;
+        let policy = sync_policy(sync, interval.unwrap_or(0.05))?;
         if path.exists() && !path.is_dir() {
             return Err(PyNotADirectoryError::new_err(format!(
                 "index path {} is a file; Index.open takes a directory",
