@@ -298,7 +298,10 @@ fn to_timestamps(obj: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<Vec<f64>>
         return values(a);
     }
     if o.is_instance_of::<PyString>() || o.try_iter().is_err() {
-        return Ok(vec![seconds_arg(Some(o), "timestamps")?.unwrap_or_else(now); n]);
+        return Ok(vec![
+            seconds_arg(Some(o), "timestamps")?.unwrap_or_else(now);
+            n
+        ]);
     }
     o.try_iter()?
         .enumerate()
@@ -313,10 +316,7 @@ fn to_timestamps(obj: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<Vec<f64>>
 /// The items of `obj` (an iterable), a TypeError naming `name` otherwise.
 fn items<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Bound<'py, PyIterator>> {
     obj.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{name} must be a sequence, not {}",
-            type_name(obj)
-        ))
+        PyTypeError::new_err(format!("{name} must be a sequence, not {}", type_name(obj)))
     })
 }
 
