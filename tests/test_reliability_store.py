@@ -194,3 +194,85 @@ def test_salvage_reads_a_store_written_before_fingerprints_were_kept(tmp_path: P
         )
     rows, error = SqliteTextStore.salvage(path)
     assert error is None and len(rows) == 100 and rows[0] == ("d0", "text 0", 1.0, None)
+
+
+def _repair_cli(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "neardup", "repair", str(root)], capture_output=True, text=True
+    )
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """The files of a data directory and their bytes (but SQLite's -shm and -wal, which a
+    reader may make), the index's too."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.endswith(("-shm", "-wal"))
+    }
+
+
+@pytest.mark.parametrize("how", ["missing", "edited", "garbage"])
+def test_repair_refuses_a_policy_it_cannot_trust_and_changes_nothing(
+    tmp_path: Path, how: str
+) -> None:
+    """(repair wrote the default policy in place of a missing policy.json, or took an edited
+    one, and the directory then opened with a policy it was not made with; a damaged file was
+    a traceback)"""
+    from neardup.policy import Policy
+
+    root = tmp_path / "s"
+    made = Policy.default().replace(threshold=0.5, shingle=3)
+    with Deduplicator.open(root, policy=made) as d:
+        d.add_many(["a", "b"], [words(1, n=40), words(2, n=40)])
+    policy = root / "policy.json"
+    kept = policy.read_bytes()
+    if how == "missing":
+        policy.unlink()
+    elif how == "edited":
+        policy.write_text(kept.decode().replace("0.5", "0.3"))
+    else:
+        policy.write_bytes(b"{not json")
+    before = _files(root)
+    r = _repair_cli(root)
+    assert r.returncode == 1 and "policy.json" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and _files(root) == before
+    policy.write_bytes(kept)  # restored: repair goes ahead with the policy it was made with
+    assert _repair_cli(root).returncode == 0
+    with Deduplicator.open(root) as d:
+        assert d.policy == made and len(d) == 2
+
+
+def test_repair_of_a_directory_whose_index_is_damaged_too(tmp_path: Path) -> None:
+    """(the damaged index was moved aside and a new empty one counted: "the index held 0 items,
+    at least 0 lost", and the folder the report named held the empty index)"""
+    root = tmp_path / "s"
+    _write(root, False)
+    for f in (root / "index").iterdir():
+        if f.name.startswith(("snapshot", "wal")) and f.stat().st_size > 64:
+            _damage(f, "flip")
+    _damage(root / "texts.sqlite", "flip")
+    r = _repair_cli(root)
+    assert r.returncode == 0, r.stderr
+    assert "the index was damaged too" in r.stderr
+    report = __import__("json").loads(r.stdout)
+    assert report["indexed_before"] is None and report["lost_at_least"] is None
+    damaged = Path(report["moved_aside"]) / "index"
+    assert sum(f.stat().st_size for f in damaged.iterdir()) > 1000  # (the old index, not new)
+    with Deduplicator.open(root) as d:
+        assert len(d) == report["recovered"] == len(d.index)
+
+
+def test_repair_refuses_an_index_of_another_fingerprint_configuration(tmp_path: Path) -> None:
+    from neardup import Index
+
+    root = tmp_path / "s"
+    with Deduplicator.open(root) as d:
+        d.add("a", words(1, n=50))
+    for f in (root / "index").iterdir():
+        f.unlink()
+    Index.open(root / "index", k=13, fingerprint_config={"preset": "seed000"}).close()
+    before = _files(root)
+    r = _repair_cli(root)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert _files(root) == before

@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import threading
 import time
 import zlib
@@ -126,21 +127,28 @@ def load_policy(root: str, policy: Policy | None, store: SqliteTextStore | None 
     return chosen
 
 
+def _open_index_as_is(root: str, policy: Policy) -> Index:
+    """The index under ``root/index`` (made if missing); a damaged one raises
+    :class:`CorruptIndexError`."""
+    config = json.dumps(policy.fingerprint, sort_keys=True)
+    path = os.path.join(root, "index")
+    return Index.open(path, k=policy.k_max, sync="never", fingerprint_config=config)
+
+
 def open_index(root: str, policy: Policy) -> Index:
     """The index under ``root/index`` (log synced by the caller); a damaged one is moved aside
     and a new empty one opened (the caller rebuilds it from the texts)."""
-    path = os.path.join(root, "index")
-    config = json.dumps(policy.fingerprint, sort_keys=True)
     try:
-        return Index.open(path, k=policy.k_max, sync="never", fingerprint_config=config)
+        return _open_index_as_is(root, policy)
     except CorruptIndexError as e:
         # The text store holds every document and its fingerprint: rebuild rather than refuse.
+        path = os.path.join(root, "index")
         aside = f"{path}.corrupt-{int(time.time())}"
         _logger.warning(
             "index %s is damaged (%s); moved to %s, rebuilding from the texts", path, e, aside
         )
         os.replace(path, aside)
-        return Index.open(path, k=policy.k_max, sync="never", fingerprint_config=config)
+        return _open_index_as_is(root, policy)
 
 
 def _repair_hint(root: str) -> str:
@@ -217,11 +225,20 @@ def repair(root: str) -> dict[str, Any]:
     are moved to ``root/damaged-<time>/``, every readable row is written to a new text store,
     and the index is rebuilt from it on the next open. Returns a report: rows recovered, the
     index's item count before, the rows the store had committed, what is lost, where the old
-    files are. Run it with the directory closed (no service on it)."""
-    policy = load_policy(root, None)
-    index = open_index(root, policy)  # (first: one in use elsewhere raises, nothing moved)
-    indexed = len(index)
-    index.close()
+    files are. Run it with the directory closed (no service on it). A policy it cannot trust
+    (``policy.json`` edited, damaged, or missing with no readable record of the one the
+    directory was made with) raises :class:`CorruptTextStoreError` before anything changes; so
+    does an index of another fingerprint configuration (``IncompatibleIndexError``). A damaged
+    index is moved aside with the text store's files, and ``indexed_before`` and
+    ``lost_at_least`` are None: what it held, and so what is lost, cannot be told."""
+    policy = _trusted_policy(root)
+    try:  # (first: one in use elsewhere raises, nothing moved)
+        index: Index | None = _open_index_as_is(root, policy)
+    except CorruptIndexError:
+        index = None
+    indexed = None if index is None else len(index)
+    if index is not None:
+        index.close()
     aside = os.path.join(root, time.strftime("damaged-%Y%m%d-%H%M%S"))
     os.makedirs(aside)
     os.replace(os.path.join(root, "index"), os.path.join(aside, "index"))
@@ -253,10 +270,34 @@ def repair(root: str) -> dict[str, Any]:
         "recovered": len(rows),
         "indexed_before": indexed,
         "committed_rows": committed,
-        "lost_at_least": max(0, indexed - len(rows)),
+        "lost_at_least": None if indexed is None else max(0, indexed - len(rows)),
         "read_error": error,
         "moved_aside": aside,
     }
+
+
+def _trusted_policy(root: str) -> Policy:
+    """The policy of directory ``root`` for :func:`repair`: its ``policy.json`` checked against
+    the checksum its text store recorded, when the store can still tell it (it may be what is
+    damaged); a missing file is replaced only by the policy that checksum names."""
+    recorded = None
+    store = None
+    try:
+        store = SqliteTextStore(os.path.join(root, TEXTS), read_only=True)
+        recorded = store.get_meta(POLICY_CRC)
+    except (CorruptTextStoreError, OSError, sqlite3.Error):
+        pass  # (the store is what is damaged: the file is taken as it reads)
+    try:
+        if recorded is None and not os.path.exists(os.path.join(root, "policy.json")):
+            raise CorruptTextStoreError(
+                f"{os.path.join(root, 'policy.json')!r} is missing and the text store cannot "
+                "tell the policy the directory was made with; restore the file (nothing was "
+                "changed)"
+            )
+        return load_policy(root, None, store if recorded is not None else None)
+    finally:
+        if store is not None:
+            store.close()
 
 
 def index_rows(

@@ -22,7 +22,8 @@ examples:
 
 exit codes:
   0  repaired (the report says what was recovered and what is lost)
-  1  DIR is not a data directory (no text store, or missing)
+  1  DIR is not a data directory (no text store, or missing), is in use, or its policy.json
+     cannot be trusted (edited, or missing with no record of the policy): nothing was changed
 """
 
 
@@ -53,14 +54,21 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         report = repair(args.dir)
-    except OSError as e:  # (in use by a service or another process; a disk error)
+    except (OSError, ValueError) as e:
+        # (in use by a service or another process, a disk error; a policy that cannot be
+        # trusted, an index of another fingerprint configuration: nothing was changed)
         print(f"neardup repair: {args.dir}: {e}", file=sys.stderr)
         return 1
     print(json.dumps(report, indent=2))
+    indexed = report["indexed_before"]
     print(
-        f"recovered {counted(report['recovered'], 'text')}; the index held "
-        f"{counted(report['indexed_before'], 'item')}: at least "
-        f"{counted(report['lost_at_least'], 'document')} lost"
+        f"recovered {counted(report['recovered'], 'text')}; "
+        + (
+            "the index was damaged too, so what is lost cannot be told"
+            if indexed is None
+            else f"the index held {counted(indexed, 'item')}: at least "
+            f"{counted(report['lost_at_least'], 'document')} lost"
+        )
         + (f" (reading stopped at: {report['read_error']})" if report["read_error"] else "")
         + f"; the old files are in {report['moved_aside']}",
         file=sys.stderr,
