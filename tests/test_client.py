@@ -108,8 +108,8 @@ def test_bad_input_raises_value_errors_with_the_server_code(client: Client) -> N
     assert (info.value.status, info.value.code, info.value.field) == (422, "empty_text", "text")
     with pytest.raises(ValueError, match="invalid_k"):
         client.check("hello", k=99)
-    with pytest.raises(ValueError, match="invalid_id"):
-        client.add(2**63, "hello")
+    with pytest.raises(ValueError, match="id must fit in a signed 64-bit integer"):
+        client.add(2**63, "hello")  # (refused here, as add_many refuses it)
     with pytest.raises(ValueError, match="batch_too_large"):
         Client(client.url, token=TOKEN, batch_size=100).check_many(["a"] * 51)
     with pytest.raises(ValueError, match="ids has 2 items but texts has 1"):
@@ -176,6 +176,31 @@ def test_a_bad_item_sends_nothing_and_errors_name_the_callers_index(client: Clie
         with pytest.raises(BadRequestError) as info:
             c.add_many([f"big-{i}" for i in range(50)], big)
         assert info.value.field == "items[45].text", info.value.field
+
+
+def test_single_writes_take_what_batches_and_the_deduplicator_take(client: Client) -> None:
+    """(a numpy id or timestamp was a TypeError from the JSON encoder; a NaN timestamp was sent
+    as the bare token NaN and answered malformed_json)"""
+    import time
+
+    import numpy as np
+
+    now = time.time()
+    assert client.add(np.int64(7001), words(7001), timestamp=np.float32(now)) > 0
+    added, matches = client.check_and_add(np.int32(7002), words(7001), timestamp=np.int64(now))
+    assert added is False and [m.id for m in matches] == [7001]
+    assert 7001 in client and 7002 not in client
+    for call in (client.add, client.check_and_add):
+        with pytest.raises(ValueError, match="timestamp must be finite seconds") as info:
+            call(7003, words(7003), timestamp=float("nan"))
+        assert not isinstance(info.value, ServiceError)  # (refused before any request)
+        with pytest.raises(TypeError, match="id must be"):
+            call(_any(1.5), words(7003))
+    assert 7003 not in client
+
+
+def _any(x: object) -> Any:
+    return x
 
 
 def test_ids_that_are_dot_segments(client: Client) -> None:

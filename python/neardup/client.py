@@ -193,18 +193,14 @@ class Client:
     def add(self, id: Id, text: str, timestamp: float | None = None) -> int:
         """Store ``text`` under ``id`` (replacing it); durable when this returns. Returns the
         fingerprint."""
-        body: dict[str, Any] = {"id": id, "text": text}
-        if timestamp is not None:
-            body["timestamp"] = timestamp
+        body = self._items([id], [text], [timestamp], one=True)[0]
         return int(self._request("POST", "/v1/add", body)["fingerprint"])
 
     def check_and_add(
         self, id: Id, text: str, timestamp: float | None = None
     ) -> tuple[bool, list[Match]]:
         """Store ``text`` unless a near-duplicate is stored, atomically; ``(added, matches)``."""
-        body: dict[str, Any] = {"id": id, "text": text}
-        if timestamp is not None:
-            body["timestamp"] = timestamp
+        body = self._items([id], [text], [timestamp], one=True)[0]
         result = self._request("POST", "/v1/check-and-add", body)
         return bool(result["added"]), _matches(result["duplicates"])
 
@@ -245,10 +241,11 @@ class Client:
 
     @staticmethod
     def _items(
-        ids: Ids, texts: Sequence[str], timestamps: Timestamps | None
+        ids: Ids, texts: Sequence[str], timestamps: Timestamps | None, *, one: bool = False
     ) -> list[dict[str, Any]]:
-        # (every item checked before the first chunk is sent: a bad one sends nothing)
-        id_list, tss = check_writes(ids, texts, timestamps, None)
+        # (every item checked before the first chunk is sent: a bad one sends nothing; ``one``:
+        # the single write's, named as its arguments)
+        id_list, tss = check_writes(ids, texts, timestamps, None, one=one)
         items: list[dict[str, Any]] = []
         for id, text, ts in zip(id_list, texts, tss):
             item: dict[str, Any] = {"id": id, "text": text}
