@@ -342,6 +342,29 @@ def test_parse_time() -> None:
             nio.parse_time(bad)
 
 
+def test_parse_time_reads_iso_basic_forms_and_dates_not_as_seconds(tmp_path: Path) -> None:
+    """("20240601" was 20,240,601 s, in 1970, and "2024" 2024 s, so --keep newest kept the
+    January row over the June one; a Parquet date32 column was refused)"""
+    import datetime as dt
+
+    june = 1717200000.0  # 2024-06-01T00:00:00Z
+    assert nio.parse_time("20240601") == june == nio.parse_time(dt.date(2024, 6, 1))
+    assert nio.parse_time("2024") == 1704067200.0
+    assert nio.parse_time("20240601120000") == nio.parse_time("20240601T120000") == june + 43200
+    assert nio.parse_time("1717200000") == june and nio.parse_time(" 1e9 ") == 1e9
+    for bad in ("1_000", "\u0663", "99999999"):  # (what float() takes, or not a date)
+        with pytest.raises(ValueError, match="neither seconds since the epoch nor ISO 8601"):
+            nio.parse_time(bad)
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    path = tmp_path / "dated.parquet"
+    days = [dt.date(2024, 1, 1), dt.date(2024, 6, 1)]
+    pq.write_table(pa.table({"text": ["a", "b"], "t": pa.array(days, pa.date32())}), path)
+    got = _docs(nio.detect(str(path)), nio.FieldSpec(time_field="t"))
+    assert [d.time for d in got if isinstance(d, nio.Doc)] == [1704067200.0, june]
+
+
 def test_times_out_of_range_are_bad_records_in_every_reader(tmp_path: Path) -> None:
     path = tmp_path / "us.jsonl"
     path.write_text(

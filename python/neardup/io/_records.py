@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Any, Callable
 
 from neardup.io._sources import FieldSpec, InputError
@@ -104,11 +105,40 @@ def describe(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+# Seconds as a string: an ASCII number (float() also takes "1_000" and other scripts' digits).
+_SECONDS = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# Digits that are an ISO 8601 basic year, date or archive timestamp, not seconds.
+_BASIC = {4: "%Y", 8: "%Y%m%d", 14: "%Y%m%d%H%M%S"}
+
+
+def _parse_time_str(value: str) -> float:
+    """:func:`parse_time` of a string."""
+    s = value.strip()
+    basic = _BASIC.get(len(s)) if s.isascii() and s.isdigit() else None
+    try:
+        if basic is not None:
+            d = datetime.strptime(s, basic)
+        elif _SECONDS.fullmatch(s) or s.lower() in ("nan", "inf", "+inf", "-inf", "infinity"):
+            return float(s)
+        else:
+            d = datetime.fromisoformat(s.replace("Z", "+00:00") if s.endswith("Z") else s)
+    except ValueError:
+        raise ValueError(
+            f"time {value!r} is neither seconds since the epoch nor ISO 8601"
+        ) from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=timezone.utc)
+    return d.timestamp()
+
+
 def parse_time(value: Any) -> float:
     """A time field as float seconds since the epoch: a number or an ISO 8601 string, within
     the range every store keeps (:data:`neardup.textstore.MAX_TIMESTAMP`).
 
-    Naive ISO times are taken as UTC. Raises ValueError naming the value.
+    Naive ISO times are taken as UTC, a date as its midnight UTC. A string of digits is seconds,
+    but for the ISO 8601 basic forms a number of seconds would not take: ``YYYY`` (a year) and
+    ``YYYYMMDD`` (a date: 1970 as seconds), and ``YYYYMMDDhhmmss`` (web archives' timestamps).
+    Raises ValueError naming the value.
     """
     if isinstance(value, bool):
         raise ValueError(f"time {value!r} is a bool, expected seconds or an ISO 8601 string")
@@ -117,23 +147,13 @@ def parse_time(value: Any) -> float:
             t = float(value)
         except OverflowError:  # (an int of hundreds of digits)
             raise ValueError("time is an integer too large for seconds since the epoch") from None
-    elif isinstance(value, datetime):
+    elif isinstance(value, date):  # (a datetime is a date too)
+        if not isinstance(value, datetime):
+            value = datetime(value.year, value.month, value.day)
         d = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
         t = d.timestamp()
     elif isinstance(value, str):
-        s = value.strip()
-        try:
-            t = float(s)
-        except ValueError:
-            try:
-                d = datetime.fromisoformat(s.replace("Z", "+00:00") if s.endswith("Z") else s)
-            except ValueError:
-                raise ValueError(
-                    f"time {value!r} is neither seconds since the epoch nor ISO 8601"
-                ) from None
-            if d.tzinfo is None:
-                d = d.replace(tzinfo=timezone.utc)
-            t = d.timestamp()
+        t = _parse_time_str(value)
     else:
         raise ValueError(f"time is {describe(value)}, expected seconds or an ISO 8601 string")
     if not math.isfinite(t):
