@@ -414,3 +414,27 @@ def test_a_hand_edited_settings_file_is_named_not_a_traceback(
         r = neardup(*args)
         assert r.returncode in (1, 2) and "neardup-cli.json: preset must be str" in r.stderr
         assert "Traceback" not in r.stderr
+
+
+def test_a_warning_of_the_index_is_said_as_the_command_says_things(tmp_path: Path) -> None:
+    """(a torn write at the end of the log was reported as Python's RuntimeWarning: a source
+    path and line of neardup/cli/index.py)"""
+    import subprocess
+    import sys
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 1, "text": "The quick brown fox jumps over the lazy dog."}\n')
+    assert neardup("index", "build", str(tmp_path / "i"), str(src), "--raw", "-q").returncode == 0
+    torn = (
+        "import glob, os\n"
+        "from neardup import Index\n"
+        f"i = Index.open({str(tmp_path / 'i')!r}); i.add(77, 5, 1.0); i.add(78, 6, 1.0)\n"
+        f"w = sorted(glob.glob({str(tmp_path / 'i' / 'wal-*')!r}))[-1]\n"
+        "os.truncate(w, os.path.getsize(w) - 3)\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", torn], check=True)
+    r = neardup("index", "query", str(tmp_path / "i"), "--fingerprint", "0", "--k", "64")
+    assert r.returncode == 0, r.stderr
+    assert "neardup index: warning: " in r.stderr and "dropped a torn write" in r.stderr
+    assert ".py:" not in r.stderr and "RuntimeWarning" not in r.stderr, r.stderr

@@ -14,7 +14,9 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import TextIO
 
 from neardup import __version__
 
@@ -50,9 +52,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say_warnings(command: str) -> None:
+    """Warnings said as the command says things, ``neardup COMMAND: warning: ...`` on standard
+    error (Python's own form names a source file and prints its line)."""
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        print(f"neardup {command}: warning: {message}", file=sys.stderr)
+
+    warnings.showwarning = show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _say_warnings(args.command)
     try:
         return int(args.run(args))
     except KeyboardInterrupt:
