@@ -592,6 +592,29 @@ def test_a_user_that_may_not_load_functions_gets_the_scripts(redis_url: str) -> 
         admin.execute_command("ACL", "DELUSER", "nofn")
 
 
+def test_the_probe_of_readiness_fails_as_requests_fail(redis_url: str) -> None:
+    """(/readyz counted with ZCOUNT: a user refused FCALL looked ready while every request was
+    answered 503)"""
+    import redis
+    from neardup.service.backend import probe, store_fault
+
+    admin = redis.Redis.from_url(redis_url)
+    admin.execute_command("ACL", "SETUSER", "nocall", "on", ">pw-nocall", "~*", "&*", "+@all",
+                          "-fcall", "-fcall_ro")  # fmt: skip
+    try:
+        with _open(redis_url) as d:
+            probe(d)  # (a user with every permission: ready)
+        with _open(redis_url.replace("redis://", "redis://nocall:pw-nocall@")) as d:
+            len(d)  # (what the probe asked before)
+            with pytest.raises(redis.exceptions.NoPermissionError) as denied:
+                d.check("a text that any request would send to the library")
+            assert store_fault(denied.value)
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                probe(d)
+    finally:
+        admin.execute_command("ACL", "DELUSER", "nocall")
+
+
 def test_large_batches(redis_url: str) -> None:
     """Batches past the library's chunks (2,000 fields split at once, 4,000 arguments a
     call): the answers of the embedded store."""

@@ -598,6 +598,10 @@ class RedisDeduplicator(Closing):
     def __len__(self) -> int:
         return int(self._retrying(self.store.count))
 
+    def probe(self) -> None:
+        """Raise what Redis raises when it cannot serve a request now (``/readyz``)."""
+        self._retrying(self.store.probe)
+
     def __repr__(self) -> str:
         return (
             f"RedisDeduplicator({self.url or 'redis'}, "

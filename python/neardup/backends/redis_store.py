@@ -328,6 +328,12 @@ class RedisStore:
         _, _, t, i, _, _, x = unpack_data(v)
         return x.decode("utf-8", "surrogatepass") if i == id and t >= self.horizon() else None
 
+    def probe(self) -> None:
+        """Raise what the server raises when it cannot serve: the count, and a call of the
+        library as every request makes one (a user refused FCALL can still count)."""
+        self.count()
+        self._values([bytes(8)], False)
+
     def count(self) -> int:
         """Stored versions (those past the retention window are not counted)."""
         low = "-inf" if self.retention is None else f"({self.horizon()!r}"

@@ -193,9 +193,14 @@ def store_fault(exc: BaseException) -> bool:
 
 
 def probe(backend: Any) -> None:
-    """One request to the store (its count), raising what the store raises when it cannot
-    serve; the embedded store answers from memory."""
-    len(backend)
+    """Requests to the store as a request makes them (``backend.probe`` where it has one, else
+    its count), raising what the store raises when it cannot serve; the embedded store
+    answers from memory."""
+    own = getattr(backend, "probe", None)
+    if own is not None:
+        own()
+    else:
+        len(backend)
 
 
 def check_fingerprint(backend: Any, fingerprint: int, k: int | None) -> list[Any]:
