@@ -202,6 +202,40 @@ def test_cli_prepares_saved_datasets_as_files_and_names_rows_by_their_id_column(
     assert [json.loads(x) for x in clusters.read_text("utf-8").splitlines()] == by_file
 
 
+def test_cli_starts_again_on_pages_past_the_rows_probed_as_for_files(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    """(a saved dataset probed its first 1,024 rows for pages and prepared later pages with what
+    their chunk of 16,384 rows taught: with a site's pages split over two chunks, a copy on two
+    sites, found in a file, was kept twice)"""
+    from _helpers import words as some_words
+
+    def other_site(article: str, k: int) -> str:  # (another menu and footer)
+        menu = "".join(f"<div>Menu item {j} of the gazette online</div>" for j in range(12))
+        footer = "<div>The gazette, a newspaper of the valley, founded 1887</div>"
+        body = f"{menu}<div><p>{article}</p></div><div>More {k}</div>{footer}"
+        return f"<html><body>{body}</body></html>"
+
+    articles = [r["text"] for r in rows if len(r["text"]) > 400 and "<" not in r["text"]][:30]
+    order = [9, 0, 1, 2, 4] + [i for i in range(30) if i not in (9, 0, 1, 2, 4)]
+    pages = [{"id": f"page-{i}", "text": _site_page(articles[i], i)} for i in order]
+    pages += [{"id": f"own-{i}", "text": other_site(a[::-1], i)} for i, a in enumerate(articles)]
+    pages.append({"id": "again-9", "text": other_site(articles[9], 509)})
+    # (five of the courier's pages end the first chunk: too few to tell its menu there)
+    plain = [{"id": f"p{i}", "text": f"note {i} " + some_words(i, n=6)} for i in range(16384 - 5)]
+    records = plain + pages
+    datasets.Dataset.from_list(records).save_to_disk(str(tmp_path / "corpus"))
+    with open(tmp_path / "corpus.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+    r = neardup("dedup", str(tmp_path / "corpus.jsonl"), "-o", str(tmp_path / "kept.jsonl"))
+    assert r.returncode == 0 and "the corpus is read again" in r.stderr, r.stderr
+    by_file = [json.loads(x)["id"] for x in open(tmp_path / "kept.jsonl", encoding="utf-8")]
+    assert "again-9" not in by_file  # (found a copy of page-9 once the menus are left out)
+    r = neardup("dedup", str(tmp_path / "corpus"), "-o", str(tmp_path / "out"))
+    assert r.returncode == 0 and "the corpus is read again" in r.stderr, r.stderr
+    assert datasets.load_from_disk(str(tmp_path / "out"))["id"] == by_file
+
+
 def test_cli_quiet_silences_the_progress_bars_of_datasets(tmp_path: Path, ds: Any) -> None:
     ds.save_to_disk(str(tmp_path / "src"))
     ds.select(range(10)).save_to_disk(str(tmp_path / "refs"))

@@ -38,7 +38,7 @@ from neardup.cli._against import (
     removed_summary,
 )
 from neardup.cli._paths import paths_refused
-from neardup.corpus import CorpusDeduper
+from neardup.corpus import CorpusDeduper, LatePagesError
 from neardup.io import counted, eprint
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
@@ -209,6 +209,7 @@ def run_saved_dataset(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from neardup.cli.dedup import (
+        LATE_PAGES,
         Clusters,
         _write_clusters,
         _write_reference_clusters,
@@ -246,10 +247,21 @@ def _run(args: argparse.Namespace) -> int:
         places = np.setdiff1d(np.arange(ds.num_rows, dtype=np.int64), bad) if len(bad) else None
         rows = ds.select(places) if places is not None else ds
         say_skipped(path, args.text_field, bad.tolist(), args.quiet, against=False)
-        # pages: the corpus's boilerplate is learnt first, as for the other inputs
-        learn_boilerplate(deduper, rows, args.text_field, _BATCH)
-        reference_ids = add_references(deduper, references, args) if references else []
-        kept, result = deduplicate_with(deduper, rows, args.text_field, keep=args.keep)
+        # pages: the corpus's boilerplate is learnt first, as for the other inputs; a page
+        # that the probe of the first rows missed starts the decision again (as for files)
+        for pages in (False, True):
+            if pages:
+                deduper = CorpusDeduper(policy, spill_dir=args.temp_dir)
+            learn_boilerplate(deduper, rows, args.text_field, _BATCH, pages=pages)
+            reference_ids = add_references(deduper, references, args) if references else []
+            deduper.pages_must_be_learnt = not pages and policy.html == "auto"
+            try:
+                kept, result = deduplicate_with(deduper, rows, args.text_field, keep=args.keep)
+                break
+            except LatePagesError:
+                del deduper  # (its memory goes before the second try's)
+                if not args.quiet:
+                    eprint(f"neardup dedup: {LATE_PAGES}")
         groups = Clusters.of(result)
         ids: dict[int, Any] = {}
         if args.clusters:

@@ -405,6 +405,11 @@ class _FileSlots:
 #: What :func:`_run` returns when pass 1 met a page that the probe missed: run again, with the
 #: boilerplate pass first (a value no exit code takes).
 _AGAIN = -1
+#: What is said then.
+LATE_PAGES = (
+    "HTML pages past the first documents probed: the corpus is read again, its boilerplate "
+    "learnt over all of it first"
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -639,10 +644,7 @@ def _run(args: argparse.Namespace) -> int:
     except LatePagesError:
         progress.close()
         if not args.quiet:
-            eprint(
-                "neardup dedup: HTML pages past the first documents probed: the corpus is read "
-                "again, its boilerplate learnt over all of it first"
-            )
+            eprint(f"neardup dedup: {LATE_PAGES}")
         return _AGAIN
     finally:
         progress.close()

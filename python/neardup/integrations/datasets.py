@@ -125,14 +125,20 @@ def row_ids(dataset: Any, rows: Sequence[int], id_field: str | None) -> list[Any
 
 
 def learn_boilerplate(
-    deduper: CorpusDeduper, dataset: AnyDataset, column: str = "text", batch_size: int = _BATCH
+    deduper: CorpusDeduper,
+    dataset: AnyDataset,
+    column: str = "text",
+    batch_size: int = _BATCH,
+    *,
+    pages: bool = False,
 ) -> bool:
     """When ``dataset``'s ``column`` holds HTML pages (:meth:`Policy.has_pages`: among its
-    first rows), let ``deduper`` learn the corpus's boilerplate from all of it, as the command does
-    for file inputs, before references or rows are prepared; returns whether it did."""
+    first rows; ``pages``: known to), let ``deduper`` learn the corpus's boilerplate from all of
+    it, as the command does for file inputs, before references or rows are prepared; returns
+    whether it did."""
     check_text_column(dataset, column, "column")
     head = itertools.chain.from_iterable(column_texts(dataset, column, batch_size, "column"))
-    if not deduper.policy.has_pages([head]):
+    if not pages and not deduper.policy.has_pages([head]):
         return False
     for texts in column_texts(dataset, column, batch_size, "column"):
         deduper.learn_boilerplate(texts)
