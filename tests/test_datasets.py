@@ -234,6 +234,7 @@ def test_cli_starts_again_on_pages_past_the_rows_probed_as_for_files(
     r = neardup("dedup", str(tmp_path / "corpus"), "-o", str(tmp_path / "out"))
     assert r.returncode == 0 and "the corpus is read again" in r.stderr, r.stderr
     assert datasets.load_from_disk(str(tmp_path / "out"))["id"] == by_file
+    assert nd.deduplicate(datasets.load_from_disk(str(tmp_path / "corpus")))["id"] == by_file
 
 
 def test_cli_quiet_silences_the_progress_bars_of_datasets(tmp_path: Path, ds: Any) -> None:

@@ -38,7 +38,7 @@ from neardup.cli._against import (
     removed_summary,
 )
 from neardup.cli._paths import paths_refused
-from neardup.corpus import CorpusDeduper, LatePagesError
+from neardup.corpus import CorpusDeduper
 from neardup.io import counted, eprint
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
@@ -215,18 +215,15 @@ def _run(args: argparse.Namespace) -> int:
         _write_reference_clusters,
         make_policy,
     )
-    from neardup.integrations.datasets import (
-        check_text_column,
-        deduplicate_with,
-        learn_boilerplate,
-    )
+    from neardup.integrations.datasets import check_text_column, decide
 
     started = time.perf_counter()
     (path,) = args.inputs
     try:
         references = open_references(args.against, None)
         policy = make_policy(args)
-        deduper = CorpusDeduper(policy, spill_dir=args.temp_dir)
+        # (the first deduper made here: a --temp-dir it cannot use is a usage error)
+        dedupers = [CorpusDeduper(policy, spill_dir=args.temp_dir)]
     except ReferenceInputError as e:
         eprint(f"neardup dedup: {e}")
         return EXIT_INPUT
@@ -247,21 +244,26 @@ def _run(args: argparse.Namespace) -> int:
         places = np.setdiff1d(np.arange(ds.num_rows, dtype=np.int64), bad) if len(bad) else None
         rows = ds.select(places) if places is not None else ds
         say_skipped(path, args.text_field, bad.tolist(), args.quiet, against=False)
-        # pages: the corpus's boilerplate is learnt first, as for the other inputs; a page
-        # that the probe of the first rows missed starts the decision again (as for files)
-        for pages in (False, True):
-            if pages:
-                deduper = CorpusDeduper(policy, spill_dir=args.temp_dir)
-            learn_boilerplate(deduper, rows, args.text_field, _BATCH, pages=pages)
-            reference_ids = add_references(deduper, references, args) if references else []
-            deduper.pages_must_be_learnt = not pages and policy.html == "auto"
-            try:
-                kept, result = deduplicate_with(deduper, rows, args.text_field, keep=args.keep)
-                break
-            except LatePagesError:
-                del deduper  # (its memory goes before the second try's)
-                if not args.quiet:
-                    eprint(f"neardup dedup: {LATE_PAGES}")
+        # pages: the corpus's boilerplate is learnt first, as for the other inputs (and over
+        # all of it when a page shows past the rows probed), then the references are added
+        reference_ids: list[Any] = []
+
+        def add_refs(deduper: CorpusDeduper) -> None:
+            reference_ids[:] = add_references(deduper, references, args) if references else []
+
+        def say_again() -> None:
+            if not args.quiet:
+                eprint(f"neardup dedup: {LATE_PAGES}")
+
+        kept, result = decide(
+            lambda: dedupers.pop() if dedupers else CorpusDeduper(policy, spill_dir=args.temp_dir),
+            rows,
+            args.text_field,
+            args.keep,
+            _BATCH,
+            before=add_refs,
+            again=say_again,
+        )
         groups = Clusters.of(result)
         ids: dict[int, Any] = {}
         if args.clusters:

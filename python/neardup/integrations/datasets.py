@@ -20,7 +20,7 @@ near-copy of one of its rows is dropped.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Union
 
 import numpy as np
@@ -34,7 +34,7 @@ except ImportError as e:  # pragma: no cover (the extra is missing)
         f"neardup.integrations.datasets needs pip install 'neardup[datasets]' ({e})"
     ) from e
 
-from neardup.corpus import CorpusDeduper, CorpusResult
+from neardup.corpus import CorpusDeduper, CorpusResult, LatePagesError
 from neardup.integrations import keep_order
 from neardup.io import record_id
 from neardup.policy import Policy
@@ -43,6 +43,7 @@ __all__ = [
     "KEEP",
     "check_text_column",
     "column_texts",
+    "decide",
     "deduplicate",
     "deduplicate_with",
     "feed_references",
@@ -214,9 +215,42 @@ def deduplicate(
     itself (which row each dropped row duplicates, the similarities), call
     :func:`deduplicate_with`."""
     _check(dataset, "dataset")
-    deduper = CorpusDeduper(policy)
-    learn_boilerplate(deduper, dataset, column, batch_size)
-    if against is not None:
-        feed_references(deduper, against, against_column or column, batch_size)
-    kept, _ = deduplicate_with(deduper, dataset, column, keep=keep, batch_size=batch_size)
+
+    def references(deduper: CorpusDeduper) -> None:
+        if against is not None:
+            feed_references(deduper, against, against_column or column, batch_size)
+
+    kept, _ = decide(
+        lambda: CorpusDeduper(policy), dataset, column, keep, batch_size, before=references
+    )
     return kept
+
+
+def decide(
+    make: Callable[[], CorpusDeduper],
+    dataset: AnyDataset,
+    column: str = "text",
+    keep: str = "first",
+    batch_size: int = _BATCH,
+    *,
+    before: Callable[[CorpusDeduper], object] | None = None,
+    again: Callable[[], object] | None = None,
+) -> tuple[AnyDataset, CorpusResult]:
+    """:func:`deduplicate_with` by a new deduper (``make``) that learnt the dataset's
+    boilerplate first when its first rows hold pages (:func:`learn_boilerplate`) and that
+    ``before`` then gave what it needs (references); made once more, the boilerplate learnt over
+    every row, when a page shows past the rows probed (``again`` is told), so that a page is
+    prepared alike wherever it sits (what ``neardup dedup`` does for files)."""
+    for pages in (False, True):
+        deduper = make()
+        learn_boilerplate(deduper, dataset, column, batch_size, pages=pages)
+        if before is not None:
+            before(deduper)
+        deduper.pages_must_be_learnt = not pages and deduper.policy.html == "auto"
+        try:
+            return deduplicate_with(deduper, dataset, column, keep=keep, batch_size=batch_size)
+        except LatePagesError:
+            del deduper  # (its memory goes before the second try's)
+            if again is not None:
+                again()
+    raise AssertionError("the second try learns the boilerplate first: no page is late")
