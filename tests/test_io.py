@@ -644,6 +644,28 @@ def test_files_are_decoded_by_bom_declared_charset_utf8_then_detection(tmp_path:
 
 
 @pytest.mark.parametrize(
+    ("text", "codec"),
+    [
+        ("Café crème", "cp1252"),
+        ("naïve résumé", "cp1252"),
+        ("Señor, ¿dónde está la estación?", "cp1252"),
+        ("新闻", "gbk"),
+        ("Zażółć gęślą jaźń", "cp1250"),  # (not windows-1252: that one decodes it worse)
+        ("Привет, как дела? Это тест.", "cp1251"),
+    ],
+)
+def test_short_texts_without_a_declaration_take_the_browsers_default_of_a_tie(
+    text: str, codec: str
+) -> None:
+    """("Café crème" in Latin-1 was read as cp1006, "Cafﻠ crﻟme": charset-normalizer rates
+    several code pages alike on a short text, and took the first) Of those it rates alike,
+    GBK and windows-1252, what browsers take by default, come first."""
+    from neardup.io._readers import decode_file
+
+    assert decode_file(text.encode(codec), html=False) == text
+
+
+@pytest.mark.parametrize(
     ("label", "codec", "text"),
     [
         ("gb2312", "gbk", "冯喆和王玥在昇平街"),  # GBK characters outside GB2312

@@ -296,6 +296,10 @@ _WHATWG = {
 }  # fmt: skip
 
 
+#: charset-normalizer's names of the encodings preferred among those it rates alike.
+_TIE_BREAK = ("gb18030", "cp1252")
+
+
 def _nearly(data: bytes, codec: str) -> str | None:
     """``data`` decoded by ``codec`` when all but a few of its bytes are (stray bytes, at most
     one in 1,000 characters and one more, as U+FFFD, as a browser shows them); else None."""
@@ -329,8 +333,14 @@ def decode_file(data: bytes, html: bool) -> str | None:
         return text
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data).best()
-    return None if best is None else str(best)
+    found = from_bytes(data)
+    best = found.best()
+    if best is None:
+        return None
+    # Of decodings it rates alike (short texts often tie), the one a browser takes by default
+    # where our users are: GBK for Chinese, windows-1252 for Western text (not, say, cp1006).
+    tied = {m.encoding: m for m in found if (m.chaos, m.coherence) == (best.chaos, best.coherence)}
+    return str(next((tied[c] for c in _TIE_BREAK if c in tied), best))
 
 
 def read_dir_file(path: str, source: Source, slot: int) -> Doc | InputError:
