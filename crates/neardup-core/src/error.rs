@@ -1,4 +1,5 @@
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 /// Every error the core reports. The binding maps each variant to one Python exception class.
 #[derive(Debug)]
@@ -24,6 +25,18 @@ impl Error {
         Error::Io(std::io::Error::new(e.kind(), format!("{context}: {e}")))
     }
 
+    /// An operating-system error `e` on the file `path`: of the same kind as `e`, its message
+    /// naming the file, the path and `e` (its OS error code) kept in a [`FileError`].
+    pub fn file(path: &Path, e: std::io::Error) -> Error {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            FileError {
+                path: path.to_path_buf(),
+                source: e,
+            },
+        ))
+    }
+
     /// The kind of an operating-system error; None for the other variants.
     pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
         match self {
@@ -43,6 +56,26 @@ impl Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// The payload of an [`Error::Io`] made by [`Error::file`]: the file and what failed on it
+/// (the binding raises it as Python's `OSError(errno, strerror, filename)`).
+#[derive(Debug)]
+pub struct FileError {
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+impl fmt::Display for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.source)
+    }
+}
+
+impl std::error::Error for FileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -94,6 +127,25 @@ mod tests {
         let said = e.to_string();
         assert!(said.starts_with("index /ro/x: "), "{said}");
         assert!(said.contains("(os error 13)"), "{said}");
+    }
+
+    #[test]
+    fn a_file_error_names_the_file_and_keeps_the_code() {
+        let e = Error::file(
+            Path::new("/ix/wal.log"),
+            std::io::Error::from_raw_os_error(28),
+        );
+        assert_eq!(e.io_kind(), Some(ErrorKind::StorageFull));
+        let said = e.to_string();
+        assert!(said.starts_with("/ix/wal.log: "), "{said}");
+        match &e {
+            Error::Io(io) => {
+                let f = io.get_ref().unwrap().downcast_ref::<FileError>().unwrap();
+                assert_eq!(f.path, Path::new("/ix/wal.log"));
+                assert_eq!(f.source.raw_os_error(), Some(28));
+            }
+            _ => unreachable!(),
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The one place where core errors become Python exceptions.
 
+use neardup_core::error::FileError;
 use neardup_core::Error;
 use pyo3::exceptions::{PyKeyError, PyOSError, PyPermissionError, PyValueError};
 use pyo3::prelude::*;
@@ -42,27 +43,35 @@ const EROFS: i32 = 30;
 
 /// An operating-system error as Python raises one: `OSError(errno, message)`, so that Python
 /// picks the subclass of the code (`FileNotFoundError`, ...), with the message as Python's
-/// own (`[Errno 2] No such file or directory`, not Rust's `... (os error 2)`). A permission
-/// failure (no permission, a read-only file system) is `PermissionError` by its kind, also
-/// where the code is not kept (an error the core gave a message of its own).
+/// own (`[Errno 2] No such file or directory`, not Rust's `... (os error 2)`), and with the
+/// file as `filename` where the core names one ([`FileError`]). A permission failure (no
+/// permission, a read-only file system) is `PermissionError` by its kind, also where the code
+/// is not kept (an error the core gave a message of its own).
 fn os_error(e: std::io::Error) -> PyErr {
     use std::io::ErrorKind;
-    let code = e.raw_os_error();
-    let mut message = e.to_string();
+    let file = e.get_ref().and_then(|r| r.downcast_ref::<FileError>());
+    let (code, mut message) = match file {
+        Some(f) => (f.source.raw_os_error(), f.source.to_string()),
+        None => (e.raw_os_error(), e.to_string()),
+    };
     if let Some(c) = code {
         let suffix = format!(" (os error {c})");
         if let Some(cut) = message.strip_suffix(&suffix) {
             message = cut.to_owned();
         }
     }
-    match (e.kind(), code) {
-        (ErrorKind::PermissionDenied, c) => {
-            PyPermissionError::new_err((c.unwrap_or(EACCES), message))
-        }
-        (ErrorKind::ReadOnlyFilesystem, c) => {
-            PyPermissionError::new_err((c.unwrap_or(EROFS), message))
-        }
-        (_, Some(c)) => PyOSError::new_err((c, message)),
-        (_, None) => PyOSError::new_err(message),
+    let (permission, code) = match e.kind() {
+        ErrorKind::PermissionDenied => (true, Some(code.unwrap_or(EACCES))),
+        ErrorKind::ReadOnlyFilesystem => (true, Some(code.unwrap_or(EROFS))),
+        _ => (false, code),
+    };
+    let filename = file.map(|f| f.path.to_string_lossy().into_owned());
+    match (code, filename) {
+        (Some(c), Some(name)) if permission => PyPermissionError::new_err((c, message, name)),
+        (Some(c), Some(name)) => PyOSError::new_err((c, message, name)),
+        (Some(c), None) if permission => PyPermissionError::new_err((c, message)),
+        (Some(c), None) => PyOSError::new_err((c, message)),
+        (None, Some(name)) => PyOSError::new_err(format!("{name}: {message}")),
+        (None, None) => PyOSError::new_err(message),
     }
 }

@@ -412,19 +412,23 @@ impl Index {
         }
     }
 
-    /// Runs `f` under the write lock with the GIL released.
+    /// Runs `f` under the write lock with the GIL released; what the index has to say
+    /// afterwards (a checkpoint that failed after the write) is raised as RuntimeWarnings.
     fn write<R: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut CoreIndex) -> R + Send,
     ) -> PyResult<R> {
-        py.detach(|| {
-            let mut g: RwLockWriteGuard<'_, Option<CoreIndex>> =
-                self.inner.write().map_err(|_| ())?;
-            Ok(g.as_mut().map(f))
-        })
-        .map_err(|_: ()| poisoned())?
-        .ok_or_else(closed)
+        let (out, warnings) = py
+            .detach(|| {
+                let mut g: RwLockWriteGuard<'_, Option<CoreIndex>> =
+                    self.inner.write().map_err(|_| ())?;
+                Ok(g.as_mut().map(|idx| (f(idx), idx.take_warnings())))
+            })
+            .map_err(|_: ()| poisoned())?
+            .ok_or_else(closed)?;
+        warn_all(py, warnings)?;
+        Ok(out)
     }
 
     /// Like `write`, but without releasing the GIL for a lock that is free (single adds in
@@ -443,6 +447,15 @@ impl Index {
             Err(std::sync::TryLockError::WouldBlock) => self.write(py, f),
         }
     }
+}
+
+/// Each of `warnings` as a RuntimeWarning.
+fn warn_all(py: Python<'_>, warnings: Vec<String>) -> PyResult<()> {
+    for w in warnings {
+        let msg = CString::new(w.replace('\0', " ")).unwrap_or_default();
+        PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &msg, 1)?;
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -523,10 +536,7 @@ impl Index {
         let mut idx = py
             .detach(|| CoreIndex::open(&dir, k, o, fpc.as_deref(), policy))
             .map_err(to_py)?;
-        for w in idx.take_warnings() {
-            let msg = CString::new(w.replace('\0', " ")).unwrap_or_default();
-            PyErr::warn(py, &py.get_type::<PyRuntimeWarning>(), &msg, 1)?;
-        }
+        warn_all(py, idx.take_warnings())?;
         Ok(Index {
             inner: RwLock::new(Some(idx)),
             path: Some(path.to_string_lossy().into_owned()),

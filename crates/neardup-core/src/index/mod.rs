@@ -758,9 +758,17 @@ impl Index {
         r
     }
 
+    /// The checkpoint that a write makes when the log has grown. It runs after the write is in
+    /// the log, so its failure (a full disk) fails nothing: it is said as a warning
+    /// ([`Index::take_warnings`]) and the next write tries again.
     fn maybe_checkpoint(&mut self) -> Result<()> {
         if self.store.as_ref().is_some_and(Store::wants_checkpoint) {
-            self.checkpoint()?;
+            if let Err(e) = self.checkpoint() {
+                self.warnings.push(format!(
+                    "an automatic checkpoint failed ({e}); the write before it is in the \
+                     write-ahead log, and the next write tries again"
+                ));
+            }
         }
         Ok(())
     }

@@ -1,18 +1,27 @@
 //! Files of a durable index, all little-endian, each starting with a magic and a format version:
 //!
 //! - `index.meta`: the configuration (k, blocks, segment span, fingerprint config) as JSON,
-//!   written once; reopening with another configuration is refused.
+//!   written once, after `wal-0` (a directory with `wal-0` alone, holding its header, is an
+//!   index whose creation a crash cut short: it is created again); reopening with another
+//!   configuration is refused.
 //! - `snapshot-<gen>.bin`: every live item at a checkpoint, one batch, CRC-32 at the end.
 //! - `wal-<gen>.log`: operations since snapshot `<gen>`: records `[len u32][crc32 u32][payload]`.
-//!   A record that ends the file and is incomplete or fails its checksum is a torn write (the
-//!   process died inside `write`): it is dropped with a warning. Any other damage is an error.
+//!   A log is created whole (its header, through a temporary file and a rename); a record that
+//!   ends the file and is incomplete (or, where it spans sectors that a crash may have left
+//!   unwritten, fails its checksum) is a torn write (the process died inside `write`): it is
+//!   dropped with a warning. Any other damage is an error. A write that fails is taken back out
+//!   of the log (truncated); where even that fails, the store takes no more writes.
 //!
-//! A checkpoint writes `snapshot-<gen+1>` through a temporary file and a rename, then starts
-//! `wal-<gen+1>`, then deletes generation `<gen>`; a crash at any point leaves one complete
-//! generation to open.
+//! A checkpoint writes `wal-<gen+1>` (its header), then `snapshot-<gen+1>`, each through a
+//! temporary file and a rename, synced with the directory, then switches to them and deletes
+//! generation `<gen>`: a crash at any point leaves the newest snapshot with its log (and maybe
+//! the empty log of a checkpoint that did not finish, dropped at open). A checkpoint that fails
+//! removes what it wrote, the snapshot first, so that the log still written to is the one an
+//! open reads. So an index missing the log of its newest snapshot (or, never checkpointed, its
+//! `wal-0`) lost a file: opening it is an error, not an index with less in it.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -34,6 +43,9 @@ const LOCK_FILE: &str = "LOCK";
 const RECORD_ITEMS: usize = 1 << 20;
 /// A WAL larger than this (and than the last snapshot) triggers a checkpoint.
 const CHECKPOINT_MIN: u64 = 64 << 20;
+/// What a disk writes whole or not at all (its smallest sector): a crash may leave the sectors
+/// of a write unwritten, not part of one.
+const SECTOR: usize = 512;
 
 /// When an acknowledged write reaches the disk.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -113,25 +125,69 @@ pub struct Store {
     sync: SyncPolicy,
     last_sync: Instant,
     unsynced: bool,
+    /// Why appends are refused: a failure left the directory where a later append would be
+    /// lost or unreadable (until a checkpoint succeeds, or the index is reopened).
+    poisoned: Option<String>,
+    /// Test hook: the next append writes this many bytes of its records, then fails (with
+    /// ENOSPC); and with `true`, so does taking them back.
+    #[cfg(test)]
+    pub(super) fail_write: Option<(usize, bool)>,
+    /// Test hook: runs once a checkpoint's snapshot is in place; an error fails the checkpoint
+    /// there.
+    #[cfg(test)]
+    pub(super) after_snapshot: Option<fn(&Path) -> std::io::Result<()>>,
+    /// Test hook: the next write checkpoints, whatever the size of the log.
+    #[cfg(test)]
+    pub(super) checkpoint_now: bool,
 }
 
 fn corrupt(path: &Path, what: &str) -> Error {
     Error::Corrupt(format!("{}: {what}", path.display()))
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)?.sync_all()?;
-    Ok(())
+/// An operating-system error on `path`, naming it; a directory where a file of the index should
+/// be is damage.
+fn file_err(path: &Path, e: std::io::Error) -> Error {
+    if e.kind() == ErrorKind::IsADirectory {
+        return corrupt(path, "a directory where a file of the index should be");
+    }
+    Error::file(path, e)
 }
 
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    fs::read(path).map_err(|e| file_err(path, e))
+}
+
+fn open_append(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(|e| file_err(path, e))
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| file_err(dir, e))
+}
+
+/// Writes `dir/name` through a temporary file (synced, then renamed) and syncs the directory:
+/// the file is whole or absent, never part written.
 fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
-    {
-        let mut f = File::create(&tmp)?;
+    let written = File::create(&tmp).and_then(|mut f| {
         f.write_all(bytes)?;
-        f.sync_all()?;
+        f.sync_all()
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(file_err(&tmp, e));
     }
-    fs::rename(&tmp, dir.join(name))?;
+    let path = dir.join(name);
+    if let Err(e) = fs::rename(&tmp, &path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(file_err(&path, e));
+    }
     sync_dir(dir)
 }
 
@@ -149,6 +205,20 @@ fn parse_gen(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
         return None;
     }
     u64::from_str_radix(hex, 16).ok()
+}
+
+/// Whether `name` is the temporary file of one of the index's files (left by a crash).
+fn is_temporary(name: &str) -> bool {
+    name.strip_suffix(".tmp").is_some_and(|n| {
+        n == META_FILE
+            || parse_gen(n, "snapshot-", ".bin").is_some()
+            || parse_gen(n, "wal-", ".log").is_some()
+    })
+}
+
+/// Whether `wal-<gen>` in `dir` holds its header and nothing else (nothing was logged in it).
+fn is_empty_wal(dir: &Path, gen: u64) -> Result<bool> {
+    Ok(read_file(&dir.join(wal_name(gen)))? == wal_header(gen))
 }
 
 /// Two fingerprint configs are the same when they are equal JSON values (key order aside).
@@ -335,7 +405,7 @@ fn record_after(buf: &[u8], from: usize) -> bool {
     })
 }
 
-fn wal_header(gen: u64) -> Vec<u8> {
+pub(super) fn wal_header(gen: u64) -> Vec<u8> {
     let mut h = Vec::with_capacity(WAL_HEADER as usize);
     h.extend_from_slice(WAL_MAGIC);
     h.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -361,7 +431,7 @@ fn check_version(path: &Path, v: u32) -> Result<()> {
 // ---- files ----------------------------------------------------------------------------------
 
 fn read_meta(path: &Path) -> Result<Meta> {
-    let buf = fs::read(path)?;
+    let buf = read_file(path)?;
     if buf.len() < 20 || &buf[..8] != META_MAGIC {
         return Err(corrupt(path, "not a neardup index meta file (bad magic)"));
     }
@@ -400,7 +470,7 @@ fn write_meta(dir: &Path, meta: &Meta) -> Result<()> {
 }
 
 fn read_snapshot(path: &Path) -> Result<Snapshot> {
-    let buf = fs::read(path)?;
+    let buf = read_file(path)?;
     if buf.len() < 36 || &buf[..8] != SNAP_MAGIC {
         return Err(corrupt(path, "not a neardup snapshot (bad magic)"));
     }
@@ -427,26 +497,18 @@ fn read_snapshot(path: &Path) -> Result<Snapshot> {
 
 fn read_wal(path: &Path, gen: u64) -> Result<WalContents> {
     let mut warnings = Vec::new();
-    let mut buf = Vec::new();
-    File::open(path)?.read_to_end(&mut buf)?;
-    if (buf.len() as u64) < WAL_HEADER {
-        if !WAL_MAGIC.starts_with(&buf[..buf.len().min(8)]) {
-            return Err(corrupt(path, "not a neardup write-ahead log (bad magic)"));
-        }
-        warnings.push(format!(
-            "{}: dropped a torn WAL header ({} bytes)",
-            path.display(),
-            buf.len()
+    let buf = read_file(path)?;
+    if (buf.len() as u64) < WAL_HEADER && WAL_MAGIC.starts_with(&buf[..buf.len().min(8)]) {
+        // A log is created whole (a temporary file, then a rename): no crash cuts its header.
+        return Err(corrupt(
+            path,
+            &format!(
+                "the write-ahead log is cut short ({} bytes, less than its header)",
+                buf.len()
+            ),
         ));
-        let mut f = OpenOptions::new().write(true).truncate(true).open(path)?;
-        f.write_all(&wal_header(gen))?;
-        f.sync_all()?;
-        return Ok(WalContents {
-            ops: Vec::new(),
-            warnings,
-        });
     }
-    if &buf[..8] != WAL_MAGIC {
+    if (buf.len() as u64) < WAL_HEADER || &buf[..8] != WAL_MAGIC {
         return Err(corrupt(path, "not a neardup write-ahead log (bad magic)"));
     }
     if crc32fast::hash(&buf[..20]).to_le_bytes() != buf[20..24] {
@@ -503,7 +565,11 @@ fn read_wal(path: &Path, gen: u64) -> Result<WalContents> {
         }
         let payload = &buf[pos + 8..pos + 8 + len];
         if crc32fast::hash(payload).to_le_bytes() != crc {
-            if pos + 8 + len == buf.len() {
+            // A crash leaves the last record at its full length with other bytes only where the
+            // file system kept the file's new length but not all of its data: sectors of the
+            // record unwritten. A record within one sector was written whole or not at all.
+            let end = pos + 8 + len;
+            if end == buf.len() && pos / SECTOR != (end - 1) / SECTOR {
                 torn("checksum mismatch in the last record", &mut warnings);
                 break;
             }
@@ -541,9 +607,14 @@ fn read_wal(path: &Path, gen: u64) -> Result<WalContents> {
         pos = batch_at;
     }
     if pos < buf.len() {
-        let f = OpenOptions::new().write(true).open(path)?;
-        f.set_len(pos as u64)?;
-        f.sync_all()?;
+        OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|f| {
+                f.set_len(pos as u64)?;
+                f.sync_all()
+            })
+            .map_err(|e| file_err(path, e))?;
     }
     Ok(WalContents { ops, warnings })
 }
@@ -557,12 +628,14 @@ impl Store {
         fingerprint_config: Option<&str>,
         sync: SyncPolicy,
     ) -> Result<(Store, Meta, Option<Snapshot>, WalContents)> {
-        fs::create_dir_all(dir)?;
+        fs::create_dir_all(dir).map_err(|e| file_err(dir, e))?;
+        let lock_path = dir.join(LOCK_FILE);
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(dir.join(LOCK_FILE))?;
+            .open(&lock_path)
+            .map_err(|e| file_err(&lock_path, e))?;
         if lock.try_lock().is_err() {
             return Err(Error::Io(std::io::Error::new(
                 std::io::ErrorKind::WouldBlock,
@@ -575,21 +648,35 @@ impl Store {
         let meta_path = dir.join(META_FILE);
         let mut snaps = Vec::new();
         let mut wals = Vec::new();
-        for entry in fs::read_dir(dir)? {
-            let name = entry?.file_name().to_string_lossy().into_owned();
+        let mut temporary = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| file_err(dir, e))? {
+            let name = entry
+                .map_err(|e| file_err(dir, e))?
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
             if let Some(g) = parse_gen(&name, "snapshot-", ".bin") {
                 snaps.push(g);
             } else if let Some(g) = parse_gen(&name, "wal-", ".log") {
                 wals.push(g);
+            } else if is_temporary(&name) {
+                temporary.push(name);
             }
         }
-        let meta = if meta_path.exists() {
+        let has_meta = meta_path
+            .try_exists()
+            .map_err(|e| file_err(&meta_path, e))?;
+        let meta = if has_meta {
             let meta = read_meta(&meta_path)?;
             check_compatible(dir, &meta, k, o, fingerprint_config)?;
             meta
         } else {
-            // Other files (a caller's settings) may share the directory; index files may not.
-            if !snaps.is_empty() || !wals.is_empty() {
+            // Creating an index writes wal-0 (its header), then index.meta: wal-0 alone is a
+            // creation that a crash cut short. Other files (a caller's settings) may share the
+            // directory; other index files may not.
+            let unfinished =
+                snaps.is_empty() && (wals.is_empty() || (wals == [0] && is_empty_wal(dir, 0)?));
+            if !unfinished {
                 return Err(Error::Corrupt(format!(
                     "{}: holds index files but no {META_FILE}: damaged or not a neardup index",
                     dir.display()
@@ -611,57 +698,64 @@ impl Store {
                 segment_span,
                 fingerprint_config: fingerprint_config.map(str::to_owned),
             };
+            write_atomic(dir, &wal_name(0), &wal_header(0))?;
             write_meta(dir, &meta)?;
+            wals = vec![0];
             meta
         };
         let gen = snaps.iter().copied().max().unwrap_or(0);
-        // A checkpoint writes snapshot g+1, then wal-(g+1), then removes the older files: a log
-        // newer than every snapshot, or the newest snapshot without its log nor the log before
-        // it, is not a state a crash leaves (a file was lost; opening would serve less).
-        if let Some(g) = wals.iter().copied().filter(|&g| g > gen).max() {
-            return Err(Error::Corrupt(format!(
-                "{}: {} has no {}: the snapshot it continues is missing",
-                dir.display(),
-                wal_name(g),
-                snap_name(g)
-            )));
+        // A checkpoint writes wal-(g+1) (its header), then snapshot g+1, then removes the older
+        // files: a crash leaves the newest snapshot with its log, and maybe the empty log of a
+        // checkpoint that did not finish (removed below). A log newer than that, or one with
+        // records, or no log of the newest snapshot, is not a state a crash leaves: a file was
+        // lost (opening would serve less than was acknowledged).
+        for &g in wals.iter().filter(|&&g| g > gen) {
+            if g != gen + 1 || !wals.contains(&gen) || !is_empty_wal(dir, g)? {
+                return Err(Error::Corrupt(format!(
+                    "{}: {} has no {}: the snapshot it continues is missing",
+                    dir.display(),
+                    wal_name(g),
+                    snap_name(g)
+                )));
+            }
         }
-        if gen > 0 && !wals.contains(&gen) && !wals.contains(&(gen - 1)) {
+        if !wals.contains(&gen) {
+            let what = if snaps.contains(&gen) {
+                "the writes after the last checkpoint"
+            } else {
+                "the index was never checkpointed: it held every write"
+            };
             return Err(Error::Corrupt(format!(
-                "{}: {} is missing (the writes after the last checkpoint)",
+                "{}: {} is missing ({what})",
                 dir.display(),
                 wal_name(gen)
             )));
         }
         let (snapshot, snapshot_bytes) = if snaps.contains(&gen) {
             let p = dir.join(snap_name(gen));
-            let bytes = fs::metadata(&p)?.len();
-            (Some(read_snapshot(&p)?), bytes)
+            let snapshot = read_snapshot(&p)?;
+            let bytes = fs::metadata(&p).map_err(|e| file_err(&p, e))?.len();
+            (Some(snapshot), bytes)
         } else {
             (None, 0)
         };
         let wal_path = dir.join(wal_name(gen));
-        let contents = if wal_path.exists() {
-            read_wal(&wal_path, gen)?
-        } else {
-            let mut f = File::create(&wal_path)?;
-            f.write_all(&wal_header(gen))?;
-            f.sync_all()?;
-            sync_dir(dir)?;
-            WalContents {
-                ops: Vec::new(),
-                warnings: Vec::new(),
-            }
-        };
+        let contents = read_wal(&wal_path, gen)?;
         // Older generations are superseded by the complete snapshot `gen`.
-        for g in snaps.iter().filter(|&&g| g < gen) {
-            fs::remove_file(dir.join(snap_name(*g)))?;
+        let old = snaps
+            .iter()
+            .filter(|&&g| g < gen)
+            .map(|&g| snap_name(g))
+            .chain(wals.iter().filter(|&&g| g != gen).map(|&g| wal_name(g)));
+        for name in old {
+            let p = dir.join(name);
+            fs::remove_file(&p).map_err(|e| file_err(&p, e))?;
         }
-        for g in wals.iter().filter(|&&g| g != gen) {
-            fs::remove_file(dir.join(wal_name(*g)))?;
+        for name in temporary {
+            let _ = fs::remove_file(dir.join(name));
         }
-        let wal = OpenOptions::new().append(true).open(&wal_path)?;
-        let wal_bytes = wal.metadata()?.len();
+        let wal = open_append(&wal_path)?;
+        let wal_bytes = wal.metadata().map_err(|e| file_err(&wal_path, e))?.len();
         let store = Store {
             dir: dir.to_path_buf(),
             _lock: lock,
@@ -672,6 +766,13 @@ impl Store {
             sync,
             last_sync: Instant::now(),
             unsynced: false,
+            poisoned: None,
+            #[cfg(test)]
+            fail_write: None,
+            #[cfg(test)]
+            after_snapshot: None,
+            #[cfg(test)]
+            checkpoint_now: false,
         };
         Ok((store, meta, snapshot, contents))
     }
@@ -685,12 +786,27 @@ impl Store {
     }
 
     pub fn wants_checkpoint(&self) -> bool {
+        #[cfg(test)]
+        if self.checkpoint_now {
+            return true;
+        }
         self.wal_bytes > CHECKPOINT_MIN.max(self.snapshot_bytes)
     }
 
+    fn wal_path(&self) -> PathBuf {
+        self.dir.join(wal_name(self.gen))
+    }
+
     /// Appends `op` (as one record, or one per [`RECORD_ITEMS`] items for a big batch) and
-    /// syncs per the policy.
+    /// syncs per the policy. Where that fails, the log is cut back to its length before: the
+    /// operation is not in it, and the records of later ones follow whole records.
     pub fn append(&mut self, op: &WalOp<'_>) -> Result<()> {
+        if let Some(why) = &self.poisoned {
+            return Err(Error::Io(std::io::Error::other(format!(
+                "{}: {why}; the index takes no more writes until a checkpoint() succeeds or it is reopened",
+                self.dir.display()
+            ))));
+        }
         let mut buf = Vec::new();
         match op {
             WalOp::Add { ids, fps, ts } if fps.len() > RECORD_ITEMS => {
@@ -715,19 +831,40 @@ impl Store {
             }
             _ => push_record(&mut buf, op, false),
         }
-        self.wal.write_all(&buf)?;
+        let before = self.wal_bytes;
+        if let Err(e) = self.write(&buf) {
+            self.wal_bytes = before;
+            // (The log is opened to append: the next write goes to its new end.)
+            if let Err(t) = self.wal.set_len(before) {
+                self.poisoned = Some(format!(
+                    "a failed write left part of a record at the end of {} ({t})",
+                    self.wal_path().display()
+                ));
+            }
+            return Err(file_err(&self.wal_path(), e));
+        }
+        Ok(())
+    }
+
+    /// Writes `buf` at the end of the log and syncs per the policy.
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        #[cfg(test)]
+        if let Some((n, truncate_fails)) = self.fail_write.take() {
+            self.wal.write_all(&buf[..n])?;
+            if truncate_fails {
+                // a handle that cannot truncate
+                self.wal = File::open(self.wal_path())?;
+            }
+            return Err(std::io::Error::from_raw_os_error(28));
+        }
+        self.wal.write_all(buf)?;
         self.wal_bytes += buf.len() as u64;
         self.unsynced = true;
         match self.sync {
-            SyncPolicy::Always => self.sync()?,
-            SyncPolicy::Group(every) => {
-                if self.last_sync.elapsed() >= every {
-                    self.sync()?;
-                }
-            }
-            SyncPolicy::Never => {}
+            SyncPolicy::Always => self.sync_wal(),
+            SyncPolicy::Group(every) if self.last_sync.elapsed() >= every => self.sync_wal(),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// For a sync done outside the caller's lock: a second handle on the current WAL when
@@ -738,12 +875,19 @@ impl Store {
         if !self.unsynced {
             return Ok(None);
         }
-        let f = self.wal.try_clone()?;
+        let f = self
+            .wal
+            .try_clone()
+            .map_err(|e| file_err(&self.wal_path(), e))?;
         self.unsynced = false;
         Ok(Some(f))
     }
 
     pub fn sync(&mut self) -> Result<()> {
+        self.sync_wal().map_err(|e| file_err(&self.wal_path(), e))
+    }
+
+    fn sync_wal(&mut self) -> std::io::Result<()> {
         if self.unsynced {
             self.wal.sync_data()?;
             self.unsynced = false;
@@ -752,7 +896,9 @@ impl Store {
         Ok(())
     }
 
-    /// Writes snapshot `gen + 1` of `index`, starts its WAL, deletes generation `gen`.
+    /// Writes generation `gen + 1` (its WAL, then a snapshot of `index`), switches to it and
+    /// deletes generation `gen`. Where that fails, what it wrote is removed: generation `gen`
+    /// stays the one written and the one an open reads.
     pub fn checkpoint(&mut self, index: &Index) -> Result<()> {
         let next = self.gen + 1;
         let items: Vec<(u64, u64, f64)> = index.live_items().collect();
@@ -772,23 +918,61 @@ impl Store {
         );
         let crc = crc32fast::hash(&b);
         b.extend_from_slice(&crc.to_le_bytes());
-        write_atomic(&self.dir, &snap_name(next), &b)?;
-        let wal_path = self.dir.join(wal_name(next));
-        {
-            let mut f = File::create(&wal_path)?;
-            f.write_all(&wal_header(next))?;
-            f.sync_all()?;
-        }
-        sync_dir(&self.dir)?;
-        self.wal = OpenOptions::new().append(true).open(&wal_path)?;
+        let wal = match self.write_generation(next, &b) {
+            Ok(wal) => wal,
+            Err(e) => {
+                self.abandon(next);
+                return Err(e);
+            }
+        };
         let old = self.gen;
+        self.wal = wal;
         self.gen = next;
         self.wal_bytes = WAL_HEADER;
         self.snapshot_bytes = b.len() as u64;
         self.unsynced = false;
+        self.poisoned = None;
         let _ = fs::remove_file(self.dir.join(wal_name(old)));
         let _ = fs::remove_file(self.dir.join(snap_name(old)));
         Ok(())
+    }
+
+    /// Writes `wal-<next>` (its header) and then `snapshot-<next>` (bytes `snapshot`), each
+    /// whole and synced with the directory, so that no open finds the snapshot without its log;
+    /// returns the log opened to append.
+    fn write_generation(&mut self, next: u64, snapshot: &[u8]) -> Result<File> {
+        write_atomic(&self.dir, &wal_name(next), &wal_header(next))?;
+        let wal = open_append(&self.dir.join(wal_name(next)))?;
+        write_atomic(&self.dir, &snap_name(next), snapshot)?;
+        #[cfg(test)]
+        if let Some(hook) = self.after_snapshot.take() {
+            hook(&self.dir).map_err(|e| file_err(&self.dir, e))?;
+        }
+        Ok(wal)
+    }
+
+    /// After a failed checkpoint to `next`: removes its files, the snapshot first (without it,
+    /// the empty `wal-<next>` is dropped at open). Where the snapshot stays, an open reads it
+    /// and its empty log, not the log of `gen`: appends to that one are refused (the snapshot
+    /// holds everything until then).
+    fn abandon(&mut self, next: u64) {
+        let snap = self.dir.join(snap_name(next));
+        let removed = match fs::remove_file(&snap) {
+            Ok(()) => sync_dir(&self.dir),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(file_err(&snap, e)),
+        };
+        match removed {
+            Ok(()) => {
+                let _ = fs::remove_file(self.dir.join(wal_name(next)));
+            }
+            Err(e) => {
+                self.poisoned = Some(format!(
+                    "a failed checkpoint could not remove {} ({e})",
+                    snap.display()
+                ));
+            }
+        }
     }
 }
 

@@ -529,6 +529,349 @@ fn torn_tail_is_dropped_and_corruption_is_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+fn reopen(dir: &std::path::Path) -> Result<Index> {
+    Index::open(dir, None, opts(3, None), None, SyncPolicy::Always)
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The one file in `dir` whose name starts with `prefix`.
+fn file_of(dir: &std::path::Path, prefix: &str) -> PathBuf {
+    let mut found = names(dir).into_iter().filter(|n| n.starts_with(prefix));
+    let name = found.next().unwrap();
+    assert!(found.next().is_none(), "several {prefix} files");
+    dir.join(name)
+}
+
+/// Which of the int ids `0..n` `idx` holds.
+fn held(idx: &Index, n: i64) -> Vec<i64> {
+    (0..n).filter(|&i| idx.contains(IdRef::Int(i))).collect()
+}
+
+fn corrupt_message(r: Result<Index>) -> String {
+    match r {
+        Err(Error::Corrupt(m)) => m,
+        other => panic!("expected Corrupt, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn a_failed_checkpoint_leaves_the_log_being_written_to_the_one_an_open_reads() {
+    // (1) The new log cannot be written (its name is taken by a directory): the checkpoint fails
+    // and writes go on in the log of generation 0, which reopen reads.
+    let dir = tmpdir("ckpt-fail");
+    {
+        let mut idx = reopen(&dir).unwrap();
+        idx.add(IdRef::Int(0), 0, 1.0).unwrap();
+        std::fs::create_dir(dir.join("wal-0000000000000001.log")).unwrap();
+        assert!(idx.checkpoint().is_err());
+        for i in 1..10 {
+            idx.add(IdRef::Int(i), i as u64, 1.0).unwrap();
+        }
+    }
+    std::fs::remove_dir(dir.join("wal-0000000000000001.log")).unwrap();
+    let mut idx = reopen(&dir).unwrap();
+    assert_eq!(held(&idx, 10), (0..10).collect::<Vec<_>>());
+    assert!(idx.take_warnings().is_empty());
+    // (2) It fails once its snapshot is in place: the snapshot is taken back out.
+    idx.store.as_mut().unwrap().after_snapshot = Some(|_| Err(std::io::Error::other("test")));
+    assert!(idx.checkpoint().is_err());
+    assert_eq!(
+        names(&dir),
+        ["LOCK", "index.meta", "wal-0000000000000000.log"]
+    );
+    idx.add(IdRef::Int(10), 10, 1.0).unwrap();
+    idx.checkpoint().unwrap(); // (the hook runs once)
+    idx.add(IdRef::Int(11), 11, 1.0).unwrap();
+    idx.store.as_mut().unwrap().after_snapshot = Some(|_| Err(std::io::Error::other("test")));
+    assert!(idx.checkpoint().is_err());
+    idx.add(IdRef::Int(12), 12, 1.0).unwrap();
+    drop(idx);
+    let mut idx = reopen(&dir).unwrap();
+    assert_eq!(held(&idx, 13), (0..13).collect::<Vec<_>>());
+    // (3) Where the snapshot cannot be taken back out, writes are refused (an open would read
+    // it, not the log they would go to) until a checkpoint succeeds.
+    idx.store.as_mut().unwrap().after_snapshot = Some(|dir| {
+        let snap = dir.join("snapshot-0000000000000002.bin");
+        std::fs::remove_file(&snap)?;
+        std::fs::create_dir(&snap)?;
+        std::fs::write(snap.join("x"), b"x")?;
+        Err(std::io::Error::other("test"))
+    });
+    assert!(idx.checkpoint().is_err());
+    match idx.add(IdRef::Int(13), 13, 1.0) {
+        Err(Error::Io(e)) => assert!(e.to_string().contains("no more writes"), "{e}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(!idx.contains(IdRef::Int(13)));
+    std::fs::remove_dir_all(dir.join("snapshot-0000000000000002.bin")).unwrap();
+    idx.checkpoint().unwrap();
+    idx.add(IdRef::Int(13), 13, 1.0).unwrap();
+    drop(idx);
+    assert_eq!(
+        held(&reopen(&dir).unwrap(), 14),
+        (0..14).collect::<Vec<_>>()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_write_whose_automatic_checkpoint_fails_is_stored_and_says_so() {
+    // (the write was in the log, yet the call failed: a caller that sent it again as a
+    // check-and-add met its own copy)
+    let dir = tmpdir("ckpt-auto");
+    {
+        let mut idx = reopen(&dir).unwrap();
+        idx.add(IdRef::Int(0), 0, 1.0).unwrap();
+        let store = idx.store.as_mut().unwrap();
+        store.checkpoint_now = true;
+        store.after_snapshot = Some(|_| Err(std::io::Error::other("disk full")));
+        idx.add(IdRef::Int(1), 1, 1.0).unwrap();
+        let warnings = idx.take_warnings();
+        assert!(
+            warnings.len() == 1 && warnings[0].contains("automatic checkpoint failed"),
+            "{warnings:?}"
+        );
+        assert!(idx.contains(IdRef::Int(1)));
+        idx.store.as_mut().unwrap().checkpoint_now = false;
+    }
+    let idx = reopen(&dir).unwrap();
+    assert_eq!(held(&idx, 2), vec![0, 1]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn what_an_unfinished_checkpoint_leaves_opens_and_a_lost_file_does_not() {
+    let dir = tmpdir("ckpt-states");
+    {
+        let mut idx = reopen(&dir).unwrap();
+        idx.add(IdRef::Int(0), 0, 1.0).unwrap();
+        idx.checkpoint().unwrap();
+        idx.add(IdRef::Int(1), 1, 1.0).unwrap();
+    }
+    let wal1 = dir.join("wal-0000000000000001.log");
+    let wal2 = dir.join("wal-0000000000000002.log");
+    // The empty log of the next generation, and temporary files: a checkpoint cut short.
+    std::fs::write(&wal2, super::store::wal_header(2)).unwrap();
+    std::fs::write(dir.join("snapshot-0000000000000002.bin.tmp"), b"part").unwrap();
+    {
+        let idx = reopen(&dir).unwrap();
+        assert_eq!(held(&idx, 2), [0, 1]);
+    }
+    assert_eq!(
+        names(&dir),
+        [
+            "LOCK",
+            "index.meta",
+            "snapshot-0000000000000001.bin",
+            "wal-0000000000000001.log"
+        ]
+    );
+    // A log of the next generation with records in it: its snapshot was lost.
+    let mut with_record = super::store::wal_header(2);
+    with_record.extend_from_slice(&std::fs::read(&wal1).unwrap()[24..]);
+    std::fs::write(&wal2, &with_record).unwrap();
+    let m = corrupt_message(reopen(&dir));
+    assert!(m.contains("snapshot-0000000000000002.bin"), "{m}");
+    std::fs::remove_file(&wal2).unwrap();
+    // The newest snapshot without its log (and with the one before it): a lost log.
+    std::fs::rename(&wal1, dir.join("wal-0000000000000000.log")).unwrap();
+    let m = corrupt_message(reopen(&dir));
+    assert!(m.contains("wal-0000000000000001.log is missing"), "{m}");
+    std::fs::rename(dir.join("wal-0000000000000000.log"), &wal1).unwrap();
+    // A log cut below its header: a log is created whole, so that is not a crash.
+    let whole = std::fs::read(&wal1).unwrap();
+    for cut in [0, 10, 23] {
+        std::fs::write(&wal1, &whole[..cut]).unwrap();
+        let m = corrupt_message(reopen(&dir));
+        assert!(m.contains("cut short") || m.contains("magic"), "{m}");
+    }
+    std::fs::write(&wal1, &whole).unwrap();
+    assert_eq!(held(&reopen(&dir).unwrap(), 2), [0, 1]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_lost_log_is_an_error_and_a_creation_cut_short_opens_as_new() {
+    // Never checkpointed: every write is in wal-0.
+    let dir = tmpdir("lost-wal0");
+    {
+        let mut idx = reopen(&dir).unwrap();
+        idx.add_many(Ids::Int(&[0, 1, 2]), &[0, 1, 2], &[1.0; 3])
+            .unwrap();
+    }
+    std::fs::remove_file(dir.join("wal-0000000000000000.log")).unwrap();
+    let m = corrupt_message(reopen(&dir));
+    assert!(m.contains("wal-0000000000000000.log is missing"), "{m}");
+    // Checkpointed, closed, then its snapshot and its log lost together.
+    let _ = std::fs::remove_dir_all(&dir);
+    {
+        let mut idx = reopen(&dir).unwrap();
+        idx.add(IdRef::Int(0), 0, 1.0).unwrap();
+        idx.close().unwrap();
+    }
+    for name in names(&dir) {
+        if name.starts_with("snapshot-") || name.starts_with("wal-") {
+            std::fs::remove_file(dir.join(name)).unwrap();
+        }
+    }
+    let m = corrupt_message(reopen(&dir));
+    assert!(m.contains("missing"), "{m}");
+    // A creation that a crash cut short: wal-0 (its header alone) without index.meta, or a
+    // temporary meta file. It opens as a new index, with the configuration given now.
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(reopen(&dir).unwrap());
+    std::fs::remove_file(dir.join("index.meta")).unwrap();
+    std::fs::write(dir.join("index.meta.tmp"), b"NDUPMETA").unwrap();
+    {
+        let idx = Index::open(&dir, Some(5), opts(5, None), None, SyncPolicy::Always).unwrap();
+        assert_eq!((idx.k(), idx.len()), (5, 0));
+    }
+    assert_eq!(
+        names(&dir),
+        ["LOCK", "index.meta", "wal-0000000000000000.log"]
+    );
+    // ... but not a wal-0 with records in it.
+    {
+        let mut idx = reopen(&dir).unwrap();
+        idx.add(IdRef::Int(0), 0, 1.0).unwrap();
+    }
+    std::fs::remove_file(dir.join("index.meta")).unwrap();
+    let m = corrupt_message(reopen(&dir));
+    assert!(m.contains("no index.meta"), "{m}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_failed_append_is_taken_back_out_of_the_log() {
+    let dir = tmpdir("append-fail");
+    {
+        let mut idx = reopen(&dir).unwrap();
+        idx.add(IdRef::Int(0), 0, 1.0).unwrap();
+        // The disk fills up inside a record's header, then inside a batch's record.
+        for cut in [5, 30] {
+            idx.store.as_mut().unwrap().fail_write = Some((cut, false));
+            let ids: Vec<i64> = (100..200).collect();
+            let fps: Vec<u64> = (100..200).collect();
+            match idx.add_many(Ids::Int(&ids), &fps, &[2.0; 100]) {
+                Err(e) => assert_eq!(e.io_kind(), Some(std::io::ErrorKind::StorageFull)),
+                Ok(()) => panic!("the write did not fail"),
+            }
+            assert!(!idx.contains(IdRef::Int(100)));
+        }
+        idx.add(IdRef::Int(1), 1, 3.0).unwrap(); // acknowledged, after the failures
+    }
+    let mut idx = reopen(&dir).unwrap();
+    assert_eq!(held(&idx, 200), [0, 1]);
+    assert!(idx.take_warnings().is_empty());
+    // Where the failed record cannot be taken back out, no record goes after it.
+    idx.store.as_mut().unwrap().fail_write = Some((30, true));
+    assert!(idx
+        .add_many(Ids::Int(&[100, 101]), &[0, 1], &[2.0; 2])
+        .is_err());
+    match idx.add(IdRef::Int(2), 2, 3.0) {
+        Err(Error::Io(e)) => assert!(e.to_string().contains("no more writes"), "{e}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    drop(idx);
+    // The part of a record is at the end: a torn write.
+    let mut idx = reopen(&dir).unwrap();
+    assert_eq!(held(&idx, 200), [0, 1]);
+    let w = idx.take_warnings();
+    assert!(w.len() == 1 && w[0].contains("torn"), "{w:?}");
+    // A checkpoint starts a new log: writes are taken again.
+    idx.store.as_mut().unwrap().fail_write = Some((30, true));
+    assert!(idx.add(IdRef::Int(100), 100, 2.0).is_err());
+    assert!(idx.add(IdRef::Int(2), 2, 3.0).is_err());
+    idx.checkpoint().unwrap();
+    idx.add(IdRef::Int(2), 2, 3.0).unwrap();
+    drop(idx);
+    let mut idx = reopen(&dir).unwrap();
+    assert_eq!(held(&idx, 200), [0, 1, 2]);
+    assert!(idx.take_warnings().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_checksum_mismatch_in_a_last_record_of_one_sector_is_damage() {
+    let dir = tmpdir("last-record");
+    {
+        let mut idx = reopen(&dir).unwrap();
+        let ids: Vec<i64> = (0..10).collect();
+        idx.add_many(Ids::Int(&ids), &[7; 10], &[1.0; 10]).unwrap();
+        idx.remove(IdRef::Int(5)).unwrap(); // acknowledged: its record is synced
+    }
+    let wal = file_of(&dir, "wal-");
+    let good = std::fs::read(&wal).unwrap();
+    assert!(good.len() < 512);
+    let mut bad = good.clone();
+    *bad.last_mut().unwrap() ^= 1;
+    std::fs::write(&wal, &bad).unwrap();
+    let m = corrupt_message(reopen(&dir));
+    assert!(m.contains("fails its checksum"), "{m}");
+    assert_eq!(std::fs::read(&wal).unwrap(), bad); // (not cut)
+                                                   // A last record over several sectors, one of them not what was written: a crash may keep
+                                                   // the file's length and not all of its sectors, so that is a torn write.
+    std::fs::write(&wal, &good).unwrap();
+    {
+        let mut idx = reopen(&dir).unwrap();
+        let ids: Vec<i64> = (100..200).collect();
+        idx.add_many(Ids::Int(&ids), &[7; 100], &[1.0; 100])
+            .unwrap();
+    }
+    let mut torn = std::fs::read(&wal).unwrap();
+    let n = torn.len();
+    torn[n - 100..].fill(0);
+    std::fs::write(&wal, &torn).unwrap();
+    let mut idx = reopen(&dir).unwrap();
+    assert_eq!(idx.len(), 9);
+    let w = idx.take_warnings();
+    assert!(w.len() == 1 && w[0].contains("checksum mismatch"), "{w:?}");
+    drop(idx);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn errors_name_the_file_and_a_directory_in_place_of_a_file_is_damage() {
+    let dir = tmpdir("file-errors");
+    for victim in ["snapshot-", "wal-", "index.meta", "LOCK"] {
+        let _ = std::fs::remove_dir_all(&dir);
+        {
+            let mut idx = reopen(&dir).unwrap();
+            idx.add(IdRef::Int(0), 0, 1.0).unwrap();
+            idx.checkpoint().unwrap();
+        }
+        let p = file_of(&dir, victim);
+        std::fs::remove_file(&p).unwrap();
+        std::fs::create_dir(&p).unwrap();
+        let m = corrupt_message(reopen(&dir));
+        assert!(m.contains(&*p.to_string_lossy()), "{m}");
+    }
+    // An index under a file: an OS error on the directory, naming it.
+    std::fs::write(dir.join("plain"), b"x").unwrap();
+    let under = dir.join("plain").join("sub");
+    match reopen(&under) {
+        Err(Error::Io(e)) => {
+            let f = e
+                .get_ref()
+                .unwrap()
+                .downcast_ref::<crate::error::FileError>();
+            assert_eq!(f.unwrap().path, under);
+            assert!(e.to_string().contains(&*under.to_string_lossy()), "{e}");
+        }
+        other => panic!("expected an OS error, got {:?}", other.err()),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bad_arguments_are_rejected() {
     assert!(
