@@ -8,6 +8,7 @@ and stop them afterwards; a missing redis-server is a failure (scripts/setup-tes
 
 from __future__ import annotations
 
+import contextlib
 import random
 import select
 import shutil
@@ -109,13 +110,13 @@ def redis_url(redis_server: RedisServer) -> str:
     return f"redis://127.0.0.1:{redis_server.port}/0"
 
 
-@pytest.fixture(scope="session")
-def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real 3-master Redis Cluster on loopback, joined with ``redis-cli --cluster create``."""
+@contextlib.contextmanager
+def redis_cluster(work: Path) -> Iterator[tuple[str, list[RedisServer]]]:
+    """A real 3-master Redis Cluster on loopback under ``work``, joined with ``redis-cli
+    --cluster create``: its URL and its nodes (stopped at the end)."""
     cli = shutil.which("redis-cli")
     if cli is None:
         pytest.fail("redis-cli is not installed: run scripts/setup-test.sh (apt redis-tools)")
-    work = tmp_path_factory.mktemp("cluster")
     nodes = [RedisServer(work, cluster=True) for _ in range(3)]
     try:
         addrs = [f"127.0.0.1:{n.port}" for n in nodes]
@@ -136,10 +137,17 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.1)
         else:
             raise RuntimeError(f"cluster did not become ok: {states}")
-        yield f"redis+cluster://{addrs[0]}"
+        yield f"redis+cluster://{addrs[0]}", nodes
     finally:
         for n in nodes:
             n.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real 3-master Redis Cluster for the session (:func:`redis_cluster`)."""
+    with redis_cluster(tmp_path_factory.mktemp("cluster")) as (url, _):
+        yield url
 
 
 class ReplyDropper:

@@ -130,3 +130,42 @@ def test_store_loading(own_redis: RedisServer, service: ServerProcess) -> None:
     assert_unavailable(service.url)
     assert probe.info("persistence")["loading"] == 1, "loading ended during the checks"
     assert_serving_again(service.url)
+
+
+def test_a_paused_master_of_a_cluster_is_answered_within_the_deadline(tmp_path: Path) -> None:
+    """(a check waited 92 s with --store-timeout 1s: the cluster client retried other nodes)
+    Each request is answered within twice the store timeout and a second, 503 while a master
+    is paused, and served again once it goes on."""
+    import signal
+
+    from redis_servers import redis_cluster
+
+    with redis_cluster(tmp_path / "cluster") as (url, nodes):
+        args = ("--store", url, "--store-timeout", f"{TIMEOUT}s", "--retention", "none")
+        with ServerProcess(tmp_path / "unused", *args) as srv:
+            add = httpx.post(srv.url + "/v1/add", json={"id": "kept", "text": words(1)}, timeout=30)
+            assert add.status_code == 200
+            nodes[1].proc.send_signal(signal.SIGSTOP)
+            try:
+                with httpx.Client(base_url=srv.url, timeout=60) as http:
+                    codes = []
+                    for i in range(3):  # (a text's band keys lie on every master)
+                        start = time.monotonic()
+                        r = http.post("/v1/check", json={"text": words(10 + i)})
+                        took = time.monotonic() - start
+                        assert took < 2 * TIMEOUT + 1 + 1.5, f"{r.status_code} in {took:.1f} s"
+                        codes.append(r.status_code)
+                    assert 503 in codes, codes
+                    r = http.post("/v1/check", json={"text": words(20)})
+                    assert r.status_code == 503 and r.json()["error"]["code"] == "unavailable"
+                    assert int(r.headers["retry-after"]) >= 1
+            finally:
+                nodes[1].proc.send_signal(signal.SIGCONT)
+            deadline = time.monotonic() + 60
+            while True:
+                r = httpx.post(srv.url + "/v1/check", json={"text": words(1)}, timeout=60)
+                if r.status_code == 200:
+                    assert [m["id"] for m in r.json()["duplicates"]] == ["kept"]
+                    break
+                assert time.monotonic() < deadline, r.text
+                time.sleep(0.2)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
 
@@ -97,6 +98,13 @@ class DedupService:
         self._sweeper: asyncio.Task[None] | None = None
         self.last_sweep: float | None = None
         self.closed = False
+        # How long a request waits for a Redis store before it is answered 503: its calls each
+        # wait --store-timeout for a reply, but a cluster client goes on retrying other nodes
+        # (a paused master held a check for 92 s); a request makes a few round trips, so twice
+        # the timeout and a second. The embedded store has no such limit (a large batch takes
+        # its time).
+        timeout = settings.store_timeout
+        self.deadline = None if not settings.uses_redis or timeout is None else 2 * timeout + 1
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -156,10 +164,23 @@ class DedupService:
         """Decode and validate a body; a large one off the event loop (it can take milliseconds)."""
         if len(body) <= INLINE_PARSE_BYTES:
             return parse(parse_json(body), self.limits)
-        return await self._read(lambda: parse(parse_json(body), self.limits))
+        return await self._run(self.readers, lambda: parse(parse_json(body), self.limits))
 
     async def _read(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self._run(self.readers, fn, *args)
+        return await self._within(self._run(self.readers, fn, *args))
+
+    async def _within(self, work: Awaitable[T]) -> T:
+        """``work`` (a request's calls into the store), answered 503 past :attr:`deadline`
+        (the call itself goes on: a write cut off so may or may not be stored, as when the
+        connection drops)."""
+        if self.deadline is None:
+            return await work
+        try:
+            return await asyncio.wait_for(work, self.deadline)
+        except asyncio.TimeoutError:
+            raise ApiError(
+                "unavailable", f"the store did not answer within {self.deadline:g} s, retry later"
+            ) from None
 
     async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` on a thread of ``pool`` (503 once the service is stopping: the pool's
@@ -173,9 +194,9 @@ class DedupService:
         :attr:`batch_writers` when the store's writes are atomic by themselves (see
         ``__init__``)."""
         if self.batch_writers is None:
-            return list(await self.writer.submit(kind, items))
+            return list(await self._within(self.writer.submit(kind, items)))
         write = self._check_and_add_group if kind == CHECK_AND_ADD_BATCH else self._add_group
-        return await self._run(self.batch_writers, write, items, True)
+        return await self._within(self._run(self.batch_writers, write, items, True))
 
     # -- the backend calls made by the writer thread ------------------------------------------
 
@@ -281,7 +302,7 @@ class DedupService:
     async def add(self, body: bytes) -> bytes:
         """POST /v1/add."""
         item = self._stamp(await self._parse(parse_add, body), time.time())
-        fingerprint = await self.writer.submit(ADD, item)
+        fingerprint = await self._within(self.writer.submit(ADD, item))
         self.metrics.count_documents(checked=1, added=1)
         return orjson.dumps(self._stored(item, fingerprint))
 
@@ -296,7 +317,7 @@ class DedupService:
     async def check_and_add(self, body: bytes) -> bytes:
         """POST /v1/check-and-add (atomic: through the serialized writer)."""
         item = self._stamp(await self._parse(parse_add, body), time.time())
-        added, matches = await self.writer.submit(CHECK_AND_ADD, item)
+        added, matches = await self._within(self.writer.submit(CHECK_AND_ADD, item))
         self.metrics.count_documents(checked=1, added=int(added), duplicate=int(not added))
         return orjson.dumps(
             {"id": item.id, "added": bool(added), "duplicates": duplicates_of(matches)}
@@ -367,7 +388,7 @@ class DedupService:
 
     async def delete_document(self, raw_id: str, id_type: str | None = None) -> bytes:
         """DELETE /v1/documents/{id}."""
-        removed = await self.writer.call(lambda: self._remove(raw_id, id_type), 0)
+        removed = await self._within(self.writer.call(lambda: self._remove(raw_id, id_type), 0))
         self.metrics.documents["removed"] += 1
         return orjson.dumps({"id": removed, "deleted": True})
 
