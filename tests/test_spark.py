@@ -622,6 +622,45 @@ def test_an_input_that_is_the_output_is_refused(tmp_path: Path) -> None:
     assert (out / "part-00000.json").read_text() == '{"text": "a"}\n'
 
 
+def test_outputs_the_job_cannot_write_are_usage_errors_before_it_runs(tmp_path: Path) -> None:
+    """(a glob of the output's part files as input: the output, so the input, was replaced,
+    then the job failed; -o - ran the whole job, then failed to copy a directory; an output
+    that is a file, or a format Spark does not read, exited 1)"""
+    out = tmp_path / "kept"
+    out.mkdir()
+    (out / "_SUCCESS").write_text("")
+    part = out / "part-00000.json"
+    part.write_text('{"text": "a text kept before"}\n')
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 1, "text": "a text"}\n')
+    (tmp_path / "file").write_text("")
+    for args, said in (
+        ([str(out / "part-*"), "-o", str(out)], "is inside the output -o"),
+        (
+            [str(out / "part-*"), "-o", str(tmp_path / "o2"), "--clusters", str(out)],
+            "is inside the output --clusters",
+        ),
+        ([str(src), "-o", "-"], "-o - runs with --engine local only"),
+        ([str(src), "-o", str(tmp_path / "file")], "is a file; with --engine spark"),
+        ([str(src), "-o", str(tmp_path / "o3"), "--format", "txt"], "not read by the Spark"),
+    ):
+        r = neardup("dedup", *args, "--engine", "spark", "--master", "local[1]")
+        assert r.returncode == 2 and said in r.stderr, (args, r.stderr[-500:])
+        assert "Traceback" not in r.stderr
+    assert part.read_text() == '{"text": "a text kept before"}\n'
+    assert not (tmp_path / "o2").exists() and not (tmp_path / "o3").exists()
+
+
+def test_a_directory_is_read_with_its_subdirectories(spark: SparkSession, tmp_path: Path) -> None:
+    """(the files of d/sub/ were left out without a word, though their format was told)"""
+    d = tmp_path / "d"
+    (d / "sub").mkdir(parents=True)
+    (d / "a.jsonl").write_text('{"id": "a", "text": "' + words(1) + '"}\n')
+    (d / "sub" / "b.jsonl").write_text('{"id": "b", "text": "' + words(2) + '"}\n')
+    summary = nspark.run_dedup_cli([str(d)], str(tmp_path / "out"))
+    assert summary["documents"] == 2, summary
+
+
 def test_spark_submit_keeps_its_master(rows: list[dict[str, Any]], tmp_path: Path) -> None:
     """Under spark-submit the job runs on spark-submit's --master (it ran local[*])."""
     import shutil

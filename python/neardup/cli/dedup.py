@@ -422,6 +422,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.engine == "spark" and args.output in ("-", "/dev/stdout"):
+        # (Spark writes a directory of part files: there is no one stream to copy out)
+        eprint("neardup dedup: -o - runs with --engine local only; Spark writes a directory")
+        return EXIT_USAGE
     if uses_pipes(args) and not getattr(args, "output_label", None):
         args.output_label = args.output
         try:
@@ -938,10 +942,35 @@ def _write_pairs(
             f.write(nio.json_line(dict(zip(names, row))) + "\n")
 
 
+def _input_inside_output(inputs: list[str], outputs: dict[str, str | None]) -> str | None:
+    """Why a Spark job cannot run: a local input (a glob's matches too) inside an output
+    directory, which Spark replaces before it reads the input; None when none is."""
+    import glob
+
+    for given in inputs:
+        path = given.removeprefix("file://")
+        if "://" in path:
+            continue
+        for found in glob.glob(path) if glob.has_magic(path) else [path]:
+            real = os.path.realpath(found)
+            for flag, out in outputs.items():
+                if out and os.path.commonpath([real, os.path.realpath(out)]) == os.path.realpath(
+                    out
+                ):
+                    return (
+                        f"the input {given} is inside the output {flag} {out}, which Spark replaces"
+                    )
+    return None
+
+
 def _run_spark(args: argparse.Namespace) -> int:
     against = list(getattr(args, "against", None) or [])
     outputs = {"-o": args.output, "--clusters": args.clusters, "--pairs": args.pairs}
     if paths_refused("dedup", [*args.inputs, *against], outputs, local=False):
+        return EXIT_USAGE
+    inside = _input_inside_output([*args.inputs, *against], outputs)
+    if inside is not None:
+        eprint(f"neardup dedup: {inside}")
         return EXIT_USAGE
     for flag, given in (("--report", args.report), ("--temp-dir", args.temp_dir)):
         if given:
@@ -949,7 +978,7 @@ def _run_spark(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     try:
         from neardup import spark
-        from neardup.spark._cli import parse_conf
+        from neardup.spark._cli import UsageError, parse_conf
     except ImportError as e:
         eprint(f"neardup dedup: --engine spark needs pip install 'neardup[spark]' ({e})")
         return EXIT_USAGE
@@ -981,6 +1010,9 @@ def _run_spark(args: argparse.Namespace) -> int:
             on_error=args.on_error,
             checkpoint_dir=args.checkpoint_dir,
         )
+    except UsageError as e:
+        eprint(f"neardup dedup (spark): {e}")
+        return EXIT_USAGE
     except (ValueError, OSError) as e:
         eprint(f"neardup dedup (spark): {e}")
         return EXIT_INPUT

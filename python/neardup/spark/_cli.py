@@ -74,6 +74,10 @@ def parse_conf(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
+class UsageError(ValueError):
+    """Flags or paths the job cannot run with (the command exits 2, as for the local engine)."""
+
+
 def _remote(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
@@ -81,7 +85,7 @@ def _remote(path: str) -> bool:
 def _kind(path: str, fmt: str | None) -> str:
     if fmt is not None:
         if fmt not in _KINDS:
-            raise ValueError(
+            raise UsageError(
                 f"--format {fmt} is not read by the Spark engine (jsonl, csv, tsv, parquet)"
             )
         return _KINDS[fmt]
@@ -126,15 +130,17 @@ def read(
     """The inputs as one DataFrame: JSONL (also .gz, .bz2), CSV/TSV with a header, Parquet;
     files, directories, globs, and any URI the cluster reads (``hdfs://``, ``s3a://``). An
     input Spark cannot decode (.xz, .zst) is refused here, before any job. An empty CSV cell
-    of ``text_field`` is the empty text, as the local engine reads it (Spark reads null)."""
+    of ``text_field`` is the empty text, as the local engine reads it (Spark reads null). A
+    directory's files are read in its subdirectories too (as :func:`input_kind` tells them)."""
     kind = input_kind(inputs, fmt)
     paths = list(inputs)
+    reader = spark.read.option("recursiveFileLookup", "true")
     if kind == "json":
-        return spark.read.json(paths)
+        return reader.json(paths)
     if kind == "parquet":
-        return spark.read.parquet(*paths)
+        return reader.parquet(*paths)
     sep = "\t" if kind == "tsv" else ","
-    df = spark.read.csv(paths, header=True, sep=sep, multiLine=True, escape='"')
+    df = reader.csv(paths, header=True, sep=sep, multiLine=True, escape='"')
     if text_field is not None and text_field in df.columns:
         df = df.fillna("", subset=[text_field])
     return df
@@ -250,14 +256,14 @@ def check_output(path: str) -> str:
     if not os.path.exists(local):
         return "errorifexists"
     if not os.path.isdir(local):
-        raise ValueError(
+        raise UsageError(
             f"{path} is a file; with --engine spark the output is a directory of part files "
             "written by the executors"
         )
     entries = os.listdir(local)
     if not entries or "_SUCCESS" in entries:
         return "overwrite"
-    raise ValueError(
+    raise UsageError(
         f"{path} is a directory that Spark did not write (no _SUCCESS); not replacing it"
     )
 
