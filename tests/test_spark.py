@@ -651,6 +651,33 @@ def test_outputs_the_job_cannot_write_are_usage_errors_before_it_runs(tmp_path: 
     assert not (tmp_path / "o2").exists() and not (tmp_path / "o3").exists()
 
 
+def test_keep_newest_skips_bad_times_as_the_local_engine_does(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """(with --on-error skip, a bad or missing time stopped the Spark job)"""
+    records = [
+        {"id": "a1", "text": words(1), "ts": "2024-01-01"},
+        {"id": "a2", "text": words(1) + " again", "ts": "not a time"},
+        {"id": "a3", "text": words(1) + " once more"},
+        {"id": "b1", "text": words(2), "ts": 1700000000},
+        {"id": "a4", "text": words(1) + " and again", "ts": "2024-06-01"},
+    ]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "local.jsonl"), "--keep", "newest",
+                "--time-field", "ts", "--on-error", "skip")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    local = [json.loads(x)["id"] for x in (tmp_path / "local.jsonl").read_text().splitlines()]
+    assert local == ["b1", "a4"]
+    summary = nspark.run_dedup_cli(
+        [str(src)], str(tmp_path / "out"), keep="newest", time_field="ts", on_error="skip"
+    )
+    assert summary["skipped"] == 2, summary
+    got = [json.loads(x)["id"] for f in sorted((tmp_path / "out").glob("part-*"))
+           for x in f.read_text().splitlines()]  # fmt: skip
+    assert got == local
+
+
 def test_a_directory_is_read_with_its_subdirectories(spark: SparkSession, tmp_path: Path) -> None:
     """(the files of d/sub/ were left out without a word, though their format was told)"""
     d = tmp_path / "d"

@@ -277,14 +277,28 @@ def write(df: DataFrame, path: str, fmt: str) -> None:
         writer.option("ignoreNullFields", "false").json(path)
 
 
-def _checked(df: DataFrame, text_field: str, on_error: str) -> tuple[DataFrame, int]:
+def _bad_time(value: Any) -> bool:
+    """Whether a time is missing or not one (the rule of :func:`neardup.io.parse_time`)."""
+    from neardup.spark._job import _time_or_error
+
+    return _time_or_error(value)[1] is not None
+
+
+def _checked(
+    df: DataFrame, text_field: str, on_error: str, time_field: str | None = None
+) -> tuple[DataFrame, int]:
     """The rows of ``df`` (in input order) that are records with a text: a line that is not
     JSON, or a record without the text field (or null), stops the job naming its ``FILE:LINE``
-    (``on_error="fail"``), or is left out and counted (``"skip"``)."""
+    (``on_error="fail"``), or is left out and counted (``"skip"``); with ``time_field`` (keep
+    newest), so is a record whose time is missing or bad, when skipped (the job names the
+    first one that stops it)."""
     corrupt = "_corrupt_record" in df.columns
     bad = F.col(text_field).isNull()
     if corrupt:
         bad = bad | F.col("_corrupt_record").isNotNull()
+    if time_field is not None and on_error == "skip":
+        # (a lambda: Spark reads a function's type hints as a request for an Arrow UDF)
+        bad = bad | F.udf(lambda v: _bad_time(v), "boolean")(F.col(time_field))
     if on_error == "fail":
         shown = [PLACE, "_corrupt_record"] if corrupt else [PLACE]
         first = df.where(bad).orderBy(ORDER).select(*shown).first()
@@ -378,6 +392,7 @@ def run_dedup_cli(
             in_input_order(df, inputs, input_kind(inputs, input_format) in ("csv", "tsv")),
             text_field,
             on_error,
+            time_field if keep == "newest" else None,
         )
         refs = None
         if against:
