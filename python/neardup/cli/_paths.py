@@ -69,10 +69,28 @@ def paths_refused(
             return True
         if local and os.path.isdir(real):
             for out, flag in written.items():
-                if out.startswith(real + os.sep):
+                if nio.within(out, real):
                     eprint(f"neardup {command}: {flag} {outputs[flag]} is inside the input {path}")
                     return True
     return False
+
+
+def spark_input_refused(inputs: list[str], outputs: dict[str, str | None]) -> str | None:
+    """Why a Spark job cannot run: a local input (a glob's matches too) inside an output
+    directory, which Spark replaces before it reads the input; None when none is."""
+    import glob
+
+    for given in inputs:
+        path = given.removeprefix("file://")
+        if "://" in path:
+            continue
+        for found in glob.glob(path) if glob.has_magic(path) else [path]:
+            for flag, out in outputs.items():
+                if out and nio.within(found, out):
+                    return (
+                        f"the input {given} is inside the output {flag} {out}, which Spark replaces"
+                    )
+    return None
 
 
 def _directory_refused(path: str, files: tuple[str, ...]) -> str | None:
@@ -99,25 +117,23 @@ def _directory_refused(path: str, files: tuple[str, ...]) -> str | None:
     return None
 
 
-def dir_output_refused(output: str, inputs: list[str]) -> str | None:
+def dir_output_refused(output: str, inputs: list[nio.Source]) -> str | None:
     """Why the directory ``output`` cannot take the kept files of the input directories
-    ``inputs`` (copied under ``output/<input's name>/`` when there are several), said before
-    any work; None when it can. An input inside it would be overwritten; two inputs of one
-    name would be written over each other; files already in it would stay beside the kept
-    ones, as if kept."""
-    out = os.path.realpath(output)
+    ``inputs`` (copied under ``output/<input's name>/`` when there are several: their
+    :func:`~neardup.io.named` names), said before any work; None when it can. An input inside
+    it would be overwritten; two inputs of one name would be written over each other; files
+    already in it would stay beside the kept ones, as if kept."""
     names: dict[str, str] = {}
-    for path in inputs:
-        real = os.path.realpath(path)
-        if real == out or real.startswith(out + os.sep):
+    for source in inputs:
+        path = source.path
+        if nio.within(path, output):
             return f"the input {path} is inside the output directory {output}"
-        name = os.path.basename(os.path.normpath(path))
-        if len(inputs) > 1 and name in names:
+        if source.name and source.name in names:
             return (
-                f"the inputs {names[name]} and {path} would both be written to "
-                f"{os.path.join(output, name)}: give directories of distinct names"
+                f"the inputs {names[source.name]} and {path} would both be written to "
+                f"{os.path.join(output, source.name)}: give directories of distinct names"
             )
-        names[name] = path
+        names[source.name] = path
     if os.path.isdir(output) and os.listdir(output):
         return (
             f"-o {output} holds files already: give a new or empty directory (a file there "

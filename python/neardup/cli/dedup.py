@@ -40,7 +40,7 @@ from neardup.cli._against import (
     removed_summary,
 )
 from neardup.cli._datasets import holds_saved_dataset, run_saved_dataset
-from neardup.cli._paths import dir_output_refused, paths_refused
+from neardup.cli._paths import dir_output_refused, paths_refused, spark_input_refused
 from neardup.cli._pipes import PipeError, run_piped, uses_pipes
 from neardup.corpus import CorpusDeduper, CorpusResult, LatePagesError, SketchedChunk
 from neardup.dedup import Policy
@@ -493,7 +493,7 @@ def _run(args: argparse.Namespace) -> int:
         eprint(f"neardup dedup: {e}")
         return EXIT_USAGE
     if output.format == "dir":
-        problem = dir_output_refused(output.path, [s.path for s in sources])
+        problem = dir_output_refused(output.path, sources)
         if problem is not None:
             eprint(f"neardup dedup: {problem}")
             return EXIT_USAGE
@@ -942,33 +942,12 @@ def _write_pairs(
             f.write(nio.json_line(dict(zip(names, row))) + "\n")
 
 
-def _input_inside_output(inputs: list[str], outputs: dict[str, str | None]) -> str | None:
-    """Why a Spark job cannot run: a local input (a glob's matches too) inside an output
-    directory, which Spark replaces before it reads the input; None when none is."""
-    import glob
-
-    for given in inputs:
-        path = given.removeprefix("file://")
-        if "://" in path:
-            continue
-        for found in glob.glob(path) if glob.has_magic(path) else [path]:
-            real = os.path.realpath(found)
-            for flag, out in outputs.items():
-                if out and os.path.commonpath([real, os.path.realpath(out)]) == os.path.realpath(
-                    out
-                ):
-                    return (
-                        f"the input {given} is inside the output {flag} {out}, which Spark replaces"
-                    )
-    return None
-
-
 def _run_spark(args: argparse.Namespace) -> int:
     against = list(getattr(args, "against", None) or [])
     outputs = {"-o": args.output, "--clusters": args.clusters, "--pairs": args.pairs}
     if paths_refused("dedup", [*args.inputs, *against], outputs, local=False):
         return EXIT_USAGE
-    inside = _input_inside_output([*args.inputs, *against], outputs)
+    inside = spark_input_refused([*args.inputs, *against], outputs)
     if inside is not None:
         eprint(f"neardup dedup: {inside}")
         return EXIT_USAGE

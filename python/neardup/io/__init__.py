@@ -64,6 +64,7 @@ from neardup.io._sources import (
     output_source,
     spark_parts,
     staged_output,
+    within,
     written_in_place,
 )
 from neardup.io._streams import READ_ERRORS, open_read, open_write
@@ -86,6 +87,7 @@ __all__ = [
     "detect",
     "input_sources",
     "named",
+    "within",
     "spark_parts",
     "doc_from_record",
     "id_or_place",

@@ -16,7 +16,14 @@ from typing import IO, Any
 from neardup.htmltext import looks_like_html
 from neardup.io._lines import BLOCK_BYTES, read_line_batches
 from neardup.io._records import Doc, DocBatch, doc_from_record
-from neardup.io._sources import DEFAULT_SPEC, FieldSpec, InputError, Source, unknown_format
+from neardup.io._sources import (
+    DEFAULT_SPEC,
+    FieldSpec,
+    InputError,
+    Source,
+    unknown_format,
+    within,
+)
 from neardup.io._streams import (
     PROGRESS_EVERY,
     READ_ERRORS,
@@ -240,15 +247,10 @@ def _goes_in(path: str, top: str, followed: set[str]) -> bool:
     if not os.path.islink(path):
         return True
     real = os.path.realpath(path)
-    if any(_nested(real, other) for other in (top, *followed)):
+    if any(within(real, other) or within(other, real) for other in (top, *followed)):
         return False
     followed.add(real)
     return True
-
-
-def _nested(a: str, b: str) -> bool:
-    """Whether one of the real paths ``a`` and ``b`` is the other or under it."""
-    return os.path.commonpath([a, b]) in (a, b)
 
 
 _BOMS = (

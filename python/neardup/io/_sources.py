@@ -61,6 +61,12 @@ class Source:
     name: str = ""
 
 
+def within(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or lies under it, both taken as their real paths."""
+    real, top = os.path.realpath(path), os.path.realpath(directory)
+    return os.path.commonpath([real, top]) == top
+
+
 def named(sources: list[Source]) -> list[Source]:
     """``sources`` with each directory named by its own name when there are several inputs,
     so that two directories' files of one relative path keep distinct ids."""
