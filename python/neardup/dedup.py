@@ -94,6 +94,8 @@ _logger = logging.getLogger("neardup.dedup")
 _PAIRWISE_MAX = 512
 #: Stored texts put into the decision engine per call when a deduplicator is opened.
 _LOAD_CHUNK = 4096
+#: Seconds between retention sweeps at most (a sweep costs a store query: not one per call).
+_SWEEP_EVERY = 1.0
 
 
 def check_writes(
@@ -629,7 +631,8 @@ class Deduplicator(Closing):
             return
         now = time.time()
         before = now - self._retention
-        if now - self._last_expire >= 1.0 or any(t is not None and t < before for t in written):
+        due = now - self._last_expire >= _SWEEP_EVERY
+        if due or any(t is not None and t < before for t in written):
             self._last_expire = now
             self.expire(before)
 
@@ -773,7 +776,7 @@ class Deduplicator(Closing):
     def _sweep_before_reading(self) -> None:
         """:meth:`_sweep_if_due` for a check, which takes the writers' lock only then (at
         most once a second)."""
-        if self._retention is not None and time.time() - self._last_expire >= 1.0:
+        if self._retention is not None and time.time() - self._last_expire >= _SWEEP_EVERY:
             with self._lock:
                 self._ensure_open()
                 self._sweep_if_due()
