@@ -104,20 +104,35 @@ pub fn jaccard_pairs(hashes: &[u32], offsets: &[i64], a: &[i64], b: &[i64]) -> R
     }))
 }
 
-/// A 64-bit summary of a sketch: bit `h >> 26` for each hash `h`.
-pub fn signature(sketch: &[u32]) -> u64 {
-    sketch.iter().fold(0u64, |s, &h| s | 1 << (h >> 26))
+/// A 256-bit summary of a sketch ([`jaccard_bound`] reads it).
+pub type Signature = [u64; 4];
+
+/// The [`Signature`] of a sketch: bit `h >> 24` for each hash `h` (on short texts, tens of
+/// hashes, 256 bits tell apart far more pairs than 64 would: on texts of about 90 shingles
+/// that differ in 20 % to 45 % of them, the bound rules out 40 % of those pairs, 64 bits 6 %).
+pub fn signature(sketch: &[u32]) -> Signature {
+    let mut s = [0u64; 4];
+    for &h in sketch {
+        let bit = h >> 24;
+        s[(bit >> 6) as usize] |= 1 << (bit & 63);
+    }
+    s
 }
 
 /// An upper bound of the Jaccard similarity of two sketches of `na` and `nb` hashes, from
 /// their sizes and [`signature`]s: a bit set for A and not for B comes from a hash of A missing
-/// from B, so |A & B| <= I = min(na - popcount(sa & !sb), nb - popcount(sb & !sa)) and
-/// J <= I / (na + nb - I) (which is also <= min / max). On short texts (tens of shingles) it
-/// rules out most pairs that the exact merge would reject.
-pub fn jaccard_bound(na: usize, sa: u64, nb: usize, sb: u64) -> f64 {
+/// from B, so |A & B| <= I = min(na - |bits of A not of B|, nb - |bits of B not of A|) and
+/// J <= I / (na + nb - I) (which is also <= min / max). On short texts it rules out many of
+/// the pairs that the exact merge would reject, without reading their sketches.
+pub fn jaccard_bound(na: usize, sa: &Signature, nb: usize, sb: &Signature) -> f64 {
+    let only = |x: &Signature, y: &Signature| -> i64 {
+        x.iter()
+            .zip(y)
+            .map(|(x, y)| i64::from((x & !y).count_ones()))
+            .sum()
+    };
     let (na, nb) = (na as i64, nb as i64);
-    let inter =
-        (na - i64::from((sa & !sb).count_ones())).min(nb - i64::from((sb & !sa).count_ones()));
+    let inter = (na - only(sa, sb)).min(nb - only(sb, sa));
     let union = na + nb - inter;
     if union <= 0 {
         return 1.0;
@@ -197,7 +212,7 @@ mod tests {
             .zip(&b)
             .map(|(&x, &y)| {
                 let (sa, sb) = (sketch(x), sketch(y));
-                jaccard_bound(sa.len(), signature(sa), sb.len(), signature(sb))
+                jaccard_bound(sa.len(), &signature(sa), sb.len(), &signature(sb))
             })
             .collect();
         for (e, g) in exact.iter().zip(&bounds) {

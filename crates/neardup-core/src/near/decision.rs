@@ -13,6 +13,9 @@ use crate::{Error, Result};
 
 /// Bucket values with this bit set index [`Decision::rings`].
 const HOT: u32 = 1 << 31;
+/// Bucket values (and older nodes) with this bit set and [`HOT`] clear are one row, held in
+/// place (most buckets hold one row: no node to read); others index [`Decision::nodes`].
+const ROW: u32 = 1 << 30;
 /// A short list becomes a ring when it reaches this many rows (or `bucket_limit`).
 const HOT_AFTER: usize = 8;
 
@@ -91,6 +94,8 @@ struct Scratch {
     found: Vec<u32>,
     /// Per row of `found`: the weight of the buckets that hold it (see `band_candidates`).
     weight: Vec<u32>,
+    /// The rows of the buckets read, with the weight of their bucket (see `band_candidates`).
+    rows: Vec<(u32, u32)>,
     buf_a: Vec<u32>,
     buf_b: Vec<u32>,
 }
@@ -118,10 +123,11 @@ type Searched = (Vec<Found>, Counts);
 /// One decision run: the band tables of the kept rows and the outcome so far.
 pub(super) struct Decision {
     pub(super) all_pairs: bool,
-    /// Per band: key -> its bucket: the newest node of a short list, or (with [`HOT`] set) a
-    /// ring of the bucket's newest rows, for the few keys that many kept rows share.
+    /// Per band: key -> its bucket: a row (with [`ROW`] set), the newest node of a short list,
+    /// or (with [`HOT`] set) a ring of the bucket's newest rows, for the few keys that many kept
+    /// rows share.
     heads: Vec<foldhash::HashMap<u32, u32>>,
-    /// Nodes of the short lists: (row, older node).
+    /// Nodes of the short lists: (row, older node or, for the oldest, its row with [`ROW`]).
     nodes: Vec<(u32, u32)>,
     rings: Vec<Ring>,
     /// Kept fingerprints, for the verifier-off decision.
@@ -239,35 +245,33 @@ impl Decision {
             sc.stamp = 0;
         }
         let stamp = sc.stamp;
-        let mut found = std::mem::take(&mut sc.found);
-        found.clear();
-        let (dead, tally, weight) = (&self.dead, &mut sc.tally, &mut sc.weight);
-        weight.clear();
         let quorum = quorum as u32;
-        let mut count = |r: u32, w: u32| {
-            let t = &mut tally[r as usize];
-            if t.0 == stamp {
-                weight[t.1 as usize] += w;
-            } else if !dead[r as usize] {
-                *t = (stamp, found.len() as u32);
-                found.push(r);
-                weight.push(w);
-            }
-        };
-        // (every band's lookup first: their cache misses overlap)
+        // (every band's lookup first, then the first node or ring of each: their cache misses
+        // overlap)
         let mut heads = [NONE; MAX_BANDS];
         for ((head, key), table) in heads.iter_mut().zip(keys).zip(&self.heads) {
             *head = table.get(key).copied().unwrap_or(NONE);
         }
+        let heads = &heads[..keys.len()];
+        let touched = heads
+            .iter()
+            .filter(|&&h| h != NONE && h & ROW == 0)
+            .map(|&h| match h & HOT {
+                0 => self.nodes[h as usize].0,
+                _ => self.rings[(h & !HOT) as usize].rows.len() as u32,
+            })
+            .fold(0, |a, b| a ^ b);
+        std::hint::black_box(touched);
+        // the buckets' rows with the weight of their bucket, ...
+        let rows = &mut sc.rows;
+        rows.clear();
         let mut full = false;
-        for &head in &heads[..keys.len()] {
+        for &head in heads {
             if head != NONE && head & HOT != 0 {
                 let ring = &self.rings[(head & !HOT) as usize];
                 let w = rule::bucket_weight(ring.rows.len() >= limit, quorum as usize);
                 full |= w < quorum;
-                for &r in &ring.rows {
-                    count(r, w);
-                }
+                rows.extend(ring.rows.iter().map(|&r| (r, w)));
                 if ring.added > ring.rows.len() as u64 {
                     counts.buckets_cut += 1;
                 }
@@ -279,11 +283,26 @@ impl Decision {
                 quorum as usize,
             );
             full |= w < quorum;
-            let mut node = head;
-            while node != NONE {
-                let (r, older) = self.nodes[node as usize];
-                count(r, w);
-                node = older;
+            rows.extend(self.list(head).map(|r| (r, w)));
+        }
+        // ... their tallies asked for at once (the misses overlap), then counted
+        let (dead, tally, weight) = (&self.dead, &mut sc.tally, &mut sc.weight);
+        let touched = rows
+            .iter()
+            .map(|&(r, _)| tally[r as usize].0 ^ u32::from(dead[r as usize]))
+            .fold(0, |a, b| a ^ b);
+        std::hint::black_box(touched);
+        let mut found = std::mem::take(&mut sc.found);
+        found.clear();
+        weight.clear();
+        for &(r, w) in rows.iter() {
+            let t = &mut tally[r as usize];
+            if t.0 == stamp {
+                weight[t.1 as usize] += w;
+            } else if !dead[r as usize] {
+                *t = (stamp, found.len() as u32);
+                found.push(r);
+                weight.push(w);
             }
         }
         if full {
@@ -294,25 +313,26 @@ impl Decision {
         }
         found
     }
-    /// The live rows in the short list starting at `node`.
-    fn live_rows(&self, mut node: u32) -> usize {
-        let mut live = 0;
-        while node != NONE {
-            let (r, older) = self.nodes[node as usize];
-            live += usize::from(!self.dead[r as usize]);
-            node = older;
-        }
-        live
+    /// The rows of the short bucket `head` (a row or a list), newest first.
+    fn list(&self, head: u32) -> impl Iterator<Item = u32> + '_ {
+        let mut next = head;
+        std::iter::from_fn(move || match next {
+            NONE => None,
+            n if n & ROW != 0 => {
+                next = NONE;
+                Some(n & !ROW)
+            }
+            n => {
+                let (r, older) = self.nodes[n as usize];
+                next = older;
+                Some(r)
+            }
+        })
     }
 
-    /// The rows in the short list starting at `node`, counted up to [`HOT_AFTER`].
-    fn list_length(&self, mut node: u32) -> usize {
-        let mut length = 0;
-        while node != NONE && length < HOT_AFTER {
-            node = self.nodes[node as usize].1;
-            length += 1;
-        }
-        length
+    /// The live rows in the short bucket `head`.
+    fn live_rows(&self, head: u32) -> usize {
+        self.list(head).filter(|&r| !self.dead[r as usize]).count()
     }
 
     /// Puts `row` in the tables.
@@ -323,19 +343,22 @@ impl Decision {
         let b = engine.cfg.bands;
         let limit = engine.cfg.bucket_limit;
         let hot_after = HOT_AFTER.min(limit);
+        if row >= ROW as usize || self.nodes.len() + b >= ROW as usize {
+            return Err(Error::InvalidArgument(format!(
+                "a decision holds fewer than {ROW} rows and list nodes (row {row}, {} nodes)",
+                self.nodes.len()
+            )));
+        }
         for (band, &key) in engine.keys[row * b..(row + 1) * b].iter().enumerate() {
             let head = self.heads[band].get(&key).copied().unwrap_or(NONE);
-            if head != NONE && head & HOT != 0 {
+            if head == NONE {
+                self.heads[band].insert(key, ROW | row as u32);
+            } else if head & HOT != 0 {
                 self.rings[(head & !HOT) as usize].push(row as u32, limit);
-            } else if self.list_length(head) >= hot_after {
+            } else if self.list(head).take(HOT_AFTER).count() >= hot_after {
                 // the list becomes a ring, oldest first (its nodes stay, unused)
                 let mut rows = Vec::with_capacity(limit.min(64));
-                let mut node = head;
-                while node != NONE {
-                    let (r, older) = self.nodes[node as usize];
-                    rows.push(r);
-                    node = older;
-                }
+                rows.extend(self.list(head));
                 rows.reverse();
                 rows.retain(|&r| !self.dead[r as usize]);
                 rows.push(row as u32);
@@ -708,7 +731,9 @@ impl Decision {
         // (ask for every candidate's sketch first: their cache misses overlap)
         let touched = ranked
             .iter()
-            .map(|&(c, _)| engine.sketches.touch(c as usize) ^ engine.signatures[c as usize] as u32)
+            .map(|&(c, _)| {
+                engine.sketches.touch(c as usize) ^ engine.signatures[c as usize][0] as u32
+            })
             .fold(0, |a, b| a ^ b);
         std::hint::black_box(touched);
         let mut verifying = rule::Verifying::new(cfg.threshold, best_only);

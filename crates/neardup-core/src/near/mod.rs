@@ -44,7 +44,7 @@ use std::path::PathBuf;
 
 use crate::batch_dedup::{check_shingle, sketch};
 use crate::parallel as pool;
-use crate::verify::signature;
+use crate::verify::{signature, Signature};
 use crate::{Error, Result};
 
 use decision::Decision;
@@ -179,8 +179,8 @@ pub struct Engine {
     keys: Vec<u32>,
     /// Per row: the low bytes of its `bands * rows` min-hashes (similarity estimates).
     minhash_bytes: Vec<u8>,
-    /// Per row: bit `h >> 26` set for each hash `h` of its sketch (see [`jaccard_bound`]).
-    signatures: Vec<u64>,
+    /// Per row: the [`signature`] of its sketch (see [`crate::verify::jaccard_bound`]).
+    signatures: Vec<Signature>,
     sketches: SketchStore,
     run: Option<Decision>,
 }
@@ -221,7 +221,7 @@ impl Engine {
             + self.lengths.capacity() * 4
             + self.keys.capacity() * 4
             + self.minhash_bytes.capacity()
-            + self.signatures.capacity() * 8
+            + self.signatures.capacity() * 32
             + self.sketches.memory_bytes()
     }
 
@@ -576,5 +576,5 @@ struct Probe {
     stored: Option<usize>,
     keys: Vec<u32>,
     bytes: Vec<u8>,
-    signature: u64,
+    signature: Signature,
 }

@@ -18,7 +18,7 @@
 use super::minhash::{self, Bands};
 use super::{Found, Shape};
 use crate::batch_dedup::sketch;
-use crate::verify::{jaccard_bound, jaccard_sorted_at_least, signature};
+use crate::verify::{jaccard_bound, jaccard_sorted_at_least, signature, Signature};
 use crate::{Error, Result};
 
 /// How far below `threshold` a candidate's similarity estimated from `width` min-hashes may
@@ -96,7 +96,7 @@ pub fn rank<'a>(
 pub struct Verifiable<'a> {
     pub sketch: &'a [u32],
     pub count: usize,
-    pub signature: u64,
+    pub signature: Signature,
 }
 
 /// The Jaccard similarity of two sketches when it reaches `threshold` (`None` otherwise);
@@ -105,10 +105,10 @@ pub fn verify<'b>(
     threshold: f64,
     ours: &Verifiable<'_>,
     their_count: usize,
-    their_signature: u64,
+    their_signature: &Signature,
     theirs: impl FnOnce() -> Result<&'b [u32]>,
 ) -> Result<Option<f64>> {
-    if jaccard_bound(ours.count, ours.signature, their_count, their_signature) < threshold {
+    if jaccard_bound(ours.count, &ours.signature, their_count, their_signature) < threshold {
         return Ok(None);
     }
     Ok(jaccard_sorted_at_least(ours.sketch, theirs()?, threshold))
@@ -120,7 +120,7 @@ pub struct Ranked1 {
     pub id: u32,
     pub distance: u32,
     pub count: usize,
-    pub signature: u64,
+    pub signature: Signature,
 }
 
 /// [`verify`] of ranked candidates one by one against a text, and the passing ones
@@ -165,7 +165,7 @@ impl Verifying {
         theirs: impl FnOnce() -> Result<&'b [u32]>,
         position: impl FnOnce() -> u64,
     ) -> Result<()> {
-        match verify(self.bar, ours, c.count, c.signature, theirs)? {
+        match verify(self.bar, ours, c.count, &c.signature, theirs)? {
             Some(s) => {
                 self.passed.push((c.distance, s));
                 self.found.push((s, c.distance, position(), c.id));
@@ -338,7 +338,7 @@ impl Rule {
                 self.threshold,
                 &ours,
                 theirs.len(),
-                signature(&theirs),
+                &signature(&theirs),
                 || Ok(&theirs[..]),
             )?;
             if let Some(s) = found {

@@ -22,7 +22,7 @@ use crate::{Error, Result};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"NDENGINE");
 /// Bumped when the layout or what a row holds changes: an older file is then refused.
-pub const FORMAT_VERSION: u64 = 1;
+pub const FORMAT_VERSION: u64 = 2;
 const IO_CHUNK: usize = 8 << 20;
 
 fn corrupt(path: &Path, what: &str) -> Error {
@@ -144,7 +144,7 @@ impl Engine {
         }
         w.whole(&bytes).map_err(io)?;
         w.whole(&le_bytes(
-            rows.iter().map(|&r| self.signatures[r]),
+            rows.iter().flat_map(|&r| self.signatures[r]),
             u64::to_le_bytes,
         ))
         .map_err(io)?;
@@ -239,7 +239,7 @@ impl Engine {
         let n = word(6);
         let (b, m) = (cfg.bands as u64, (cfg.bands * cfg.rows) as u64);
         // (before anything is allocated: a damaged count cannot ask for more than the file has)
-        let per_row = 8 + 4 + 4 * b + m + 8 + 4;
+        let per_row = 8 + 4 + 4 * b + m + 32 + 4;
         if n.checked_mul(per_row).is_none_or(|need| need > r.left) {
             return Err(corrupt(
                 path,
@@ -257,8 +257,10 @@ impl Engine {
             u32::from_le_bytes(c.try_into().unwrap_or([0; 4]))
         })?;
         self.minhash_bytes = r.section(n as u64 * m, |c: &[u8]| c[0])?;
-        self.signatures = r.section(n as u64 * 8, |c| {
-            u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))
+        self.signatures = r.section(n as u64 * 32, |c| {
+            std::array::from_fn(|i| {
+                u64::from_le_bytes(c[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]))
+            })
         })?;
         let counts: Vec<u32> = r.section(n as u64 * 4, |c| {
             u32::from_le_bytes(c.try_into().unwrap_or([0; 4]))
