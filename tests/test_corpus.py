@@ -264,22 +264,31 @@ def test_boilerplate_learnt_first_makes_pages_independent_of_input_order() -> No
         d.learn_boilerplate(pages)
 
 
-def test_a_page_fed_before_the_boilerplate_is_learnt_can_be_refused() -> None:
-    """With pages_must_be_learnt (neardup dedup), a page fed while no boilerplate was learnt
-    over the whole corpus raises LatePagesError, so that the caller reads its corpus again with
-    learn_boilerplate first; without it (the default) the chunk teaches it, as before."""
-    from neardup.corpus import LatePagesError
+def test_a_late_page_has_the_corpus_read_again_for_its_boilerplate() -> None:
+    """With corpus_texts (neardup dedup, the datasets integration), the first page prepared
+    while no boilerplate was learnt over the whole corpus has the corpus read again (once) and
+    its boilerplate learnt from all of it: a page further down is prepared as it is when the
+    boilerplate was learnt first; without it the chunks teach it, and pages come out otherwise."""
+    pages = _site_pages()
+    plain = [f"a plain text, not a page, number {i} of the notes" for i in range(40)]
+    corpus = plain + pages
+    first = CorpusDeduper()
+    first.learn_boilerplate(corpus)
+    want = [first.prepare(corpus[a : a + 16]) for a in range(0, len(corpus), 16)]
 
-    page = "<html><body><p>a page of the site, with its text</p></body></html>"
-    d = CorpusDeduper(Policy())
-    d.pages_must_be_learnt = True
-    d.feed(["a plain text, not a page"])
-    with pytest.raises(LatePagesError, match="after the first 1"):
-        d.feed([page])
-    learnt = CorpusDeduper(Policy())
-    learnt.learn_boilerplate([page])
-    learnt.pages_must_be_learnt = True
-    learnt.feed([page, "a plain text"])
-    plain = CorpusDeduper(Policy())
-    plain.feed(["a plain text", page])
-    assert len(learnt) == len(plain) == 2
+    reads = []
+
+    def read_again() -> list[str]:
+        reads.append(1)
+        return corpus
+
+    late = CorpusDeduper()
+    late.corpus_texts = read_again
+    got = [late.prepare(corpus[a : a + 16]) for a in range(0, len(corpus), 16)]
+    assert got == want and len(reads) == 1
+    chunked = CorpusDeduper()
+    assert [chunked.prepare(corpus[a : a + 16]) for a in range(0, len(corpus), 16)] != want
+    # a corpus read again without pages (say references hold the only ones): chunk by chunk
+    none = CorpusDeduper()
+    none.corpus_texts = lambda: plain
+    assert none.prepare(pages[:16]) == CorpusDeduper().prepare(pages[:16])

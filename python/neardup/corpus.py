@@ -154,11 +154,6 @@ class SketchedChunk:
     probes: NearProbes
 
 
-class LatePagesError(Exception):
-    """A page fed with no boilerplate learnt over the whole corpus
-    (:attr:`CorpusDeduper.pages_must_be_learnt`)."""
-
-
 class CorpusDeduper:
     """Batch near-duplicate detection over a whole corpus, fed in chunks.
 
@@ -216,11 +211,13 @@ class CorpusDeduper:
         self._line_hashes: list[npt.NDArray[np.int64]] = []
         self._pages_learnt = 0
         self._learnt: set[int] | None = None
-        #: Whether a page met while no boilerplate was learnt over the whole corpus raises
-        #: :class:`LatePagesError` (a caller that can read its corpus again, with
-        #: :meth:`learn_boilerplate` first) instead of being prepared with what its chunk
-        #: teaches, which depends on where it sits in the input.
-        self.pages_must_be_learnt = False
+        #: Every text of the corpus, read once more from its start (None: it cannot be): called
+        #: when the first page is to be prepared while no boilerplate was learnt over the whole
+        #: corpus (a page past what :meth:`Policy.has_pages` probed, or among references), to
+        #: learn it from them then, as :meth:`learn_boilerplate` does first, so that every page
+        #: is prepared alike wherever it sits (the texts prepared before it hold no page).
+        #: Without it, the chunk that holds a page teaches the boilerplate.
+        self.corpus_texts: Callable[[], Iterable[str]] | None = None
         self._references = 0  # the engine's first rows are the reference documents
         #: Corpus rows visited in input order by :meth:`decide_fed` (None: no such decision
         #: under way).
@@ -321,6 +318,9 @@ class CorpusDeduper:
         Memory: 8 bytes per distinct line of each page, until the first feed."""
         if self._learnt is not None:
             raise ValueError("learn_boilerplate must come before the first feed or prepare")
+        self._learn(texts)
+
+    def _learn(self, texts: Iterable[str]) -> None:
         pages = [t for t in texts if check_text(t, "texts[]") and self.policy.is_html(t)]
         for page in pages:
             lines = {hash(x) for x in page_lines(page)}
@@ -341,15 +341,20 @@ class CorpusDeduper:
     def _prepare_chunk(self, texts: Sequence[str]) -> list[str]:
         for t in texts:
             check_text(t, "texts[]")
+        pages = [i for i, t in enumerate(texts) if self.policy.is_html(t)]
+        read_again, self.corpus_texts = self.corpus_texts, None
+        if pages and read_again is not None and not self._pages_learnt and not self._boilerplate:
+            # (no page was prepared yet: learnt now, the boilerplate is the whole corpus's)
+            self._learnt = None
+            self._learn(read_again())
+        elif not pages:
+            self.corpus_texts = read_again  # (still to be read when a page comes)
         learnt = self._learnt_boilerplate()
         if learnt is None:
             learnt = self._learnt = set()  # (too late to learn now)
         corpus_wide = self._pages_learnt > 0
-        pages = [i for i, t in enumerate(texts) if self.policy.is_html(t)]
         if not pages:
             return normalise_many(texts)
-        if not corpus_wide and self.pages_must_be_learnt:
-            raise LatePagesError(f"a page among the texts fed after the first {len(self)}")
         # HTML: the main text of each page, then lines (blocks) that recur in many pages -- a
         # site's footer or menu that the markup did not mark -- are dropped too.
         html = set(pages)

@@ -222,8 +222,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         references = open_references(args.against, None)
         policy = make_policy(args)
-        # (the first deduper made here: a --temp-dir it cannot use is a usage error)
-        dedupers = [CorpusDeduper(policy, spill_dir=args.temp_dir)]
+        # (made here: a --temp-dir it cannot use is a usage error)
+        deduper = CorpusDeduper(policy, spill_dir=args.temp_dir)
     except ReferenceInputError as e:
         eprint(f"neardup dedup: {e}")
         return EXIT_INPUT
@@ -256,7 +256,7 @@ def _run(args: argparse.Namespace) -> int:
                 eprint(f"neardup dedup: {LATE_PAGES}")
 
         kept, result = decide(
-            lambda: dedupers.pop() if dedupers else CorpusDeduper(policy, spill_dir=args.temp_dir),
+            deduper,
             rows,
             args.text_field,
             args.keep,

@@ -42,7 +42,7 @@ from neardup.cli._against import (
 from neardup.cli._datasets import holds_saved_dataset, run_saved_dataset
 from neardup.cli._paths import dir_output_refused, paths_refused, spark_input_refused
 from neardup.cli._pipes import PipeError, run_piped, uses_pipes
-from neardup.corpus import CorpusDeduper, CorpusResult, LatePagesError, SketchedChunk
+from neardup.corpus import CorpusDeduper, CorpusResult, SketchedChunk
 from neardup.dedup import Policy
 from neardup.integrations import keep_order
 from neardup.io import counted, eprint
@@ -402,23 +402,16 @@ class _FileSlots:
     bad: list[int] = field(default_factory=list)
 
 
-#: What :func:`_run` returns when pass 1 met a page that the probe missed: run again, with the
-#: boilerplate pass first (a value no exit code takes).
-_AGAIN = -1
-#: What is said then.
+#: What is said when a page shows past the documents probed for pages.
 LATE_PAGES = (
-    "HTML pages past the first documents probed: the corpus is read again, its boilerplate "
-    "learnt over all of it first"
+    "an HTML page past the first documents probed: the corpus is read again for its "
+    "boilerplate, learnt over all of it before any page is prepared"
 )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``neardup dedup``; returns the exit code."""
-    code = _run(args)
-    if code == _AGAIN:  # (the first try's engine is gone: its frame has returned)
-        args.pages_found = True
-        code = _run(args)
-    return code
+    return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -509,7 +502,7 @@ def _run(args: argparse.Namespace) -> int:
     # ---- pages: what is site boilerplate is decided over the whole corpus first, so that a
     # page is prepared alike wherever it sits in the input (docs/batch.md)
     try:
-        if getattr(args, "pages_found", False) or _has_pages(sources, spec, policy):
+        if _has_pages(sources, spec, policy):
             progress = Progress(input_bytes(sources), "pages: finding boilerplate", args.quiet)
             try:
                 for source in sources:
@@ -517,6 +510,9 @@ def _run(args: argparse.Namespace) -> int:
                         deduper.learn_boilerplate(batch.texts)
             finally:
                 progress.close()
+        elif policy.html == "auto":
+            # (a page further down, or among the references: learnt then, over all of it)
+            deduper.corpus_texts = lambda: _read_again(sources, spec, args.quiet)
     except (nio.InputError, OSError) as e:
         eprint(f"neardup dedup: {e}")
         return EXIT_INPUT
@@ -535,9 +531,6 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_INPUT
         finally:
             progress.close()
-
-    # (pages that the probe missed, further down: the run starts again with the pass above)
-    deduper.pages_must_be_learnt = policy.html == "auto"
 
     # ---- pass 1: read, fingerprint, sketch
     files: list[_FileSlots] = []
@@ -645,11 +638,6 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as e:  # (the temporary sketch file, while adding and grouping)
         eprint(f"neardup dedup: {e}")
         return EXIT_INPUT
-    except LatePagesError:
-        progress.close()
-        if not args.quiet:
-            eprint(f"neardup dedup: {LATE_PAGES}")
-        return _AGAIN
     finally:
         progress.close()
     if warnings > _MAX_WARNINGS and not args.quiet:
@@ -897,6 +885,18 @@ def _write_reference_clusters(
                 "reference": True,
             }
             f.write(nio.json_line(record) + "\n")
+
+
+def _read_again(sources: list[nio.Source], spec: nio.FieldSpec, quiet: bool) -> Iterator[str]:
+    """Every text of the inputs, read again from the start (for the boilerplate of a page
+    that shows past the probe: :attr:`CorpusDeduper.corpus_texts`)."""
+    if not quiet:
+        from tqdm import tqdm
+
+        tqdm.write(f"neardup dedup: {LATE_PAGES}", file=sys.stderr)  # (above a bar, if any)
+    for source in sources:
+        for batch in nio.read_batches(source, spec):
+            yield from batch.texts
 
 
 def _has_pages(sources: list[nio.Source], spec: nio.FieldSpec, policy: Policy) -> bool:

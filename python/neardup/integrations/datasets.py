@@ -34,7 +34,7 @@ except ImportError as e:  # pragma: no cover (the extra is missing)
         f"neardup.integrations.datasets needs pip install 'neardup[datasets]' ({e})"
     ) from e
 
-from neardup.corpus import CorpusDeduper, CorpusResult, LatePagesError
+from neardup.corpus import CorpusDeduper, CorpusResult
 from neardup.integrations import keep_order
 from neardup.io import record_id
 from neardup.policy import Policy
@@ -131,19 +131,30 @@ def learn_boilerplate(
     column: str = "text",
     batch_size: int = _BATCH,
     *,
-    pages: bool = False,
+    again: Callable[[], object] | None = None,
 ) -> bool:
     """When ``dataset``'s ``column`` holds HTML pages (:meth:`Policy.has_pages`: among its
-    first rows; ``pages``: known to), let ``deduper`` learn the corpus's boilerplate from all of
-    it, as the command does for file inputs, before references or rows are prepared; returns
-    whether it did."""
+    first rows), let ``deduper`` learn the corpus's boilerplate from all of it, as the command
+    does for file inputs, before references or rows are prepared; returns whether it did.
+    Otherwise (with the ``"auto"`` policy) a page further down, or among references, has it
+    read the column again and learn it then (:attr:`CorpusDeduper.corpus_texts`; ``again`` is
+    told first), so that a page is prepared alike wherever it sits."""
     check_text_column(dataset, column, "column")
     head = itertools.chain.from_iterable(column_texts(dataset, column, batch_size, "column"))
-    if not pages and not deduper.policy.has_pages([head]):
-        return False
-    for texts in column_texts(dataset, column, batch_size, "column"):
-        deduper.learn_boilerplate(texts)
-    return True
+    if deduper.policy.has_pages([head]):
+        for texts in column_texts(dataset, column, batch_size, "column"):
+            deduper.learn_boilerplate(texts)
+        return True
+    if deduper.policy.html == "auto":
+
+        def read_again() -> Iterator[str]:
+            if again is not None:
+                again()
+            for texts in column_texts(dataset, column, batch_size, "column"):
+                yield from texts
+
+        deduper.corpus_texts = read_again
+    return False
 
 
 def feed_references(
@@ -220,14 +231,12 @@ def deduplicate(
         if against is not None:
             feed_references(deduper, against, against_column or column, batch_size)
 
-    kept, _ = decide(
-        lambda: CorpusDeduper(policy), dataset, column, keep, batch_size, before=references
-    )
+    kept, _ = decide(CorpusDeduper(policy), dataset, column, keep, batch_size, before=references)
     return kept
 
 
 def decide(
-    make: Callable[[], CorpusDeduper],
+    deduper: CorpusDeduper,
     dataset: AnyDataset,
     column: str = "text",
     keep: str = "first",
@@ -236,21 +245,11 @@ def decide(
     before: Callable[[CorpusDeduper], object] | None = None,
     again: Callable[[], object] | None = None,
 ) -> tuple[AnyDataset, CorpusResult]:
-    """:func:`deduplicate_with` by a new deduper (``make``) that learnt the dataset's
-    boilerplate first when its first rows hold pages (:func:`learn_boilerplate`) and that
-    ``before`` then gave what it needs (references); made once more, the boilerplate learnt over
-    every row, when a page shows past the rows probed (``again`` is told), so that a page is
+    """:func:`deduplicate_with` by a new ``deduper`` that learns the dataset's boilerplate
+    (:func:`learn_boilerplate`: first when its first rows hold pages, else when a page shows,
+    ``again`` told), then is given what it needs by ``before`` (references), so that a page is
     prepared alike wherever it sits (what ``neardup dedup`` does for files)."""
-    for pages in (False, True):
-        deduper = make()
-        learn_boilerplate(deduper, dataset, column, batch_size, pages=pages)
-        if before is not None:
-            before(deduper)
-        deduper.pages_must_be_learnt = not pages and deduper.policy.html == "auto"
-        try:
-            return deduplicate_with(deduper, dataset, column, keep=keep, batch_size=batch_size)
-        except LatePagesError:
-            del deduper  # (its memory goes before the second try's)
-            if again is not None:
-                again()
-    raise AssertionError("the second try learns the boilerplate first: no page is late")
+    learn_boilerplate(deduper, dataset, column, batch_size, again=again)
+    if before is not None:
+        before(deduper)
+    return deduplicate_with(deduper, dataset, column, keep=keep, batch_size=batch_size)
