@@ -285,11 +285,12 @@ impl Decision {
             full |= w < quorum;
             rows.extend(self.list(head).map(|r| (r, w)));
         }
-        // ... their tallies asked for at once (the misses overlap), then counted
+        // ... their tallies asked for at once (the misses overlap; whether a row is forgotten
+        // is read once per distinct row, below), then counted
         let (dead, tally, weight) = (&self.dead, &mut sc.tally, &mut sc.weight);
         let touched = rows
             .iter()
-            .map(|&(r, _)| tally[r as usize].0 ^ u32::from(dead[r as usize]))
+            .map(|&(r, _)| tally[r as usize].0)
             .fold(0, |a, b| a ^ b);
         std::hint::black_box(touched);
         let mut found = std::mem::take(&mut sc.found);
