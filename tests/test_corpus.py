@@ -7,6 +7,7 @@ template family."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -277,15 +278,20 @@ def test_a_late_page_has_the_corpus_read_again_for_its_boilerplate() -> None:
     want = [first.prepare(corpus[a : a + 16]) for a in range(0, len(corpus), 16)]
 
     reads = []
+    learnt_while_read = []
 
-    def read_again() -> list[str]:
+    def read_again() -> Iterator[str]:
         reads.append(1)
-        return corpus
+        for t in corpus:
+            learnt_while_read.append(late._pages_learnt)
+            yield t
 
     late = CorpusDeduper()
     late.corpus_texts = read_again
     got = [late.prepare(corpus[a : a + 16]) for a in range(0, len(corpus), 16)]
     assert got == want and len(reads) == 1
+    # (learnt a page at a time as they are read: the corpus read again is never held whole)
+    assert learnt_while_read[-1] == len(pages) - 1
     chunked = CorpusDeduper()
     assert [chunked.prepare(corpus[a : a + 16]) for a in range(0, len(corpus), 16)] != want
     # a corpus read again without pages (say references hold the only ones): chunk by chunk

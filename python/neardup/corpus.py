@@ -318,14 +318,19 @@ class CorpusDeduper:
         Memory: 8 bytes per distinct line of each page, until the first feed."""
         if self._learnt is not None:
             raise ValueError("learn_boilerplate must come before the first feed or prepare")
+        texts = list(texts)
+        for t in texts:  # (every text checked before anything is learnt)
+            check_text(t, "texts[]")
         self._learn(texts)
 
     def _learn(self, texts: Iterable[str]) -> None:
-        pages = [t for t in texts if check_text(t, "texts[]") and self.policy.is_html(t)]
-        for page in pages:
-            lines = {hash(x) for x in page_lines(page)}
-            self._line_hashes.append(np.fromiter(lines, np.int64, len(lines)))
-        self._pages_learnt += len(pages)
+        """Counts the lines of the pages among ``texts``, one text at a time (a corpus read
+        again is never held whole)."""
+        for t in texts:
+            if check_text(t, "texts[]") and self.policy.is_html(t):
+                lines = {hash(x) for x in page_lines(t)}
+                self._line_hashes.append(np.fromiter(lines, np.int64, len(lines)))
+                self._pages_learnt += 1
 
     def _learnt_boilerplate(self) -> set[int] | None:
         """The hashes of the corpus's boilerplate lines once learnt (decided at the first call

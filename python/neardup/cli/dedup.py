@@ -17,12 +17,14 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from array import array
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from typing import Any
@@ -404,8 +406,8 @@ class _FileSlots:
 
 #: What is said when a page shows past the documents probed for pages.
 LATE_PAGES = (
-    "an HTML page past the first documents probed: the corpus is read again for its "
-    "boilerplate, learnt over all of it before any page is prepared"
+    "an HTML page past the first documents probed (or among the references): the corpus is "
+    "read again for its boilerplate, learnt over all of it before any page is prepared"
 )
 
 
@@ -498,6 +500,7 @@ def _run(args: argparse.Namespace) -> int:
         eprint(f"neardup dedup: {e}")
         return EXIT_USAGE
     spec = nio.FieldSpec(args.text_field, args.id_field, args.time_field)
+    stop = threading.Event()  # (set when pass 1 ends: a read again in a worker stops)
 
     # ---- pages: what is site boilerplate is decided over the whole corpus first, so that a
     # page is prepared alike wherever it sits in the input (docs/batch.md)
@@ -512,7 +515,7 @@ def _run(args: argparse.Namespace) -> int:
                 progress.close()
         elif policy.html == "auto":
             # (a page further down, or among the references: learnt then, over all of it)
-            deduper.corpus_texts = lambda: _read_again(sources, spec, args.quiet)
+            deduper.corpus_texts = lambda: _read_again(sources, spec, args.quiet, stop)
     except (nio.InputError, OSError) as e:
         eprint(f"neardup dedup: {e}")
         return EXIT_INPUT
@@ -555,6 +558,7 @@ def _run(args: argparse.Namespace) -> int:
             ThreadPoolExecutor(max_workers=1) as prepare_pool,
             ThreadPoolExecutor(max_workers=2) as sketch_pool,
             ThreadPoolExecutor(max_workers=1) as add_pool,
+            _set_on_exit(stop),  # (first out: a read again stops before the pools are waited)
         ):
             in_flight: deque[Future[SketchedChunk]] = deque()
             adding: deque[Future[None]] = deque()
@@ -887,16 +891,31 @@ def _write_reference_clusters(
             f.write(nio.json_line(record) + "\n")
 
 
-def _read_again(sources: list[nio.Source], spec: nio.FieldSpec, quiet: bool) -> Iterator[str]:
+def _read_again(
+    sources: list[nio.Source], spec: nio.FieldSpec, quiet: bool, stop: threading.Event
+) -> Iterator[str]:
     """Every text of the inputs, read again from the start (for the boilerplate of a page
-    that shows past the probe: :attr:`CorpusDeduper.corpus_texts`)."""
+    that shows past the probe: :attr:`CorpusDeduper.corpus_texts`); cut short once ``stop`` is
+    set (the job is ending: an interrupt, an error)."""
     if not quiet:
         from tqdm import tqdm
 
         tqdm.write(f"neardup dedup: {LATE_PAGES}", file=sys.stderr)  # (above a bar, if any)
     for source in sources:
         for batch in nio.read_batches(source, spec):
-            yield from batch.texts
+            for text in batch.texts:
+                if stop.is_set():
+                    return
+                yield text
+
+
+@contextmanager
+def _set_on_exit(event: threading.Event) -> Iterator[None]:
+    """Sets ``event`` when the block is left, however."""
+    try:
+        yield
+    finally:
+        event.set()
 
 
 def _has_pages(sources: list[nio.Source], spec: nio.FieldSpec, policy: Policy) -> bool:
