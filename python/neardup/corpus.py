@@ -324,10 +324,10 @@ class CorpusDeduper:
         self._learn(texts)
 
     def _learn(self, texts: Iterable[str]) -> None:
-        """Counts the lines of the pages among ``texts``, one text at a time (a corpus read
-        again is never held whole)."""
+        """Counts the lines of the pages among ``texts`` (checked ``str``), one text at a time
+        (a corpus read again is never held whole)."""
         for t in texts:
-            if check_text(t, "texts[]") and self.policy.is_html(t):
+            if self.policy.is_html(t):
                 lines = {hash(x) for x in page_lines(t)}
                 self._line_hashes.append(np.fromiter(lines, np.int64, len(lines)))
                 self._pages_learnt += 1
@@ -347,13 +347,12 @@ class CorpusDeduper:
         for t in texts:
             check_text(t, "texts[]")
         pages = [i for i, t in enumerate(texts) if self.policy.is_html(t)]
-        read_again, self.corpus_texts = self.corpus_texts, None
-        if pages and read_again is not None and not self._pages_learnt and not self._boilerplate:
-            # (no page was prepared yet: learnt now, the boilerplate is the whole corpus's)
-            self._learnt = None
-            self._learn(read_again())
-        elif not pages:
-            self.corpus_texts = read_again  # (still to be read when a page comes)
+        if pages and self.corpus_texts is not None:
+            read_again, self.corpus_texts = self.corpus_texts, None  # (read once)
+            if not self._pages_learnt and not self._boilerplate:
+                # (no page was prepared yet: learnt now, the boilerplate is the whole corpus's)
+                self._learnt = None
+                self._learn(check_text(t, "corpus_texts()[]") for t in read_again())
         learnt = self._learnt_boilerplate()
         if learnt is None:
             learnt = self._learnt = set()  # (too late to learn now)

@@ -413,10 +413,6 @@ LATE_PAGES = (
 
 def run(args: argparse.Namespace) -> int:
     """Run ``neardup dedup``; returns the exit code."""
-    return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
     if args.engine == "spark" and args.output in ("-", "/dev/stdout"):
         # (Spark writes a directory of part files: there is no one stream to copy out)
         eprint("neardup dedup: -o - runs with --engine local only; Spark writes a directory")
