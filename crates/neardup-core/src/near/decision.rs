@@ -19,6 +19,12 @@ const ROW: u32 = 1 << 30;
 /// A short list becomes a ring when it reaches this many rows (or `bucket_limit`).
 const HOT_AFTER: usize = 8;
 
+/// Reads `values` (each a load from memory that a later step needs) and nothing more: asked
+/// for one after the other with no work between, their cache misses overlap.
+fn overlap_misses(values: impl Iterator<Item = u32>) {
+    std::hint::black_box(values.fold(0, |a, b| a ^ b));
+}
+
 /// The newest `capacity` rows of a busy bucket, contiguous (reading one costs a few cache
 /// lines, where a list of that length costs a cache miss per row), and the older rows they
 /// pushed out, which take their place again when rows are forgotten.
@@ -253,15 +259,15 @@ impl Decision {
             *head = table.get(key).copied().unwrap_or(NONE);
         }
         let heads = &heads[..keys.len()];
-        let touched = heads
-            .iter()
-            .filter(|&&h| h != NONE && h & ROW == 0)
-            .map(|&h| match h & HOT {
-                0 => self.nodes[h as usize].0,
-                _ => self.rings[(h & !HOT) as usize].rows.len() as u32,
-            })
-            .fold(0, |a, b| a ^ b);
-        std::hint::black_box(touched);
+        overlap_misses(
+            heads
+                .iter()
+                .filter(|&&h| h != NONE && h & ROW == 0)
+                .map(|&h| match h & HOT {
+                    0 => self.nodes[h as usize].0,
+                    _ => self.rings[(h & !HOT) as usize].rows.len() as u32,
+                }),
+        );
         // the buckets' rows with the weight of their bucket, ...
         let rows = &mut sc.rows;
         rows.clear();
@@ -288,11 +294,7 @@ impl Decision {
         // ... their tallies asked for at once (the misses overlap; whether a row is forgotten
         // is read once per distinct row, below), then counted
         let (dead, tally, weight) = (&self.dead, &mut sc.tally, &mut sc.weight);
-        let touched = rows
-            .iter()
-            .map(|&(r, _)| tally[r as usize].0)
-            .fold(0, |a, b| a ^ b);
-        std::hint::black_box(touched);
+        overlap_misses(rows.iter().map(|&(r, _)| tally[r as usize].0));
         let mut found = std::mem::take(&mut sc.found);
         found.clear();
         weight.clear();
@@ -356,7 +358,7 @@ impl Decision {
                 self.heads[band].insert(key, ROW | row as u32);
             } else if head & HOT != 0 {
                 self.rings[(head & !HOT) as usize].push(row as u32, limit);
-            } else if self.list(head).take(HOT_AFTER).count() >= hot_after {
+            } else if self.list(head).take(hot_after).count() >= hot_after {
                 // the list becomes a ring, oldest first (its nodes stay, unused)
                 let mut rows = Vec::with_capacity(limit.min(64));
                 rows.extend(self.list(head));
@@ -674,17 +676,13 @@ impl Decision {
                 &mut counts,
             );
             // (ask for every candidate's bytes first: their cache misses overlap)
-            let touched: u32 = found
-                .iter()
-                .map(|&r| {
-                    let at = r as usize * m;
-                    u32::from(engine.minhash_bytes[at])
-                        ^ u32::from(engine.minhash_bytes[at + m - 1])
-                        ^ engine.fps[r as usize] as u32
-                        ^ position[r as usize]
-                })
-                .fold(0, |a, b| a ^ b);
-            std::hint::black_box(touched);
+            overlap_misses(found.iter().map(|&r| {
+                let at = r as usize * m;
+                u32::from(engine.minhash_bytes[at])
+                    ^ u32::from(engine.minhash_bytes[at + m - 1])
+                    ^ engine.fps[r as usize] as u32
+                    ^ position[r as usize]
+            }));
             let ranked = rule::rank(
                 &probe.bytes,
                 fp,
@@ -730,13 +728,9 @@ impl Decision {
             signature: probe.signature,
         };
         // (ask for every candidate's sketch first: their cache misses overlap)
-        let touched = ranked
-            .iter()
-            .map(|&(c, _)| {
-                engine.sketches.touch(c as usize) ^ engine.signatures[c as usize][0] as u32
-            })
-            .fold(0, |a, b| a ^ b);
-        std::hint::black_box(touched);
+        overlap_misses(ranked.iter().map(|&(c, _)| {
+            engine.sketches.touch(c as usize) ^ engine.signatures[c as usize][0] as u32
+        }));
         let mut verifying = rule::Verifying::new(cfg.threshold, best_only);
         for &(cand, d) in &ranked {
             let c = cand as usize;
