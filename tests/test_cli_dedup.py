@@ -309,6 +309,52 @@ def test_non_string_text_in_csv_and_parquet(tmp_path: Path) -> None:
     assert r.returncode == 0 and (tmp_path / "o.csv").read_text() == "id,body\n1,x\n"
 
 
+def test_a_csv_row_that_cannot_be_read_ends_the_input_at_its_line(tmp_path: Path) -> None:
+    """A quote in the middle of a CSV field, a quote left open to the end, and a TSV text that
+    starts with a quote: named at the line where the row starts, and with --on-error skip the
+    rows before it are written (the writer read the row again and stopped with a traceback)."""
+    cases = {
+        "mid.csv": ('id,text\n1,alpha beta gamma\n2,"bad "quote here\n3,def\n', 3),
+        "open.csv": ('id,text\n1,alpha beta gamma\n2,"open quote\n3,x\n4,y\n', 3),
+        "said.tsv": ('id\ttext\n1\talpha beta gamma\n2\t"Hello" she said\n', 3),
+    }
+    for name, (data, line) in cases.items():
+        src = tmp_path / name
+        src.write_text(data)
+        out = tmp_path / ("o" + src.suffix)
+        r = neardup("dedup", str(src), "-o", str(out))
+        assert r.returncode == 1 and f"{src}:{line}: cannot read on" in r.stderr, r.stderr
+        r = neardup("dedup", str(src), "-o", str(out), "--on-error", "skip")
+        assert r.returncode == 0, r.stderr
+        assert f"skipped {src}:{line}: cannot read on" in r.stderr
+        sep = "\t" if name.endswith(".tsv") else ","
+        assert out.read_text().splitlines() == [f"id{sep}text", f"1{sep}alpha beta gamma"]
+
+
+def test_integer_ids_beyond_64_bits_are_refused_not_rounded(tmp_path: Path) -> None:
+    """The JSON parser reads an integer beyond 64 bits as a float: such an id was rounded
+    (2**64 + 1 became 18446744073709551616, -2**63 - 1 the valid -2**63) and written in
+    --clusters; it is a bad record, and ids up to 2**63 - 1 and pandas' whole floats are read."""
+    text = "The quick brown fox jumps over the lazy dog near the river bank."
+    ids = [1, -(2**63) - 1, 2**64 + 1, 12345678901234567891234, 2**63 - 1]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": text}) + "\n" for i in ids))
+    src_float = tmp_path / "float.jsonl"
+    src_float.write_text(json.dumps({"id": 7.0, "text": text}) + "\n")
+    out, clusters = tmp_path / "o.jsonl", tmp_path / "c.jsonl"
+    r = neardup("dedup", str(src), "-o", str(out))
+    assert r.returncode == 1 and f"{src}:2: id " in r.stderr, r.stderr
+    assert "too large to read exactly" in r.stderr
+    r = neardup("dedup", str(src), str(src_float), "-o", str(out), "--clusters", str(clusters),
+                "--on-error", "skip")  # fmt: skip
+    assert r.returncode == 0 and "3 bad records skipped" in r.stderr, r.stderr
+    assert [c["id"] for c in map(json.loads, clusters.read_text().splitlines())] == [
+        1,
+        2**63 - 1,
+        7,
+    ]
+
+
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [

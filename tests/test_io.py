@@ -250,6 +250,38 @@ def test_csv_errors(tmp_path: Path) -> None:
     assert str(err) == f"{headless}:1: no column 'text' in the header (columns: id, body)"
 
 
+def test_a_csv_header_that_names_a_used_column_twice_is_refused(tmp_path: Path) -> None:
+    """Which of two 'text' columns holds the text cannot be told (the last was read)."""
+    path = tmp_path / "twice.csv"
+    path.write_text("id,text,text\n1,a,b\n")
+    (err,) = _docs(nio.detect(str(path)))
+    assert str(err) == f"{path}:1: the header names column 'text' more than once"
+    other = tmp_path / "other.csv"
+    other.write_text("id,text,note,note\n1,a,b,c\n")
+    assert [d.text for d in _docs(nio.detect(str(other)))] == ["a"]
+
+
+@pytest.mark.parametrize("name", ["bom.jsonl", "bom.jsonl.gz", "bom.txt"])
+def test_a_byte_order_mark_before_the_first_line_is_not_part_of_it(
+    tmp_path: Path, name: str
+) -> None:
+    """A file saved with a UTF-8 byte-order mark: its first record was refused ("Unexpected
+    UTF-8 BOM"); it is read, and the kept lines are written without the mark."""
+    path = tmp_path / name
+    lines = ([json.dumps({"id": i, "text": f"text {i}"}) for i in range(3)]
+             if ".jsonl" in name else [f"text {i}" for i in range(3)])  # fmt: skip
+    data = b"\xef\xbb\xbf" + "\n".join(lines).encode() + b"\n"
+    gz = name.endswith(".gz")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    docs = _docs(nio.detect(str(path)))
+    assert [d.text for d in docs] == ["text 0", "text 1", "text 2"], [str(d) for d in docs]
+    out = tmp_path / ("out" + "".join(Path(name).suffixes))
+    with nio.KeptWriter(nio.output_source(str(out), [nio.detect(str(path))])) as w:
+        w.write(nio.detect(str(path)), np.array([True, False, True]))
+    written = gzip.decompress(out.read_bytes()) if gz else out.read_bytes()
+    assert written == ("\n".join([lines[0], lines[2]]) + "\n").encode()
+
+
 # ---------------------------------------------------------------------------------------------
 # text lines, Parquet, directories
 

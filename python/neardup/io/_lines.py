@@ -26,12 +26,25 @@ BLOCK_BYTES = 1 << 21
 
 
 def line_blocks(source: Source, stream: IO[bytes], block_bytes: int) -> Iterator[list[bytes]]:
-    """The lines of ``stream`` (split at ``\\n``, without it) in blocks of about ``block_bytes``.
+    """The lines of ``stream`` (split at ``\\n``, without it) in blocks of about ``block_bytes``;
+    a UTF-8 byte-order mark that starts the file is not part of its first line (a file saved
+    by a Windows tool: the reader and the writer of kept lines both leave it out).
 
     Where the stream cannot be read on (truncated or corrupt compressed data), the file is read
     again line by line from the last whole block, the whole lines before the damage are yielded,
     and then the error is raised.
     """
+    for i, lines in enumerate(_line_blocks(source, stream, block_bytes)):
+        if i == 0 and lines[0].startswith(_BOM):
+            lines[0] = lines[0][len(_BOM) :]
+        yield lines
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _line_blocks(source: Source, stream: IO[bytes], block_bytes: int) -> Iterator[list[bytes]]:
+    """:func:`line_blocks` with the byte-order mark left in."""
     done = 0  # lines yielded so far
     pending: list[bytes] = []  # the start of a line that goes on in the next read
     while True:

@@ -127,15 +127,13 @@ def _read_csv(
     path = source.path
     text, reader = csv_reader(opened.stream, source.format)
     slot = 0
+    start = 1  # (the line after the last whole row: where a row that cannot be read starts)
     try:
         header = csv_header(reader)
         if header is None:
             return
-        missing = [
-            f
-            for f in (spec.text_field, spec.id_field, spec.time_field)
-            if f is not None and f not in header
-        ]
+        fields = [f for f in (spec.text_field, spec.id_field, spec.time_field) if f is not None]
+        missing = [f for f in fields if f not in header]
         if missing:
             yield InputError(
                 path,
@@ -143,8 +141,14 @@ def _read_csv(
                 f"no column {missing[0]!r} in the header (columns: {', '.join(header[:20])})",
             )
             return
+        twice = [f for f in fields if header.count(f) > 1]
+        if twice:
+            yield InputError(path, 1, f"the header names column {twice[0]!r} more than once")
+            return
         width = len(header)
+        start = reader.line_num + 1
         for row in reader:
+            start = reader.line_num + 1
             if not row:
                 continue
             if len(row) != width:
@@ -159,7 +163,7 @@ def _read_csv(
             if progress is not None and slot % PROGRESS_EVERY == 0:
                 opened.update()
     except READ_ERRORS as e:
-        yield InputError(path, reader.line_num + 1, f"cannot read on: {e}")
+        yield InputError(path, start, f"cannot read on: {e}")
     finally:
         text.detach()
         opened.close()

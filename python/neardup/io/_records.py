@@ -174,11 +174,17 @@ def _has_surrogates(s: str) -> bool:
     return False
 
 
+#: Largest magnitude up to which every whole float is the integer that was written.
+_EXACT_FLOAT = 2.0**53
+
+
 def record_id(record: Mapping[str, Any], id_field: str | None) -> Any:
     """The id of a record (a row of any input, a dataset's included): its ``id_field``, else its
     ``id`` where it has one, else None (the caller names it: :func:`id_or_place`); a string or
-    an integer (a whole float is its int, NaN none: pandas writes an int column with a missing
-    value as floats). ``ValueError`` for a missing ``id_field`` or an id of another kind."""
+    an integer (a whole float up to 2**53 is its int, NaN none: pandas writes an int column with
+    a missing value as floats). ``ValueError`` for a missing ``id_field`` or an id of another
+    kind, a larger float included: it may be an integer beyond 64 bits that the JSON parser
+    read as a float, and is not the id written."""
     if id_field is None:
         doc_id = record.get("id")
     else:
@@ -190,8 +196,13 @@ def record_id(record: Mapping[str, Any], id_field: str | None) -> Any:
         # pandas writes an int column that has a missing value as floats (1.0, NaN)
         if math.isnan(doc_id):
             return None
-        if doc_id.is_integer():
+        if doc_id.is_integer() and abs(doc_id) <= _EXACT_FLOAT:
             return int(doc_id)
+        if doc_id.is_integer():
+            raise ValueError(
+                f"id {doc_id:.17g} is a number too large to read exactly (an integer beyond "
+                "64 bits, or a float beyond 2**53); write it as a string"
+            )
     if doc_id is not None and not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
         raise ValueError(f"id is {describe(doc_id)}, expected a string or integer")
     return doc_id

@@ -200,8 +200,10 @@ class KeptWriter:
                 )
             keep_l = keep.tolist()
             need_l = need.tolist()
-            for row in reader:
-                if slot >= n:
+            # (no row is read past the n that pass 1 read: the next may be the one it could not)
+            while slot < n:
+                row = next(reader, None)
+                if row is None:
                     break
                 if not row:
                     continue
