@@ -110,10 +110,16 @@ def _run_in(
         args.output = os.path.join(directory, "stdout" + _SUFFIX[fmt])
     code = run(args)
     if to_stdout and code == 0:
-        # (BrokenPipeError, a reader that stopped early, goes to neardup.cli.main)
-        with open(args.output, "rb") as f:
-            shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
+        # (BrokenPipeError, a reader that stopped early, goes to neardup.cli.main.) Written to
+        # the descriptor, not through sys.stdout.buffer: the buffered writer takes a partial
+        # write cut short by the reader's going for success, and the job ended with 0.
         sys.stdout.buffer.flush()
+        fd = sys.stdout.fileno()
+        with open(args.output, "rb") as f:
+            while chunk := f.read(1 << 20):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
     return code
 
 
