@@ -208,6 +208,10 @@ def test_remove_get_contains_expire_stats() -> None:
         d.add(1.5, "x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="k must be an int in 0..64"):
         d.check("x", k=99)
+    # (a wrong type is a TypeError, as the README says of every argument; it was a ValueError)
+    for bad in (1.5, "3", True):
+        with pytest.raises(TypeError, match="k must be an int in 0..64 or None, got"):
+            d.check("x", k=bad)  # type: ignore[arg-type]
     d.close()
     with pytest.raises(ValueError, match="closed"):
         d.check("x")

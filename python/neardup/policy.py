@@ -279,12 +279,14 @@ def check_text(text: object, name: str = "text") -> str:
 
 def check_k(k: int | None) -> int | None:
     """``k`` when it is None or an int in 0..64 (a numpy integer too, as the index takes it),
-    as an int; a :class:`ValueError` otherwise."""
+    as an int; a :class:`TypeError` for another type, a :class:`ValueError` for another int."""
     if k is None:
         return None
     if isinstance(k, np.integer):
         k = int(k)
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 64:
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int in 0..64 or None, got {type(k).__name__} {k!r}")
+    if not 0 <= k <= 64:
         raise ValueError(f"k must be an int in 0..64 or None, got {k!r}")
     return k
 
