@@ -73,3 +73,16 @@ def test_redis_unreachable() -> None:
     code, out = serve("--store", f"redis://user:secret@127.0.0.1:{port}/0")
     assert_one_line(code, out, 1, "--store", str(port))
     assert "secret" not in out
+
+
+def test_an_address_in_use_leaves_the_store_closed(tmp_path: Path) -> None:
+    """The store is opened before the address is bound: when binding fails it is closed again
+    (its SQLite write-ahead log was left behind, the store not closed)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        done = neardup("serve", "--data", str(tmp_path / "store"), "--port", port)
+    assert_one_line(done.returncode, done.stdout + done.stderr, 1, "Address already in use")
+    names = sorted(p.name for p in (tmp_path / "store").iterdir())
+    assert "texts.sqlite" in names and not [n for n in names if n.endswith(("-wal", "-shm"))]

@@ -204,4 +204,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"neardup serve: {e}", file=sys.stderr)
         return 1
+    finally:
+        # (the app closes it when it shuts down, but not when the address cannot be bound;
+        # closing is idempotent)
+        backend.close()
     return 0
