@@ -82,3 +82,32 @@ def test_a_bad_timestamp_is_refused_and_nothing_is_stored(tmp_path: Path, fast_p
         for id in ("again", "recent"):
             assert httpx.get(f"{srv.url}/v1/documents/{id}", timeout=30).status_code == 200
         assert httpx.get(srv.url + "/v1/stats", timeout=30).json()["count"] == 2
+
+
+def test_a_text_damaged_behind_a_saved_engine_is_answered_as_damage(tmp_path: Path) -> None:
+    """A byte of a stored text flipped after a clean stop: the saved engine lets the service
+    start without reading the texts, and a read of that document answered 500
+    internal_error with a traceback in the log; it names the damage and the repair, and the
+    service stays up for the other documents."""
+    root = tmp_path / "store"
+    marker = "zqxj marker text of the damaged document, long enough to be a real text"
+    items = [{"id": f"d{i}", "text": f"{words(i, n=30)}"} for i in range(20)]
+    items.append({"id": "hit", "text": marker})
+    srv = ServerProcess(root, "--retention", "none").start()
+    try:
+        assert post(srv.url + "/v1/add/batch", {"items": items}).status_code == 200
+        srv.stop()  # (graceful: the engine is saved beside the texts)
+    finally:
+        srv.kill()
+    assert (root / "texts.engine").exists()
+    data = (root / "texts.sqlite").read_bytes()
+    at = data.index(marker.encode())
+    (root / "texts.sqlite").write_bytes(data[:at] + b"\xff\xfe" + data[at + 2 :])
+    with ServerProcess(root, "--retention", "none") as srv:
+        r = httpx.get(srv.url + "/v1/documents/hit", timeout=30)
+        assert r.status_code == 500, r.text
+        error = r.json()["error"]
+        assert error["code"] == "store_damaged", error
+        assert "texts.sqlite" in error["message"] and "neardup repair" in error["message"]
+        assert httpx.get(srv.url + "/v1/documents/d3", timeout=30).status_code == 200
+        assert srv.alive

@@ -34,6 +34,7 @@ from neardup.service.backend import open_backend, store_fault
 from neardup.service.core import DedupService
 from neardup.service.errors import ApiError
 from neardup.service.settings import Settings
+from neardup.textstore import CorruptTextStoreError
 
 __all__ = ["ServiceGate", "create_app"]
 
@@ -120,12 +121,17 @@ def _json_error(err: ApiError) -> Response:
 def _unexpected(exc: Exception) -> ApiError:
     """The answer to an exception that is not an :class:`ApiError`: 503 ``unavailable`` when
     the store cannot serve now (down, timed out, loading; or its namespace now holds another
-    policy, set by another process after the server lost its data), else 500
-    ``internal_error``."""
+    policy, set by another process after the server lost its data), 500 ``store_damaged`` for
+    a text store found damaged where it is read, else 500 ``internal_error``."""
     if store_fault(exc):
         return ApiError("unavailable", f"the store is unavailable, retry later ({exc})")
     if isinstance(exc, IncompatibleIndexError):
         return ApiError("unavailable", f"the store cannot serve this service: {exc}")
+    if isinstance(exc, CorruptTextStoreError):
+        return ApiError(
+            "store_damaged",
+            f"{exc}; stop the service and run `neardup repair DIR` on its data directory",
+        )
     return ApiError("internal_error", "internal server error")
 
 

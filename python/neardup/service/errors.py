@@ -32,6 +32,7 @@ CODES: dict[str, int] = {
     "invalid_fingerprint": 422,
     "invalid_timestamp": 422,
     "internal_error": 500,
+    "store_damaged": 500,
     "unavailable": 503,
 }
 RETRY_AFTER_SECONDS = 1
