@@ -240,8 +240,11 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
-def add_input_arguments(p: argparse.ArgumentParser, time_field: bool = True) -> None:
-    """The input options shared by dedup, fingerprint and index build."""
+def add_input_arguments(
+    p: argparse.ArgumentParser, time_field: bool = True, no_id: str = "the row number"
+) -> None:
+    """The input options shared by dedup, fingerprint and index build; ``no_id``: what names a
+    record without an id."""
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories")
     p.add_argument(
         "--format",
@@ -255,7 +258,7 @@ def add_input_arguments(p: argparse.ArgumentParser, time_field: bool = True) -> 
     p.add_argument(
         "--id-field",
         default=None,
-        help="field/column with the id (default: 'id' where present, else the row number)",
+        help=f"field/column with the id (default: 'id' where present, else {no_id})",
     )
     if time_field:
         p.add_argument(

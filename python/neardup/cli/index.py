@@ -130,7 +130,7 @@ def add_parser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     b.add_argument("index_dir", metavar="DIR", help="index directory (made when missing)")
-    add_input_arguments(b)
+    add_input_arguments(b, no_id="FILE:LINE")
     b.add_argument(
         "--k",
         type=int,
