@@ -321,8 +321,15 @@ def test_bad_fingerprints() -> None:
         idx.add_many([1, 2], np.array([1, -3], dtype=np.int64))
     with pytest.raises(TypeError, match="dtype <f8|float64"):
         idx.add_many([1, 2], np.array([1.0, 2.0]))
-    with pytest.raises(ValueError, match="same length"):
+    # (no timestamps given: the message named three lengths, one per fingerprint for them)
+    with pytest.raises(
+        ValueError, match=r"^ids and fingerprints must have the same length, got 3 and 2$"
+    ):
         idx.add_many([1, 2, 3], [1, 2])
+    with pytest.raises(
+        ValueError, match="timestamps must have the length of ids and fingerprints, got 1 for 2"
+    ):
+        idx.add_many([1, 2], [1, 2], [1.0])
     assert len(idx) == 0
 
 

@@ -412,12 +412,19 @@ impl Index {
 
     /// Adds a batch (one WAL record, one fsync). Later duplicates in the batch win.
     pub fn add_many(&mut self, ids: Ids<'_>, fps: &[u64], ts: &[f64]) -> Result<()> {
-        if ids.len() != fps.len() || ts.len() != fps.len() {
+        // (ids and fingerprints first: a caller that gave no timestamps has one per fingerprint)
+        if ids.len() != fps.len() {
             return Err(Error::InvalidArgument(format!(
-                "ids, fingerprints and timestamps must have the same length, got {}, {} and {}",
+                "ids and fingerprints must have the same length, got {} and {}",
                 ids.len(),
-                fps.len(),
-                ts.len()
+                fps.len()
+            )));
+        }
+        if ts.len() != fps.len() {
+            return Err(Error::InvalidArgument(format!(
+                "timestamps must have the length of ids and fingerprints, got {} for {}",
+                ts.len(),
+                fps.len()
             )));
         }
         for &t in ts {
