@@ -596,6 +596,13 @@ def test_float_ids_from_pandas_are_read_as_ints_by_both_engines(
     assert r.returncode == 1 and "id is float" in r.stderr, r.stderr
     with pytest.raises(ValueError, match="id_col: id 2.5 is not whole"):
         nspark.run_dedup_cli([str(src)], str(tmp_path / "o2"))
+    # a whole float beyond 2**53 is not the integer written (Spark's job stopped with an
+    # ARITHMETIC_OVERFLOW of its floor): refused by both, with one message
+    pd.DataFrame({"id": [1.0, 1e20], "text": texts[:2]}).to_json(src, orient="records", lines=True)
+    r = neardup("dedup", str(src), "-o", str(tmp_path / "o3.jsonl"))
+    assert r.returncode == 1 and "too large to read exactly" in r.stderr, r.stderr
+    with pytest.raises(ValueError, match="id_col: id 1e\\+20 is a number too large to read"):
+        nspark.run_dedup_cli([str(src)], str(tmp_path / "o4"))
 
 
 def test_ids_follow_the_order_column_when_none_are_given(spark: SparkSession) -> None:

@@ -43,6 +43,7 @@ import sys
 
 from neardup.io._readers import csv_header, csv_reader, dir_files, read_batches, read_docs
 from neardup.io._records import (
+    EXACT_FLOAT_ID,
     Doc,
     DocBatch,
     doc_from_record,
@@ -50,6 +51,7 @@ from neardup.io._records import (
     parse_json_line,
     parse_time,
     record_id,
+    too_large_id,
 )
 from neardup.io._sources import (
     FORMATS,
@@ -104,6 +106,8 @@ __all__ = [
     "read_batches",
     "read_docs",
     "record_id",
+    "EXACT_FLOAT_ID",
+    "too_large_id",
 ]
 
 # The classes are neardup.io's, wherever they are defined: that is the name their reprs,

@@ -23,6 +23,8 @@ from neardup.io._streams import READ_ERRORS, ProgressFn, open_or_error, open_rea
 from neardup.textstore import MAX_TIMESTAMP
 
 BLOCK_BYTES = 1 << 21
+#: A UTF-8 byte-order mark (see :func:`line_blocks`).
+_BOM = b"\xef\xbb\xbf"
 
 
 def line_blocks(source: Source, stream: IO[bytes], block_bytes: int) -> Iterator[list[bytes]]:
@@ -38,9 +40,6 @@ def line_blocks(source: Source, stream: IO[bytes], block_bytes: int) -> Iterator
         if i == 0 and lines[0].startswith(_BOM):
             lines[0] = lines[0][len(_BOM) :]
         yield lines
-
-
-_BOM = b"\xef\xbb\xbf"
 
 
 def _line_blocks(source: Source, stream: IO[bytes], block_bytes: int) -> Iterator[list[bytes]]:

@@ -174,8 +174,17 @@ def _has_surrogates(s: str) -> bool:
     return False
 
 
-#: Largest magnitude up to which every whole float is the integer that was written.
-_EXACT_FLOAT = 2.0**53
+#: Largest magnitude up to which a whole float id is read as its integer: every whole float
+#: up to it is the integer that was written (the local engine and Spark's ``whole_ids``).
+EXACT_FLOAT_ID = 2.0**53
+
+
+def too_large_id(value: float) -> str:
+    """What is wrong with a whole float id beyond :data:`EXACT_FLOAT_ID`."""
+    return (
+        f"id {value:.17g} is a number too large to read exactly (an integer beyond 64 bits, "
+        "or a float beyond 2**53); write it as a string"
+    )
 
 
 def record_id(record: Mapping[str, Any], id_field: str | None) -> Any:
@@ -196,13 +205,10 @@ def record_id(record: Mapping[str, Any], id_field: str | None) -> Any:
         # pandas writes an int column that has a missing value as floats (1.0, NaN)
         if math.isnan(doc_id):
             return None
-        if doc_id.is_integer() and abs(doc_id) <= _EXACT_FLOAT:
-            return int(doc_id)
         if doc_id.is_integer():
-            raise ValueError(
-                f"id {doc_id:.17g} is a number too large to read exactly (an integer beyond "
-                "64 bits, or a float beyond 2**53); write it as a string"
-            )
+            if abs(doc_id) > EXACT_FLOAT_ID:
+                raise ValueError(too_large_id(doc_id))
+            return int(doc_id)
     if doc_id is not None and not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
         raise ValueError(f"id is {describe(doc_id)}, expected a string or integer")
     return doc_id

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from pyspark.sql import types as T
 
 from neardup.backends.layout import BlockLayout, default_blocks
 from neardup.corpus import boilerplate_limit, page_lines, without_boilerplate
-from neardup.io import parse_time
+from neardup.io import EXACT_FLOAT_ID, parse_time, too_large_id
 from neardup.kept import rule_for
 from neardup.policy import Policy
 from neardup.spark._groups import sorted_groups, stable_hash64, stable_hash128
@@ -105,14 +106,19 @@ def whole_ids(df: DataFrame, col: str, where: str) -> DataFrame:
     """``df`` with its id column ``col`` read as the local engine reads ids
     (:func:`neardup.io.record_id`): a column of floats -- pandas writes an int column that has
     a missing value as floats -- as longs, NaN as none. ``ValueError`` naming ``where`` for a
-    value that is not whole."""
+    value that is not whole, or whole beyond :data:`neardup.io.EXACT_FLOAT_ID` (not the
+    integer written; the job stopped with Spark's overflow error)."""
     if not isinstance(df.schema[col].dataType, (T.DoubleType, T.FloatType)):
         return df
     c = F.col(col)
-    odd = c.isNotNull() & ~F.isnan(c) & ((c != F.floor(c)) | (F.abs(c) == float("inf")))
+    # (c % 1, not floor: floor gives a long, which overflows beyond 2**63 under ANSI SQL)
+    odd = c.isNotNull() & ~F.isnan(c) & ((F.abs(c) > EXACT_FLOAT_ID) | (c % 1 != 0))
     bad = df.where(odd).select(c).first()
     if bad is not None:
-        raise ValueError(f"{where}: id {bad[0]!r} is not whole (ids are strings or integers)")
+        v = bad[0]
+        if math.isfinite(v) and v.is_integer():
+            raise ValueError(f"{where}: {too_large_id(v)}")
+        raise ValueError(f"{where}: id {v!r} is not whole (ids are strings or integers)")
     return df.withColumn(col, F.when(F.isnan(c), F.lit(None)).otherwise(c.cast("long")))
 
 
